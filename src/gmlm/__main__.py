@@ -1,0 +1,3 @@
+from gmlm.cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,44 @@
+"""`gmlm` entry point: builds the subcommand parsers and turns user errors into clean messages."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+
+from gmlm import __version__
+from gmlm.cli import demo, theory
+from gmlm.errors import GmlmError
+
+# Each module exposes add_parser(subparsers) and sets `func` on its parser(s).
+COMMANDS: tuple[ModuleType, ...] = (theory, demo)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gmlm",
+        description=(
+            "Generative Masked Language Models: PaDIR non-autoregressive translation and "
+            "exact computations behind the theory of Li et al. (ICML 2024)."
+        ),
+    )
+    parser.add_argument("--version", action="version", version=f"gmlm {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for module in COMMANDS:
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except GmlmError as err:
+        print(f"gmlm: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("gmlm: interrupted", file=sys.stderr)
+        return 130

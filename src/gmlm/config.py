@@ -1,0 +1,217 @@
+"""Typed configuration: dataclass schemas, YAML presets holding overrides only, `a.b=value`.
+
+A schema is a (nested) dataclass whose fields all have defaults. A preset is a YAML file that
+overrides some of those fields; presets may name a parent with a top-level `base: NAME` key.
+Command-line overrides use dotted paths (`model.d_model=256`). Unknown keys are rejected with
+the list of valid ones, values are checked against the field types, and the resolved config is
+written next to every output with :func:`save_config`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from gmlm.errors import GmlmError
+from gmlm.io import atomic_write_text
+
+T = TypeVar("T")
+
+PRESET_DIR = Path(__file__).parent / "configs"
+
+
+class ConfigError(GmlmError, ValueError):
+    """A configuration problem the user can fix (unknown key, bad value, missing preset)."""
+
+
+def _field_types(cls: type) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+
+
+def _coerce(value: Any, tp: Any, path: str) -> Any:
+    """Check `value` against the annotation `tp`, converting only where lossless (int -> float)."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if tp is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(value, arg, path)
+            except ConfigError:
+                continue
+        raise ConfigError(f"{path}: {value!r} matches none of {tp}")
+    if origin is typing.Literal:
+        if value not in args:
+            raise ConfigError(f"{path}: {value!r} is not one of {list(args)}")
+        return value
+    if origin in (list, tuple, Sequence):
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{path}: expected a list, got {value!r}")
+        item_tp = args[0] if args else Any
+        items = [_coerce(v, item_tp, f"{path}[{i}]") for i, v in enumerate(value)]
+        return tuple(items) if origin is tuple else items
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{path}: expected a mapping for section {tp.__name__}")
+        return from_dict(tp, value, prefix=f"{path}.")
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"{path}: expected true/false, got {value!r}")
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):  # YAML 1.1 reads "3e-3" (no dot) as a string
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        raise ConfigError(f"{path}: expected a number, got {value!r}")
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise ConfigError(f"{path}: expected an integer, got {value!r}")
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        raise ConfigError(f"{path}: expected a string, got {value!r}")
+    raise ConfigError(f"{path}: unsupported field type {tp}")
+
+
+def from_dict(cls: type[T], data: Mapping[str, Any], prefix: str = "") -> T:
+    """Build `cls` from a (partial) mapping; unknown keys raise ConfigError naming valid ones."""
+    return merge(cls(), data, prefix)
+
+
+def merge(cfg: T, data: Mapping[str, Any], prefix: str = "") -> T:
+    """Return a copy of dataclass `cfg` with the values in `data` (nested mappings) applied."""
+    if not dataclasses.is_dataclass(cfg) or isinstance(cfg, type):
+        raise TypeError("merge expects a dataclass instance")
+    types_ = _field_types(type(cfg))
+    changes: dict[str, Any] = {}
+    for key, value in data.items():
+        path = f"{prefix}{key}"
+        if key not in types_:
+            valid = ", ".join(sorted(f"{prefix}{k}" for k in types_))
+            raise ConfigError(f"unknown config key '{path}'; valid keys here: {valid}")
+        current = getattr(cfg, key)
+        if dataclasses.is_dataclass(current) and isinstance(value, Mapping):
+            changes[key] = merge(current, value, prefix=f"{path}.")
+        else:
+            changes[key] = _coerce(value, types_[key], path)
+    return dataclasses.replace(cfg, **changes)
+
+
+def parse_override(text: str) -> dict[str, Any]:
+    """`a.b=value` -> {"a": {"b": value}}; the value is parsed as YAML (so 3, 1e-3, true, [1,2])."""
+    if "=" not in text:
+        raise ConfigError(
+            f"override '{text}' is not of the form key=value (e.g. model.d_model=256)"
+        )
+    key, raw = text.split("=", 1)
+    key = key.strip()
+    if not key or any(not part for part in key.split(".")):
+        raise ConfigError(f"override '{text}' has an empty key")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as err:
+        raise ConfigError(f"override '{text}': cannot parse value: {err}") from None
+    out: dict[str, Any] = {}
+    node = out
+    parts = key.split(".")
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+    node[parts[-1]] = value
+    return out
+
+
+def preset_path(name: str | Path) -> Path:
+    path = Path(name)
+    if path.suffix in (".yaml", ".yml"):
+        if not path.is_file():
+            raise ConfigError(f"config file not found: {path}")
+        return path
+    candidate = PRESET_DIR / f"{name}.yaml"
+    if not candidate.is_file():
+        raise ConfigError(
+            f"unknown preset '{name}'; available presets: {', '.join(list_presets())}"
+        )
+    return candidate
+
+
+def list_presets() -> list[str]:
+    return sorted(p.stem for p in PRESET_DIR.glob("*.yaml"))
+
+
+def load_preset_dict(name: str | Path, _seen: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Read a preset, following `base:` parents; later files override earlier ones."""
+    path = preset_path(name)
+    if str(path) in _seen:
+        raise ConfigError(f"preset cycle through {path}")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: invalid YAML: {err}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a preset must be a mapping of overrides")
+    base = data.pop("base", None)
+    if base is None:
+        return data
+    parent = load_preset_dict(base, (*_seen, str(path)))
+    return deep_update(parent, data)
+
+
+def deep_update(base: dict[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in new.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = deep_update(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def load_config(cls: type[T], preset: str | Path | None = None, overrides: Sequence[str] = ()) -> T:
+    """Defaults of `cls`, then the preset (if any), then each `a.b=value` override in order."""
+    data: dict[str, Any] = load_preset_dict(preset) if preset is not None else {}
+    for text in overrides:
+        data = deep_update(data, parse_override(text))
+    return from_dict(cls, data)
+
+
+def to_dict(cfg: Any) -> dict[str, Any]:
+    result = dataclasses.asdict(cfg)
+    return typing.cast(dict[str, Any], _plain(result))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def save_config(cfg: Any, path: str | Path) -> None:
+    """Write the resolved config as YAML (atomically) so every output says how it was made."""
+    atomic_write_text(Path(path), yaml.safe_dump(to_dict(cfg), sort_keys=False))
+
+
+def load_saved_config(cls: type[T], path: str | Path) -> T:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    return from_dict(cls, data)
