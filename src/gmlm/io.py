@@ -20,6 +20,7 @@ def atomic_open(path: Path, mode: str = "w", encoding: str | None = "utf-8") -> 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp creates 0600; give the usual permissions
     try:
         with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as handle:
             yield handle
@@ -30,6 +31,12 @@ def atomic_open(path: Path, mode: str = "w", encoding: str | None = "utf-8") -> 
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def current_umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
 
 
 def atomic_write_text(path: Path, text: str) -> None:

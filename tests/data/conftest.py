@@ -1,0 +1,28 @@
+"""Fixtures shared by the data tests (helpers live in datahelpers.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.data.datahelpers import make_pairs, tiny_config, write_lines
+
+
+@pytest.fixture
+def parallel_files(tmp_path: Path) -> tuple[Path, Path]:
+    src, tgt = make_pairs(400)
+    return write_lines(tmp_path / "train.de", src), write_lines(tmp_path / "train.en.gz", tgt)
+
+
+@pytest.fixture(scope="session")
+def tiny_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A prepared dataset of 2,000 synthetic pairs (shared, read-only)."""
+    from gmlm.data.prepare import prepare_dataset
+
+    root = tmp_path_factory.mktemp("tiny")
+    src, tgt = make_pairs(2000, seed=1)
+    write_lines(root / "c.de", src)
+    write_lines(root / "c.en", tgt)
+    cfg = tiny_config(f"files:{root / 'c.de'},{root / 'c.en'}")
+    return prepare_dataset(cfg, root / "dataset")

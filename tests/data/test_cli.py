@@ -1,0 +1,84 @@
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gmlm.cli.main import main
+from tests.data.datahelpers import make_pairs, write_lines
+
+
+@pytest.fixture
+def corpus_spec(tmp_path: Path) -> str:
+    src, tgt = make_pairs(300)
+    return f"files:{write_lines(tmp_path / 'c.de', src)},{write_lines(tmp_path / 'c.en', tgt)}"
+
+
+def test_prepare_stats_bench(
+    corpus_spec: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "ds"
+    args = ["data", "prepare", "--corpus", corpus_spec, "--out", str(out), "--vocab-size", "400"]
+    rc = main([*args, "--threads", "1", "--no-progress", "filter.max_ratio=0", "test_fraction=0.2"])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert "train" in printed and "length_ratio" in printed
+    saved = yaml.safe_load((out / "config.yaml").read_text())
+    assert saved["filter"]["max_ratio"] == 0 and saved["tokenizer"]["vocab_size"] == 400
+    assert saved["test_fraction"] == 0.2 and saved["corpus"] == corpus_spec
+
+    assert main(["data", "stats", str(out), "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["splits"]["train"]["pairs"] + stats["splits"]["test"]["pairs"] > 250
+
+    assert main(["data", "bench", str(out), "--epochs", "1", "--max-tokens", "512"]) == 0
+    last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert last["iterator"]["max_tokens"] == 512 and last["iterator"]["tgt_tokens_per_s_median"] > 0
+    assert last["environment"]["torch_threads"] >= 1
+
+
+def test_bench_with_corpus_times_preparation(
+    corpus_spec: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["data", "bench", "--corpus", corpus_spec, "--set", "tokenizer.vocab_size=400"]
+    assert main([*argv, "--epochs", "1", "--threads", "1"]) == 0
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert report["prepare"]["vocab_size"] <= 400 and report["prepare"]["wall_s"] > 0
+    assert set(report["prepare"]) >= {"tokenizer_s", "read_s", "total_s", "meets_target"}
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["data", "prepare", "--corpus", "wmt:14", "--out", "X"], "unknown corpus spec 'wmt:14'"),
+        (["data", "stats", "NOWHERE"], "no such dataset folder"),
+        (["data", "prepare", "--out", "X", "filter.nope=1"], "unknown config key 'filter.nope'"),
+        (["data", "bench"], "give either a prepared dataset folder or --corpus"),
+    ],
+)
+def test_errors_are_one_line(
+    argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("gmlm: error: ") and message in err[-1]
+    assert len(err) == 1
+
+
+def test_mismatched_files_via_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = write_lines(tmp_path / "a.de", ["eins", "zwei"])
+    tgt = write_lines(tmp_path / "a.en", ["one"])
+    rc = main(["data", "prepare", "--corpus", f"files:{src},{tgt}", "--out", str(tmp_path / "o")])
+    assert rc == 2
+    assert "a.de has 2 lines but" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_prepare_help_documents_specs(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["data", "prepare", "--help"])
+    text = capsys.readouterr().out
+    for fragment in ("bible:PAIR", "multi30k:DIR", "--valid files:dev.de,dev.en", "tsv:FILE"):
+        assert fragment in text

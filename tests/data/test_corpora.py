@@ -1,0 +1,94 @@
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from gmlm.data.corpora import parse_spec, read_corpus, read_multi30k
+from gmlm.data.textfiles import read_lines
+from gmlm.errors import GmlmError
+from tests.data.datahelpers import MULTI30K, write_lines
+
+
+def test_read_lines_plain_gz_bom_and_crlf(tmp_path: Path) -> None:
+    plain = tmp_path / "a.txt"
+    plain.write_bytes("\ufeffeins\r\nzwei\u2028drei\n\nvier".encode())
+    assert read_lines(plain) == ["eins\r", "zwei\u2028drei", "", "vier"]
+    packed = tmp_path / "a.txt.gz"
+    packed.write_bytes(gzip.compress(b"x\ny\n"))
+    assert read_lines(packed) == ["x", "y"]
+
+
+def test_invalid_utf8_names_file_and_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.de"
+    bad.write_bytes(b"gut\nnoch gut\nsch\xf6n\n")
+    with pytest.raises(GmlmError, match=r"bad\.de:3: invalid UTF-8 .*column 4.*iconv"):
+        read_lines(bad)
+
+
+def test_bad_gzip_and_missing_file(tmp_path: Path) -> None:
+    fake = tmp_path / "x.gz"
+    fake.write_bytes(b"not gzip at all")
+    with pytest.raises(GmlmError, match=r"x\.gz: not a valid gzip file"):
+        read_lines(fake)
+    with pytest.raises(GmlmError, match=r"nope\.txt: file not found"):
+        read_lines(tmp_path / "nope.txt")
+
+
+def test_mismatched_line_counts_name_both_files(tmp_path: Path) -> None:
+    src = write_lines(tmp_path / "t.de", ["a", "b", "c"])
+    tgt = write_lines(tmp_path / "t.en", ["a", "b"])
+    with pytest.raises(GmlmError, match=r"t\.de has 3 lines but .*t\.en has 2"):
+        read_corpus(f"files:{src},{tgt}")
+
+
+@pytest.mark.parametrize(
+    "spec", ["nonsense", "wmt:foo", "files:", "bible", "FILES", "zip:a.zip", ""]
+)
+def test_unknown_corpus_spec(spec: str) -> None:
+    with pytest.raises(GmlmError, match=r"unknown corpus spec .*expected one of: bible:PAIR"):
+        parse_spec(spec)
+
+
+def test_files_spec_languages_and_separate_splits(tmp_path: Path) -> None:
+    src = write_lines(tmp_path / "train.de.gz", ["Hallo Welt", "Guten Tag"])
+    tgt = write_lines(tmp_path / "train.en", ["Hello world", "Good day"])
+    dev = write_lines(tmp_path / "dev.tsv", ["Ja\tYes"])
+    corpus = read_corpus(f"files:{src},{tgt}", valid=f"tsv:{dev}")
+    assert (corpus.src_lang, corpus.tgt_lang) == ("de", "en")
+    assert corpus.splits["train"].tgt == ["Hello world", "Good day"]
+    assert corpus.splits["valid"].src == ["Ja"]
+    with pytest.raises(GmlmError, match="expected files:SRC,TGT"):
+        read_corpus(f"files:{src}")
+    with pytest.raises(GmlmError, match="defines its own splits"):
+        read_corpus("bible:de-en", valid=f"tsv:{dev}")
+
+
+def test_tsv_and_jsonl_errors_name_the_line(tmp_path: Path) -> None:
+    tsv = write_lines(tmp_path / "c.tsv", ["a\tb", "only one field", "c\td"])
+    with pytest.raises(GmlmError, match=r"c\.tsv:2: expected 2 tab-separated fields"):
+        read_corpus(f"tsv:{tsv}")
+    rows = [json.dumps({"translation": {"de": "Hund", "en": "dog"}}), "", "{broken"]
+    jsonl = write_lines(tmp_path / "c.jsonl", rows)
+    with pytest.raises(GmlmError, match=r"c\.jsonl:3: invalid JSON"):
+        read_corpus(f"jsonl:{jsonl}:de,en")
+    jsonl = write_lines(tmp_path / "d.jsonl", rows[:1])
+    corpus = read_corpus(f"jsonl:{jsonl}:de,en")
+    assert corpus.splits["train"].src == ["Hund"] and corpus.src_lang == "de"
+    with pytest.raises(GmlmError, match=r"d\.jsonl:1: no string field 'src'"):
+        read_corpus(f"jsonl:{jsonl}")
+
+
+def test_multi30k_missing_files(tmp_path: Path) -> None:
+    with pytest.raises(GmlmError, match=r"neither train\.de\.gz nor train\.de"):
+        read_multi30k(tmp_path, "de", "en")
+
+
+@pytest.mark.skipif(not MULTI30K.is_dir(), reason=f"Multi30k not found at {MULTI30K}")
+def test_multi30k_reader_counts() -> None:
+    corpus = read_corpus(f"multi30k:{MULTI30K}")
+    sizes = {name: len(text) for name, text in corpus.splits.items()}
+    assert sizes == {"train": 29000, "valid": 1014, "test": 1000}
+    assert corpus.splits["train"].src[0].startswith("Zwei junge weiße Männer")
+    reverse = read_corpus(f"multi30k:{MULTI30K}:en-de")
+    assert reverse.splits["test"].tgt == corpus.splits["test"].src

@@ -1,0 +1,76 @@
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gmlm.data.binarized import load_dataset
+from gmlm.data.corpora import read_corpus
+from gmlm.data.hf import corpus_from_hf, import_datasets
+from gmlm.data.prepare import prepare_dataset
+from gmlm.errors import GmlmError
+from tests.data.datahelpers import make_pairs, tiny_config
+
+SKIP = "Hugging Face `datasets` is not installed (optional extra: pip install 'gmlm[hf]')"
+
+
+def local_wmt(datasets: Any) -> Any:
+    """A DatasetDict laid out like the hub's WMT datasets, built in memory."""
+
+    def split(n: int, seed: int) -> Any:
+        src, tgt = make_pairs(n, seed)
+        rows = [{"de": s, "en": t} for s, t in zip(src, tgt, strict=True)]
+        return datasets.Dataset.from_dict({"translation": rows})
+
+    return datasets.DatasetDict(
+        {"train": split(300, 0), "validation": split(20, 1), "test": split(20, 2)}
+    )
+
+
+def test_missing_extra_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "datasets", None)  # makes `import datasets` fail
+    with pytest.raises(GmlmError, match=r"optional Hugging Face extra: pip install 'gmlm\[hf\]'"):
+        import_datasets()
+    with pytest.raises(GmlmError, match="optional Hugging Face extra"):
+        read_corpus("hf:wmt14:de-en")
+
+
+def test_local_dataset_to_prepared_data(tmp_path: Path) -> None:
+    datasets = pytest.importorskip("datasets", reason=SKIP)
+    data = local_wmt(datasets)
+    corpus = corpus_from_hf(data, "en", "de", name="local-wmt")
+    assert {k: len(v) for k, v in corpus.splits.items()} == {"train": 300, "valid": 20, "test": 20}
+    assert corpus.splits["valid"].src[0] == data["validation"][0]["translation"]["en"]
+    root = prepare_dataset(tiny_config("unused"), tmp_path / "out", corpus=corpus)
+    prepared = load_dataset(root)
+    assert prepared.manifest["src_lang"] == "en" and prepared.manifest["corpus"] == "local-wmt"
+    assert prepared.read_text("test", "tgt")[3] == data["test"][3]["translation"]["de"]
+
+
+def test_spec_loads_hub_name_and_saved_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    datasets = pytest.importorskip("datasets", reason=SKIP)
+    data = local_wmt(datasets)
+    calls = []
+
+    def fake_load_dataset(name: str, config: str) -> Any:
+        calls.append((name, config))
+        return data
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    corpus = read_corpus("hf:wmt14:en-de")
+    assert calls == [("wmt14", "de-en")]  # WMT names its configs with English last
+    assert corpus.splits["train"].tgt[0] == data["train"][0]["translation"]["de"]
+    read_corpus("hf:wmt16:de-en:custom")
+    assert calls[-1] == ("wmt16", "custom")
+    data.save_to_disk(str(tmp_path / "saved"))
+    saved = read_corpus(f"hf:{tmp_path / 'saved'}:de-en")
+    assert saved.splits["test"].src == corpus.splits["test"].tgt
+    with pytest.raises(GmlmError, match="expected hf:NAME:PAIR"):
+        read_corpus("hf:wmt14")
+    column_layout = datasets.DatasetDict(
+        {"train": datasets.Dataset.from_dict({"de": ["a"], "fr": ["b"]})}
+    )
+    with pytest.raises(GmlmError, match="expected a 'translation' column or columns 'de' and 'en'"):
+        corpus_from_hf(column_layout, "de", "en", name="x")

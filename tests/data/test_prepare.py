@@ -1,0 +1,197 @@
+import os
+from pathlib import Path
+
+import pytest
+
+from gmlm.config import load_saved_config, merge
+from gmlm.data import binarized
+from gmlm.data.binarized import load_dataset
+from gmlm.data.cleaning import normalize
+from gmlm.data.prepare import DataConfig, prepare_dataset
+from gmlm.data.tokenizer import Tokenizer
+from gmlm.errors import GmlmError
+from tests.data.datahelpers import make_pairs, tiny_config, write_lines
+
+
+def files_spec(tmp_path: Path, src: list[str], tgt: list[str], name: str = "c") -> str:
+    s = write_lines(tmp_path / f"{name}.de", src)
+    t = write_lines(tmp_path / f"{name}.en", tgt)
+    return f"files:{s},{t}"
+
+
+def test_dataset_contents_round_trip(tiny_dataset: Path) -> None:
+    prepared = load_dataset(tiny_dataset)
+    assert prepared.splits == ["train", "valid", "test"]
+    assert (prepared.manifest["src_lang"], prepared.manifest["tgt_lang"]) == ("de", "en")
+    tok = prepared.tokenizer
+    stats = prepared.stats()
+    for split in prepared.splits:
+        ds = prepared.split(split)
+        src_text = prepared.read_text(split, "src")
+        tgt_text = prepared.read_text(split, "tgt")
+        assert len(src_text) == stats["splits"][split]["pairs"]
+        assert len(ds) == stats["splits"][split]["kept"]
+        for i in range(0, len(ds), 37):  # ids decode back to the text line they came from
+            src_ids, tgt_ids = ds[i]
+            assert tok.decode(src_ids) == src_text[ds.lines[i]]
+            assert tok.decode(tgt_ids) == tgt_text[ds.lines[i]]
+    total = sum(s["pairs"] for s in stats["splits"].values())
+    assert total == 2000
+    assert stats["splits"]["train"]["src_tokens"] == int(prepared.split("train").src_lengths.sum())
+    cfg = load_saved_config(DataConfig, tiny_dataset / "config.yaml")
+    assert cfg.tokenizer.vocab_size == 400 and cfg.filter.max_len == 64
+    assert "carved" in " ".join(stats["notes"])
+
+
+def test_filtering_reported_and_text_kept(tmp_path: Path) -> None:
+    src, tgt = make_pairs(300)
+    src += ["", "Hund " * 80, "Hund", "   "]
+    tgt += ["empty source", "dog", "the dog runs over the big tree and the small cat quickly", "x"]
+    cfg = tiny_config(files_spec(tmp_path, src, tgt), valid_fraction=0.0, test_fraction=0.0)
+    root = prepare_dataset(cfg, tmp_path / "out")
+    train = load_dataset(root).stats()["splits"]["train"]
+    assert train["pairs"] == 304
+    assert train["dropped"] == {"empty": 2, "too_long": 1, "length_ratio": 1}
+    assert train["kept"] == 300
+    text = load_dataset(root).read_text("train", "src")
+    assert text[-3:] == [normalize("Hund " * 80), "Hund", ""]  # references keep every pair
+
+
+def test_reuse_rebuild_and_force(tmp_path: Path) -> None:
+    src, tgt = make_pairs(300)
+    cfg = tiny_config(files_spec(tmp_path, src, tgt))
+    out = tmp_path / "out"
+    messages: list[str] = []
+    prepare_dataset(cfg, out, log=messages.append)
+    first = load_dataset(out).manifest
+    prepare_dataset(cfg, out, log=messages.append)
+    assert "up to date" in messages[-1]
+    assert load_dataset(out).manifest["created_utc"] == first["created_utc"]
+    # The same text in another file is the same content: still reused.
+    moved = tiny_config(files_spec(tmp_path, src, tgt, name="moved"))
+    prepare_dataset(moved, out, log=messages.append)
+    assert "up to date" in messages[-1]
+    # Changed content or settings rebuild.
+    src[5] = "eine ganz andere Zeile."
+    prepare_dataset(tiny_config(files_spec(tmp_path, src, tgt)), out, log=messages.append)
+    assert "written" in messages[-1]
+    second = load_dataset(out).content_hash
+    cfg.filter.max_len = 32
+    prepare_dataset(cfg, out, log=messages.append)
+    assert "written" in messages[-1] and load_dataset(out).content_hash != second
+    prepare_dataset(cfg, out, log=messages.append, force=True)
+    assert "written" in messages[-1]
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_damaged_dataset_is_rebuilt_not_trusted(tmp_path: Path) -> None:
+    src, tgt = make_pairs(200)
+    cfg = tiny_config(files_spec(tmp_path, src, tgt))
+    out = prepare_dataset(cfg, tmp_path / "out")
+    with (out / "train.tgt.bin").open("r+b") as handle:
+        handle.truncate(10)
+    with pytest.raises(GmlmError, match=r"train\.tgt\.bin: 10 bytes, the manifest expects"):
+        load_dataset(out).split("train")
+    messages: list[str] = []
+    prepare_dataset(cfg, out, log=messages.append)
+    assert "written" in messages[-1]
+    assert len(load_dataset(out).split("train")) > 0
+
+
+def test_interrupted_preparation_leaves_nothing_trusted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src, tgt = make_pairs(200)
+    cfg = tiny_config(files_spec(tmp_path, src, tgt))
+    out = tmp_path / "out"
+    calls = []
+
+    def crash(*args: object, **kwargs: object) -> None:
+        calls.append(args)
+        if len(calls) == 3:  # after train src/tgt text, mid-way through the splits
+            raise KeyboardInterrupt
+        real_write_text(*args, **kwargs)  # type: ignore[arg-type]
+
+    real_write_text = binarized.write_text
+    monkeypatch.setattr("gmlm.data.prepare.write_text", crash)
+    with pytest.raises(KeyboardInterrupt):
+        prepare_dataset(cfg, out)
+    assert not out.exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+    # An existing dataset survives a crashed rebuild untouched.
+    monkeypatch.setattr("gmlm.data.prepare.write_text", real_write_text)
+    prepare_dataset(cfg, out)
+    before = load_dataset(out).manifest
+    calls.clear()
+    monkeypatch.setattr("gmlm.data.prepare.write_text", crash)
+    with pytest.raises(KeyboardInterrupt):
+        prepare_dataset(cfg, out, force=True)
+    assert load_dataset(out).manifest == before
+    # A run killed outright leaves a hidden temp folder: never read, removed by the next run.
+    stale = tmp_path / ".out.tmp-killed"
+    stale.mkdir()
+    (stale / "manifest.json").write_text("{}")
+    monkeypatch.setattr("gmlm.data.prepare.write_text", real_write_text)
+    prepare_dataset(cfg, out, force=True)
+    assert not stale.exists()
+
+
+def test_folder_without_manifest_is_not_a_dataset(tmp_path: Path) -> None:
+    partial = tmp_path / "partial"
+    partial.mkdir()
+    (partial / "train.src.bin").write_bytes(b"\0\0")
+    with pytest.raises(GmlmError, match=r"not a prepared dataset .*no manifest\.json"):
+        load_dataset(partial)
+    src, tgt = make_pairs(50)
+    with pytest.raises(GmlmError, match="not empty and is not a gmlm dataset; refusing"):
+        prepare_dataset(tiny_config(files_spec(tmp_path, src, tgt)), partial)
+    assert (partial / "train.src.bin").read_bytes() == b"\0\0"
+
+
+def test_empty_corpus_after_filtering(tmp_path: Path) -> None:
+    src = ["Hund " * 100, "", "Katze " * 90]
+    tgt = ["dog", "nothing", "cat"]
+    cfg = tiny_config(files_spec(tmp_path, src, tgt), valid_fraction=0.0, test_fraction=0.0)
+    with pytest.raises(GmlmError, match=r"no training pairs left after filtering .*'empty': 1"):
+        prepare_dataset(cfg, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    empty = tiny_config(files_spec(tmp_path, [], [], name="none"))
+    with pytest.raises(GmlmError, match="training split is empty"):
+        prepare_dataset(empty, tmp_path / "out")
+
+
+def test_separate_splits_and_reused_tokenizer(tmp_path: Path, tiny_dataset: Path) -> None:
+    src, tgt = make_pairs(200, seed=5)
+    dev_src, dev_tgt = make_pairs(20, seed=6)
+    dev = write_lines(
+        tmp_path / "dev.tsv", [f"{s}\t{t}" for s, t in zip(dev_src, dev_tgt, strict=True)]
+    )
+    cfg = tiny_config(files_spec(tmp_path, src, tgt), valid=f"tsv:{dev}")
+    cfg.tokenizer.path = str(tiny_dataset)
+    prepared = load_dataset(prepare_dataset(cfg, tmp_path / "out"))
+    assert prepared.tokenizer == Tokenizer.load(tiny_dataset)
+    assert prepared.read_text("valid", "tgt") == dev_tgt
+    stats = prepared.stats()["splits"]
+    assert stats["train"]["pairs"] + stats["test"]["pairs"] == 200
+    assert stats["valid"]["pairs"] == 20
+
+
+def test_files_are_readable_by_others(tiny_dataset: Path) -> None:
+    umask = os.umask(0)
+    os.umask(umask)
+    for path in [tiny_dataset, *tiny_dataset.iterdir()]:
+        assert path.stat().st_mode & 0o777 & ~umask & 0o044 == 0o044 & ~umask
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ({"tokenizer": {"vocab_size": 100}}, "vocab_size=100 is too small"),
+        ({"filter": {"max_len": 1}}, "max_len must be at least 2"),
+        ({"valid_fraction": 0.3, "test_fraction": 0.3}, "must be >= 0 and < 0.5"),
+    ],
+)
+def test_invalid_settings(tmp_path: Path, override: dict, message: str) -> None:
+    cfg = merge(tiny_config("tsv:unused.tsv"), override)
+    with pytest.raises(GmlmError, match=message):
+        prepare_dataset(cfg, tmp_path / "out")

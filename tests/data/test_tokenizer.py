@@ -1,0 +1,82 @@
+from pathlib import Path
+
+import pytest
+
+from gmlm.data.cleaning import normalize
+from gmlm.data.tokenizer import Tokenizer
+from gmlm.errors import GmlmError
+from tests.data.datahelpers import make_pairs
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> Tokenizer:
+    src, tgt = make_pairs(500)
+    return Tokenizer.train(src + tgt, vocab_size=400, threads=1)
+
+
+def test_special_ids(tokenizer: Tokenizer) -> None:
+    ids = (tokenizer.pad_id, tokenizer.unk_id, tokenizer.bos_id, tokenizer.eos_id)
+    assert ids == (0, 1, 2, 3)
+    assert (tokenizer.mask_id, tokenizer.length_id) == (4, 5)
+    assert [tokenizer.id_to_piece(i) for i in range(6)] == [
+        "<pad>", "<unk>", "<s>", "</s>", "<mask>", "<len>"
+    ]  # fmt: skip
+    assert 300 < tokenizer.vocab_size <= 400
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Der Hund läuft schnell über die Straße.",
+        "Unseen: Ωμέγα, 汉字， emoji 🐕, quotes „so“ and `tick`!",
+        "a <mask> <len> </s> <pad> literal",
+        "Ünïcödé NFC: é, Ångström, ﬁ, ２",
+    ],
+)
+def test_round_trip(tokenizer: Tokenizer, text: str) -> None:
+    clean = normalize(text)
+    ids = tokenizer.encode(clean)
+    assert tokenizer.unk_id not in ids  # byte fallback covers unseen characters
+    assert not set(ids) & {0, 2, 3, 4, 5}  # text never produces special ids
+    assert tokenizer.decode(ids) == clean
+
+
+def test_decode_stops_at_eos_and_drops_specials(tokenizer: Tokenizer) -> None:
+    ids = tokenizer.encode("der Hund")
+    noisy = [tokenizer.bos_id, tokenizer.mask_id, *ids, tokenizer.length_id, tokenizer.eos_id]
+    assert tokenizer.decode([*noisy, *tokenizer.encode("die Katze"), 0, 0]) == "der Hund"
+    assert tokenizer.decode_batch([ids, [*ids, 3, *ids]]) == ["der Hund", "der Hund"]
+
+
+def test_save_load(tokenizer: Tokenizer, tmp_path: Path) -> None:
+    tokenizer.save(tmp_path)
+    loaded = Tokenizer.load(tmp_path)
+    assert loaded == tokenizer and loaded.fingerprint == tokenizer.fingerprint
+    assert loaded.encode_batch(["der Hund", "Katze"]) == [
+        tokenizer.encode("der Hund"),
+        tokenizer.encode("Katze"),
+    ]
+    assert (tmp_path / "tokenizer.json").read_text().count(tokenizer.fingerprint) == 1
+    with pytest.raises(GmlmError, match="no tokenizer here"):
+        Tokenizer.load(tmp_path / "missing")
+
+
+def test_training_is_deterministic() -> None:
+    src, tgt = make_pairs(300, seed=3)
+    a = Tokenizer.train(src + tgt, vocab_size=350, threads=1, input_sentence_size=200)
+    b = Tokenizer.train(src + tgt, vocab_size=350, threads=1, input_sentence_size=200)
+    assert a.fingerprint == b.fingerprint
+
+
+def test_rejects_foreign_sentencepiece_model(tmp_path: Path) -> None:
+    import io
+
+    import sentencepiece as spm
+
+    src, _ = make_pairs(200)
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(src), model_writer=model, vocab_size=40, minloglevel=2
+    )
+    with pytest.raises(GmlmError, match="not a gmlm SentencePiece model"):
+        Tokenizer(model.getvalue())
