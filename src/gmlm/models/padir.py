@@ -1,0 +1,258 @@
+"""PaDIR: an encoder-decoder whose decoder refines a whole hypothesis in parallel.
+
+The encoder reads ``[LENGTH] src``; the [LENGTH] position's final state, dotted with a
+learned length table, scores target lengths 1 .. max_target_len (a length counts the EOS).
+The decoder is non-causal: every position sees the whole hypothesis (only padding is
+masked). Each decoder layer adds positional attention, in which queries and keys come from
+the layer-normed position table and values from the hidden states, so each layer can move
+information between positions by where they are rather than by what they hold.
+
+Inference (the refinement loop lives in the decoding package)::
+
+    enc = model.encode(src)                              # src (B, S)
+    lengths = model.predict_lengths(enc, top_b=5)        # (B, 5)
+    rows = torch.arange(B).repeat_interleave(5)
+    memory = model.cross_memory(enc.select(rows))        # reused by every iteration
+    hyp = initial_hypothesis(lengths.flatten(), config, generator)   # (B*5, N)
+    logits = model.decode(memory, hyp).logits            # (B*5, N, V); argmax -> next hyp
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, cast
+
+import torch
+from torch import Tensor, nn
+
+from gmlm.config import ConfigError
+from gmlm.errors import GmlmError
+from gmlm.nn.attention import KVCache, MultiHeadAttention
+from gmlm.nn.config import ModelConfig
+from gmlm.nn.layers import (
+    DecoderOutput,
+    Encoder,
+    EncoderOutput,
+    FeedForward,
+    PositionEmbedding,
+    TokenEmbeddings,
+    init_weights,
+    source_padding_mask,
+)
+
+
+def random_tokens(
+    shape: tuple[int, ...],
+    config: ModelConfig,
+    generator: torch.Generator | None = None,
+    device: torch.device | str | None = None,
+) -> Tensor:
+    """Ids drawn uniformly from the ordinary tokens [n_special, vocab_size).
+
+    Drawn on the generator's device (so a seeded CPU generator gives the same ids whatever
+    `device` is), then moved to `device`.
+    """
+    source_device = generator.device if generator is not None else torch.device("cpu")
+    ids = torch.randint(
+        config.n_special,
+        config.vocab_size,
+        shape,
+        generator=generator,
+        device=source_device,
+    )
+    return ids.to(device) if device is not None else ids
+
+
+def initial_hypothesis(
+    lengths: Tensor,
+    config: ModelConfig,
+    generator: torch.Generator | None = None,
+    mode: Literal["random", "mask"] | None = None,
+) -> Tensor:
+    """Starting hypotheses for lengths (N,) (each >= 1, counting EOS) -> (N, max(lengths)).
+
+    Row i holds lengths[i] - 1 tokens, then EOS, then padding. The tokens are uniformly random
+    ordinary tokens, or [MASK] with ``mode="mask"``; `mode` defaults to
+    ``config.init_hypothesis``.
+    """
+    mode = config.init_hypothesis if mode is None else mode
+    if lengths.numel() == 0 or int(lengths.min()) < 1:
+        raise GmlmError("initial_hypothesis needs at least one length, each >= 1 (EOS counts)")
+    width = int(lengths.max())
+    positions = torch.arange(width, device=lengths.device)
+    last = (lengths - 1).unsqueeze(1)
+    if mode == "random":
+        hyp = random_tokens((lengths.shape[0], width), config, generator, lengths.device)
+    else:
+        hyp = torch.full((lengths.shape[0], width), config.mask_id, device=lengths.device)
+    hyp = hyp.masked_fill(positions == last, config.eos_id)
+    return hyp.masked_fill(positions > last, config.pad_id)
+
+
+@dataclass
+class PadirEncoderOutput(EncoderOutput):
+    """The source encoding (memory and mask cover source tokens only, not [LENGTH]) and
+    length_state: (B, D), the final encoder state at the [LENGTH] position."""
+
+    length_state: Tensor
+
+
+class PositionalAttention(nn.Module):
+    """Attention whose queries and keys are the layer-normed position embeddings and whose
+    values are the hidden states: it mixes positions by where they are, not what they hold."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(config.d_model)
+        self.attn = MultiHeadAttention(config.d_model, config.n_heads)
+
+    def forward(self, x: Tensor, positions: Tensor, padding_mask: Tensor) -> Tensor:
+        """x: (B, T, D); positions: (T, D) shared table rows; padding_mask: (B, T) -> (B, T, D)."""
+        # The same queries and keys for every row: (1, T, D), broadcast over the batch.
+        where = self.norm(positions).unsqueeze(0)
+        kv = self.attn.project_kv(where, x)
+        attended, _ = self.attn(where, kv, key_padding_mask=padding_mask)
+        return attended
+
+
+class DecoderLayer(nn.Module):
+    """Pre-LN, in order: LN -> self-attention (padding mask only) -> dropout -> residual;
+    positional attention -> residual (no dropout); LN -> cross-attention -> dropout ->
+    residual; LN -> feed-forward -> dropout -> residual."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.self_norm = nn.LayerNorm(config.d_model)
+        self.self_attn = MultiHeadAttention(config.d_model, config.n_heads)
+        self.positional = PositionalAttention(config) if config.positional_attention else None
+        self.cross_norm = nn.LayerNorm(config.d_model)
+        self.cross_attn = MultiHeadAttention(config.d_model, config.n_heads)
+        self.ffn_norm = nn.LayerNorm(config.d_model)
+        self.ffn = FeedForward(config.d_model, config.d_ff)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(
+        self,
+        x: Tensor,
+        padding_mask: Tensor,
+        positions: Tensor,
+        cross: tuple[Tensor, Tensor],
+        src_padding_mask: Tensor | None,
+        return_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        """x: (B, T, D); padding_mask: (B, T); positions: the shared table rows (T, D).
+
+        Returns the new x and, if asked, the self- and cross-attention weights.
+        """
+        h = self.self_norm(x)
+        attended, self_weights = self.self_attn(
+            h,
+            self.self_attn.project_kv(h),
+            key_padding_mask=padding_mask,
+            return_weights=return_weights,
+        )
+        x = x + self.dropout(attended)
+        if self.positional is not None:
+            x = x + self.positional(x, positions, padding_mask)
+        attended, cross_weights = self.cross_attn(
+            self.cross_norm(x),
+            cross,
+            key_padding_mask=src_padding_mask,
+            return_weights=return_weights,
+        )
+        x = x + self.dropout(attended)
+        x = x + self.dropout(self.ffn(self.ffn_norm(x)))
+        return x, self_weights, cross_weights
+
+
+class PadirModel(nn.Module):
+    """Encoder with a length predictor, non-causal decoder with positional attention."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        config.validate()
+        if not (config.positional_attention or config.decoder_positions):
+            raise ConfigError(
+                "model.positional_attention and model.decoder_positions are both false: the "
+                "PaDIR decoder would have no position information; enable at least one"
+            )
+        self.config = config
+        self.embeddings = TokenEmbeddings(config.vocab_size, config.d_model, config.tie_embeddings)
+        self.encoder = Encoder(
+            config, config.max_source_len + 1, "model.max_source_len, plus 1 for [LENGTH]"
+        )
+        self.length_table = nn.Embedding(config.max_target_len, config.d_model)
+        self.target_positions = PositionEmbedding(
+            config.max_target_len, config.d_model, "model.max_target_len"
+        )
+        self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.n_decoder_layers))
+        self.final_norm = nn.LayerNorm(config.d_model)
+        self.dropout = nn.Dropout(config.dropout)
+        init_weights(self)
+
+    def encode(self, src: Tensor) -> PadirEncoderOutput:
+        """src: (B, S) right-padded ids, without [LENGTH] (added here)."""
+        padding_mask = source_padding_mask(src, self.config.pad_id)
+        length_token = torch.full_like(src[:, :1], self.config.length_id)
+        tokens = torch.cat([length_token, src], dim=1)
+        full_mask = torch.cat([torch.zeros_like(padding_mask[:, :1]), padding_mask], dim=1)
+        states = self.encoder(self.embeddings.embed_source(tokens), full_mask)
+        return PadirEncoderOutput(states[:, 1:], padding_mask, states[:, 0])
+
+    def length_logits(self, enc: PadirEncoderOutput) -> Tensor:
+        """(B, L) scores of target lengths 1 .. L = max_target_len (index i is length i + 1)."""
+        return enc.length_state @ self.length_table.weight.t()
+
+    def predict_lengths(self, enc: PadirEncoderOutput, top_b: int = 1) -> Tensor:
+        """The `top_b` most likely target lengths (counting EOS), best first: (B, top_b)."""
+        if not 1 <= top_b <= self.config.max_target_len:
+            raise GmlmError(
+                f"top_b={top_b} must be between 1 and model.max_target_len="
+                f"{self.config.max_target_len}"
+            )
+        return self.length_logits(enc).topk(top_b, dim=-1).indices + 1
+
+    def cross_memory(self, enc: EncoderOutput) -> KVCache:
+        """Every decoder layer's cross-attention keys/values of `enc`, (B, H, S, D/H) each.
+
+        Compute once per source and pass to :meth:`decode` at every refinement iteration.
+        """
+        attns = [cast(MultiHeadAttention, layer.cross_attn) for layer in self.layers]
+        projected = [attn.project_kv(enc.memory) for attn in attns]
+        return KVCache([k for k, _ in projected], [v for _, v in projected], enc.padding_mask)
+
+    def decode(
+        self,
+        memory: EncoderOutput | KVCache,
+        hyp: Tensor,
+        padding_mask: Tensor | None = None,
+        return_attention: bool = False,
+    ) -> DecoderOutput:
+        """One parallel decoder pass over hypotheses `hyp` (B, T) -> logits (B, T, V).
+
+        padding_mask: (B, T) True at padding; defaults to ``hyp == pad_id``. Pass it when a
+            hypothesis may hold the pad id at a real position (e.g. an argmax in training).
+        return_attention: also return the last layer's self-attention (B, H, T, T) and
+            cross-attention (B, H, T, S) weights.
+        """
+        cross = self.cross_memory(memory) if isinstance(memory, EncoderOutput) else memory
+        if padding_mask is None:
+            padding_mask = hyp == self.config.pad_id
+        positions = self.target_positions(hyp.shape[1])
+        x = self.embeddings.embed_target(hyp)
+        if self.config.decoder_positions:
+            x = x + positions
+        x = self.dropout(x)
+        self_weights = cross_weights = None
+        for index, layer in enumerate(self.layers):
+            want = return_attention and index == len(self.layers) - 1
+            x, self_weights, cross_weights = layer(
+                x, padding_mask, positions, cross.layer(index), cross.padding_mask, want
+            )
+        logits = self.embeddings.logits(self.final_norm(x))
+        return DecoderOutput(logits, self_weights, cross_weights)
+
+    def forward(self, src: Tensor, hyp: Tensor) -> tuple[Tensor, Tensor]:
+        """src (B, S), hyp (B, T) -> token logits (B, T, V) and length logits (B, L)."""
+        enc = self.encode(src)
+        return self.decode(enc, hyp).logits, self.length_logits(enc)

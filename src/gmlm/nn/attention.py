@@ -1,0 +1,156 @@
+"""Multi-head attention on `scaled_dot_product_attention`, and cached keys/values.
+
+Keys and values are projected by the caller (:meth:`MultiHeadAttention.project_kv`) and passed
+to the attention call. One module therefore serves plain self-attention, incremental decoding
+(concatenate the cached keys first), cross-attention over an encoder memory projected once
+per sentence, and PaDIR's positional attention (keys from positions, values from hidden
+states).
+
+Masks follow PyTorch's convention: a key padding mask is True at padding, i.e. at keys no
+query may attend to. Every query must keep at least one key (a row of only padding has no
+defined softmax).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+class MultiHeadAttention(nn.Module):
+    """Scaled dot-product attention with `n_heads` heads of size `d_model / n_heads`.
+
+    With ``return_weights=True`` the same softmax is computed explicitly so that the
+    per-head weights (B, H, Tq, Tk) can be returned; otherwise the fused kernel runs, except
+    when training in half precision on CPU, where the explicit softmax is faster.
+    Attention weights get no dropout: the layers apply dropout to sublayer outputs only.
+    """
+
+    def __init__(self, d_model: int, n_heads: int) -> None:
+        super().__init__()
+        self.n_heads = n_heads
+        self.head_dim = d_model // n_heads
+        self.q_proj = nn.Linear(d_model, d_model, bias=False)
+        self.k_proj = nn.Linear(d_model, d_model, bias=False)
+        self.v_proj = nn.Linear(d_model, d_model, bias=False)
+        self.out_proj = nn.Linear(d_model, d_model, bias=False)
+
+    def _split_heads(self, x: Tensor) -> Tensor:
+        """(B, T, D) -> (B, H, T, D/H)."""
+        batch, length, _ = x.shape
+        return x.view(batch, length, self.n_heads, self.head_dim).transpose(1, 2)
+
+    def project_kv(
+        self, key_input: Tensor, value_input: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """Keys from `key_input` and values from `value_input` (default: the same), (B, H, Tk, D/H).
+
+        A key input with batch size 1 is broadcast over the batch of the value input.
+        """
+        value_input = key_input if value_input is None else value_input
+        keys = self._split_heads(self.k_proj(key_input))
+        values = self._split_heads(self.v_proj(value_input))
+        return keys.expand(values.shape[0], -1, -1, -1), values
+
+    def forward(
+        self,
+        query_input: Tensor,
+        kv: tuple[Tensor, Tensor],
+        *,
+        key_padding_mask: Tensor | None = None,
+        causal: bool = False,
+        return_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """Attend from `query_input` (B, Tq, D) to projected keys/values (B, H, Tk, D/H).
+
+        key_padding_mask: (B, Tk), True at keys to ignore.
+        causal: query i may see keys up to i + Tk - Tq, so the last query is aligned with the
+            last key (this is what incremental decoding with a cache needs).
+        A query input with batch size 1 is broadcast over the batch of `kv`.
+        Returns the output (B, Tq, D) and, if asked, the weights (B, H, Tq, Tk).
+        """
+        keys, values = kv
+        batch = values.shape[0]
+        queries = self._split_heads(self.q_proj(query_input)).expand(batch, -1, -1, -1)
+        q_len, k_len = queries.shape[2], keys.shape[2]
+        fused = not (return_weights or _slow_fused_backward(queries))
+        # The fused kernel's own causal flag is top-left aligned, which is only right when square.
+        fused_causal = fused and causal and key_padding_mask is None and q_len == k_len
+        allowed = None
+        if not fused_causal:
+            allowed = attention_mask(q_len, k_len, key_padding_mask, causal, queries.device)
+        weights = None
+        if fused:
+            out = F.scaled_dot_product_attention(
+                queries, keys, values, attn_mask=allowed, is_causal=fused_causal
+            )
+        else:
+            scores = queries @ keys.transpose(-2, -1) / math.sqrt(self.head_dim)
+            if allowed is not None:
+                scores = scores.masked_fill(~allowed, float("-inf"))
+            probs = scores.softmax(dim=-1)
+            out = probs.to(values.dtype) @ values
+            weights = probs if return_weights else None
+        out = out.transpose(1, 2).reshape(batch, q_len, -1)
+        return self.out_proj(out), weights
+
+
+def _slow_fused_backward(queries: Tensor) -> bool:
+    """True when training in bf16/fp16 on CPU, where the fused kernel's backward is slow
+    (torch 2.13, 2 threads: 2-7x slower than the explicit softmax on sentence-length inputs)."""
+    low_precision = queries.dtype in (torch.bfloat16, torch.float16)
+    return low_precision and queries.device.type == "cpu" and torch.is_grad_enabled()
+
+
+def attention_mask(
+    q_len: int,
+    k_len: int,
+    key_padding_mask: Tensor | None,
+    causal: bool,
+    device: torch.device,
+) -> Tensor | None:
+    """Boolean mask, True where attention is allowed: (B, 1, Tq, Tk), (Tq, Tk) or None."""
+    allowed = None
+    if causal:
+        allowed = torch.ones(q_len, k_len, dtype=torch.bool, device=device).tril(k_len - q_len)
+    if key_padding_mask is not None:
+        keep = ~key_padding_mask[:, None, None, :]
+        allowed = keep if allowed is None else keep & allowed
+    return allowed
+
+
+@dataclass
+class KVCache:
+    """Projected keys and values for every layer, each (B, H, T, D/H), plus an optional
+    key padding mask (B, T).
+
+    Used both for the self-attention cache of incremental decoding (one step longer after
+    every decoding step) and for the cross-attention keys/values of an encoder memory
+    (computed once per sentence, reused at every decoding step or refinement iteration).
+    """
+
+    keys: list[Tensor] = field(default_factory=list)
+    values: list[Tensor] = field(default_factory=list)
+    padding_mask: Tensor | None = None
+
+    @property
+    def length(self) -> int:
+        """Number of cached time steps (0 for an empty cache)."""
+        return self.keys[0].shape[2] if self.keys else 0
+
+    def layer(self, index: int) -> tuple[Tensor, Tensor]:
+        return self.keys[index], self.values[index]
+
+    def select(self, rows: Tensor) -> KVCache:
+        """Batch rows `rows` (N,) in that order; rows may repeat (beam search, top-B lengths)
+        or be dropped (finished hypotheses)."""
+        mask = None if self.padding_mask is None else self.padding_mask.index_select(0, rows)
+        return KVCache(
+            [k.index_select(0, rows) for k in self.keys],
+            [v.index_select(0, rows) for v in self.values],
+            mask,
+        )

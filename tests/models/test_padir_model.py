@@ -1,0 +1,120 @@
+import pytest
+import torch
+
+from gmlm.errors import GmlmError
+from gmlm.models import PadirModel, initial_hypothesis
+from gmlm.nn import ModelConfig, tiny
+
+CONFIG = tiny(vocab_size=40)
+EOS, PAD = CONFIG.eos_id, CONFIG.pad_id
+
+
+def make_model(config: ModelConfig = CONFIG, seed: int = 0) -> PadirModel:
+    torch.manual_seed(seed)
+    model = PadirModel(config).eval()
+    # Larger random weights than the initialisation, so that attention is far from uniform
+    # and a wrong mask or cache changes the logits by far more than the tolerances.
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.normal_(0.0, 0.3)
+    return model
+
+
+def sources() -> torch.Tensor:
+    return torch.tensor([[7, 8, 9, 10, EOS], [11, 12, EOS, PAD, PAD]])
+
+
+def hypotheses() -> torch.Tensor:
+    return torch.tensor([[20, 21, 22, 23, EOS], [24, 25, EOS, PAD, PAD]])
+
+
+@torch.no_grad()
+def test_decoder_is_not_causal() -> None:
+    model = make_model()
+    hyp = hypotheses()
+    changed = hyp.clone()
+    changed[0, 3] = 30
+    before, _ = model(sources(), hyp)
+    after, _ = model(sources(), changed)
+    assert not torch.allclose(before[0, :3], after[0, :3], atol=1e-4)
+    torch.testing.assert_close(before[1], after[1])
+
+
+@torch.no_grad()
+def test_padding_does_not_change_real_positions() -> None:
+    model = make_model()
+    src, hyp = sources(), hypotheses()
+    logits, lengths = model(src, hyp)
+    padded_logits, padded_lengths = model(
+        torch.cat([src, torch.full((2, 3), PAD)], dim=1),
+        torch.cat([hyp, torch.full((2, 4), PAD)], dim=1),
+    )
+    real = hyp != PAD
+    torch.testing.assert_close(padded_logits[:, :5][real], logits[real], atol=1e-5, rtol=0)
+    torch.testing.assert_close(padded_lengths, lengths, atol=1e-5, rtol=0)
+
+
+@torch.no_grad()
+def test_positional_attention_alone_tells_positions_apart() -> None:
+    config = tiny(vocab_size=40, decoder_positions=False)
+    hyp = torch.tensor([[20, 21, 20, 21, 20, 21, EOS]])
+    src = torch.tensor([[7, 8, EOS]])
+    with_attention, _ = make_model(config)(src, hyp)
+    # The same token with the same neighbours: only position can separate 0, 2 and 4.
+    assert not torch.allclose(with_attention[0, 0], with_attention[0, 2], atol=1e-4)
+    ablated = tiny(vocab_size=40, positional_attention=False)
+    assert not torch.allclose(make_model(ablated)(src, hyp)[0], make_model()(src, hyp)[0])
+
+
+@torch.no_grad()
+def test_length_prediction_shapes_and_top_b_order() -> None:
+    model = make_model()
+    enc = model.encode(sources())
+    assert enc.memory.shape == (2, 5, CONFIG.d_model) and enc.length_state.shape == (2, 32)
+    logits = model.length_logits(enc)
+    assert logits.shape == (2, CONFIG.max_target_len)
+    lengths = model.predict_lengths(enc, top_b=5)
+    assert lengths.shape == (2, 5)
+    assert torch.equal(lengths[:, 0], logits.argmax(-1) + 1)
+    chosen = logits.gather(1, lengths - 1)
+    assert torch.all(chosen[:, :-1] >= chosen[:, 1:])
+    assert torch.equal(
+        model.predict_lengths(enc, CONFIG.max_target_len).sort(-1).values[0],
+        torch.arange(1, CONFIG.max_target_len + 1),
+    )
+    with pytest.raises(GmlmError, match="top_b"):
+        model.predict_lengths(enc, top_b=0)
+
+
+@torch.no_grad()
+def test_precomputed_memory_selected_rows_and_attention_maps() -> None:
+    model = make_model()
+    enc = model.encode(sources())
+    rows = torch.tensor([0, 0, 1])
+    hyp = hypotheses()[rows]
+    direct = model.decode(enc.select(rows), hyp)
+    memory = model.cross_memory(enc).select(rows)
+    out = model.decode(memory, hyp, return_attention=True)
+    torch.testing.assert_close(out.logits, direct.logits, atol=1e-5, rtol=0)
+    assert out.self_attention is not None and out.cross_attention is not None
+    assert out.self_attention.shape == (3, CONFIG.n_heads, 5, 5)
+    assert out.cross_attention.shape == (3, CONFIG.n_heads, 5, 5)
+    torch.testing.assert_close(out.cross_attention.sum(-1), torch.ones(3, CONFIG.n_heads, 5))
+    assert torch.all(out.self_attention[2, :, :, 3:] == 0)
+    assert torch.all(out.cross_attention[2, :, :, 3:] == 0)
+
+
+def test_initial_hypothesis_layout() -> None:
+    lengths = torch.tensor([3, 1, 5])
+    hyp = initial_hypothesis(lengths, CONFIG, torch.Generator().manual_seed(0))
+    assert hyp.shape == (3, 5)
+    assert hyp[:, :][torch.arange(3), lengths - 1].tolist() == [EOS, EOS, EOS]
+    assert hyp[0, 3:].tolist() == [PAD, PAD] and hyp[1, 1:].tolist() == [PAD] * 4
+    words = torch.cat([hyp[0, :2], hyp[2, :4]])
+    assert torch.all((words >= CONFIG.n_special) & (words < CONFIG.vocab_size))
+    again = initial_hypothesis(lengths, CONFIG, torch.Generator().manual_seed(0))
+    assert torch.equal(hyp, again)
+    masked = initial_hypothesis(lengths, CONFIG, mode="mask")
+    assert masked[2].tolist() == [CONFIG.mask_id] * 4 + [EOS]
+    with pytest.raises(GmlmError, match=">= 1"):
+        initial_hypothesis(torch.tensor([2, 0]), CONFIG)
