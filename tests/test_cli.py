@@ -14,6 +14,7 @@ def test_help_lists_commands(capsys):
 
 
 def test_python_dash_m_works():
-    result = subprocess.run([sys.executable, "-m", "gmlm", "--version"], capture_output=True,
-                            text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "gmlm", "--version"], capture_output=True, text=True, check=True
+    )
     assert result.stdout.startswith("gmlm ")

@@ -1,3 +1,21 @@
 """gmlm: Generative Masked Language Models (PaDIR translation and the exact theory toolkit)."""
 
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gmlm.translate import Translator
+
 __version__ = "0.1.0"
+
+
+def load(checkpoint: str | Path, device: str = "auto") -> Translator:
+    """A Translator for a trained checkpoint: ``gmlm.load(path).translate(["Hallo Welt."])``.
+
+    Imports torch and the models on first use, so ``import gmlm`` stays light.
+    """
+    from gmlm.translate import load as load_translator
+
+    return load_translator(checkpoint, device)

@@ -1,0 +1,61 @@
+"""Decoding: greedy and beam search for the autoregressive model (on its key/value cache) and
+PaDIR's iterative refinement. Each is a pure init / step / finish trio plus a driver::
+
+    from gmlm.decoding import SearchOptions, beam_search, RefinementOptions, refine
+
+    nbest = beam_search(ar_model, src, SearchOptions(beam=5))        # per sentence, best first
+    results = refine(padir_model, src, RefinementOptions(steps=4), torch.Generator().manual_seed(0))
+
+Sources are (B, S) right-padded id tensors with EOS, as the data pipeline makes them; raw text
+goes through :class:`gmlm.translate.Translator`.
+"""
+
+from gmlm.decoding.autoregressive import (
+    BeamState,
+    GreedyState,
+    Hypothesis,
+    SearchOptions,
+    beam_finish,
+    beam_init,
+    beam_search,
+    beam_step,
+    greedy_finish,
+    greedy_init,
+    greedy_search,
+    greedy_step,
+    max_lengths,
+)
+from gmlm.decoding.refinement import (
+    Refined,
+    RefinementOptions,
+    RefinementState,
+    refine,
+    refinement_finish,
+    refinement_init,
+    refinement_step,
+)
+from gmlm.decoding.scores import length_penalty
+
+__all__ = [
+    "BeamState",
+    "GreedyState",
+    "Hypothesis",
+    "Refined",
+    "RefinementOptions",
+    "RefinementState",
+    "SearchOptions",
+    "beam_finish",
+    "beam_init",
+    "beam_search",
+    "beam_step",
+    "greedy_finish",
+    "greedy_init",
+    "greedy_search",
+    "greedy_step",
+    "length_penalty",
+    "max_lengths",
+    "refine",
+    "refinement_finish",
+    "refinement_init",
+    "refinement_step",
+]

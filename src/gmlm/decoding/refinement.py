@@ -1,0 +1,446 @@
+"""PaDIR inference: iterative refinement of whole hypotheses (PADIR_SPEC section 3).
+
+Pure ``init`` / ``step`` / ``finish`` functions over a small frozen state, plus a driver::
+
+    state = refinement_init(model, src, options, generator)   # encode once, C candidates
+    while state.rows.numel():                                  # candidates still refining
+        state = refinement_step(model, state, options)         # one decoder pass over them
+    results = refinement_finish(state, options)                # post-process, pick the best
+
+Candidates: the top ``length_beam`` predicted lengths N of each sentence, each also moved by
+every ``length_offsets`` entry, each started from ``random_starts`` different initial
+hypotheses (N - 1 random ordinary tokens then EOS, or [MASK] tokens); K = length_beam *
+(1 + len(length_offsets)) * random_starts candidates per sentence, sharing the encoding.
+
+A pass feeds a hypothesis x_t to the decoder and takes the argmax y_t at every position:
+positions past the length stay pad, the last one stays EOS, the others take the best
+*ordinary* token (special ids are never output). The next input x_{t+1} is y_t, except
+that before the final pass
+
+* stutter remasking replaces every token equal to its left neighbour by that position's
+  previous input token (``"previous"``) or initial token (``"initial"``);
+* Mask-Predict style remasking (``remask``) resets the least confident positions (lowest
+  probability of their argmax) to their initial token: a fixed fraction every pass
+  (``"constant"``) or a share falling linearly to zero over the passes (``"linear"``,
+  Ghazvininejad et al. 2019: n = floor(N_content * (T - t) / T) after pass t).
+
+The output of a candidate is y of its last pass. A candidate stops early once x_{t+1} = x_t:
+the next input would be the same, so every later pass would repeat this one, and stopping
+changes nothing but the cost. Stopped candidates leave the batch (their rows of the input
+and of the cross-attention memory are dropped), so later passes only run the others. The
+linear schedule changes the input by design, so with it every candidate runs all T passes.
+
+Each candidate is scored by the summed log-probability of its last argmax (every position,
+EOS included) under its last pass, divided by the GNMT length penalty of its length (alpha =
+0 by default), and each sentence keeps its best candidate. Then tokens still equal to their
+random initial token are dropped (the model never changed them), and tokens equal to the
+previous kept token (stutter). The authors' release scores only the tokens that survive this
+filtering; we score before it, because otherwise a candidate gains from every position the
+model left unchanged, i.e. from the positions it is least sure of (on a small reversal task
+this picked a wrong-length candidate for most sentences).
+
+Defaults follow the paper and PADIR_SPEC section 3: T = 4 passes, 5 lengths, one random
+start, no offsets, random initial tokens (the model config's choice), stutter remasking from
+the previous iteration's tokens, dropping unchanged initial tokens and final stutter, no
+length normalisation, no Mask-Predict remasking. (In the authors' release, previous-iteration
+tokens are the default replacement, but stutter remasking sits behind a flag that defaults
+to off; we enable it because the spec lists it as part of inference.)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+from gmlm.decoding.scores import check_length_penalty, length_penalty
+from gmlm.errors import GmlmError
+from gmlm.models.padir import PadirModel, initial_hypothesis
+from gmlm.nn.attention import KVCache
+from gmlm.nn.config import ModelConfig
+
+StutterRemask = Literal["none", "previous", "initial"]
+Remask = Literal["none", "constant", "linear"]
+
+
+@dataclass(frozen=True)
+class RefinementOptions:
+    """Settings of PaDIR decoding (see the module docstring for what each one does).
+
+    steps: refinement passes T (paper: 4 and 10).
+    length_beam: top predicted lengths decoded per sentence, B (paper: 5).
+    length_offsets: extra candidates at N + offset for each predicted N, e.g. (-1, 1).
+    random_starts: initial hypotheses per length (random init only).
+    init: "random" or "mask" initial tokens; None takes the model config's.
+    early_stop: stop a candidate once its next input equals its input (exact, see above).
+    stutter_remask: "previous", "initial" or "none".
+    drop_unchanged_initial, dedup_final: the two post-processing filters.
+    length_penalty: GNMT alpha for candidate selection, 0 = summed log-probability.
+    remask: "none", "constant" (remask_ratio of the content every pass) or "linear".
+    return_steps: keep each candidate's hypothesis after every pass.
+    return_attention: keep the last decoder layer's attention weights of the last pass.
+    """
+
+    steps: int = 4
+    length_beam: int = 5
+    length_offsets: tuple[int, ...] = ()
+    random_starts: int = 1
+    init: Literal["random", "mask"] | None = None
+    early_stop: bool = True
+    stutter_remask: StutterRemask = "previous"
+    drop_unchanged_initial: bool = True
+    dedup_final: bool = True
+    length_penalty: float = 0.0
+    remask: Remask = "none"
+    remask_ratio: float = 0.2
+    return_steps: bool = False
+    return_attention: bool = False
+
+    def validate(self, config: ModelConfig) -> None:
+        if self.steps < 1:
+            raise GmlmError(f"steps={self.steps} must be at least 1")
+        if not 1 <= self.length_beam <= config.max_target_len:
+            raise GmlmError(
+                f"length_beam={self.length_beam} must be between 1 and the model's "
+                f"max_target_len={config.max_target_len}"
+            )
+        if 0 in self.length_offsets or len(set(self.length_offsets)) != len(self.length_offsets):
+            raise GmlmError(
+                f"length_offsets={self.length_offsets} must be distinct and non-zero (the "
+                "predicted length itself is always decoded)"
+            )
+        if self.random_starts < 1:
+            raise GmlmError(f"random_starts={self.random_starts} must be at least 1")
+        if self.random_starts > 1 and (self.init or config.init_hypothesis) == "mask":
+            raise GmlmError(
+                "random_starts > 1 needs random initial tokens; [MASK] starts are all the same"
+            )
+        if self.stutter_remask not in ("none", "previous", "initial"):
+            raise GmlmError(
+                f"stutter_remask={self.stutter_remask!r}: choose none, previous or initial"
+            )
+        if self.remask not in ("none", "constant", "linear"):
+            raise GmlmError(f"remask={self.remask!r}: choose none, constant or linear")
+        if not 0.0 <= self.remask_ratio < 1.0:
+            raise GmlmError(f"remask_ratio={self.remask_ratio} must be in [0, 1)")
+        check_length_penalty(self.length_penalty)
+
+
+@dataclass(frozen=True)
+class RefinementState:
+    """Candidates c = 0 .. C-1, K per sentence (sentence c // K), padded to width W.
+
+    step: passes done. rows: (A,) the candidates still refining; memory: their encoder
+    cross-attention keys/values; inputs: (A, W_a) their next decoder inputs.
+    lengths: (C,) candidate lengths with EOS; source_lengths: (C,) their sources' lengths;
+    initial: (C, W) initial hypotheses;
+    tokens: (C, W) each candidate's last argmax (its initial hypothesis before any pass);
+    token_log_probs: (C, W) their log-probabilities under that pass, 0 at padding;
+    passes: (C,) decoder passes run per candidate;
+    history: with return_steps, tokens after each pass so far, (C, W) each;
+    self_attention: (C, H, W, W) and cross_attention: (C, H, W, S), last layer, last pass,
+    0 at padding queries, with return_attention (else None)."""
+
+    step: int
+    candidates: int
+    rows: Tensor
+    memory: KVCache
+    inputs: Tensor
+    lengths: Tensor
+    source_lengths: Tensor
+    initial: Tensor
+    tokens: Tensor
+    token_log_probs: Tensor
+    passes: Tensor
+    history: tuple[Tensor, ...]
+    self_attention: Tensor | None
+    cross_attention: Tensor | None
+
+
+@dataclass(frozen=True)
+class Refined:
+    """One sentence's result.
+
+    tokens: output ids (no EOS), after post-processing. score: the selection score, i.e.
+    log_prob / length_penalty(length); log_prob: summed log-probability of `raw` and the EOS.
+    candidate: index (0 .. K-1) of the chosen candidate; length: its length with EOS;
+    passes: decoder passes it ran; candidate_scores: all K scores.
+    raw: the chosen candidate's last argmax before post-processing (no EOS, length - 1 ids);
+    attention positions refer to it. steps: with return_steps, its initial hypothesis then
+    its hypothesis after each of the T passes (repeated after an early stop), without EOS.
+    self_attention (H, N, N) and cross_attention (H, N, S): last decoder layer, last pass,
+    over the length-N candidate and the S source tokens (EOS included), with
+    return_attention.
+    """
+
+    tokens: list[int]
+    score: float
+    log_prob: float
+    candidate: int
+    length: int
+    passes: int
+    candidate_scores: list[float]
+    raw: list[int]
+    steps: list[list[int]]
+    self_attention: Tensor | None = None
+    cross_attention: Tensor | None = None
+
+
+def candidate_lengths(lengths: Tensor, options: RefinementOptions, config: ModelConfig) -> Tensor:
+    """Predicted lengths (B, L) -> candidate lengths (B, L * (1 + len(length_offsets)) *
+    random_starts): for each length its offsets (0 first), each repeated random_starts times;
+    clamped to 1 .. max_target_len."""
+    offsets = torch.tensor((0, *options.length_offsets), device=lengths.device)
+    shifted = (lengths.unsqueeze(2) + offsets).flatten(1)
+    return shifted.repeat_interleave(options.random_starts, dim=1).clamp(1, config.max_target_len)
+
+
+@torch.no_grad()
+def refinement_init(
+    model: PadirModel,
+    src: Tensor,
+    options: RefinementOptions,
+    generator: torch.Generator | None = None,
+    lengths: Tensor | None = None,
+) -> RefinementState:
+    """Encode src (B, S) once and set up the candidates.
+
+    lengths: (B, L) target lengths (EOS counted) to decode instead of the predicted top
+    ``length_beam``, e.g. the reference lengths for an oracle-length experiment.
+    generator: draws the initial random tokens (on its own device, see `random_tokens`).
+    """
+    config = model.config
+    options.validate(config)
+    enc = model.encode(src)
+    if lengths is None:
+        lengths = model.predict_lengths(enc, options.length_beam)
+    per_sentence = candidate_lengths(lengths.to(src.device), options, config)
+    k = per_sentence.shape[1]
+    flat = per_sentence.flatten()
+    sentence = torch.arange(src.shape[0], device=src.device).repeat_interleave(k)
+    memory = model.cross_memory(enc).select(sentence)
+    initial = initial_hypothesis(flat, config, generator, options.init)
+    count = flat.numel()
+    attention_shape = (count, config.n_heads, initial.shape[1])
+    return RefinementState(
+        step=0,
+        candidates=k,
+        rows=torch.arange(count, device=src.device),
+        memory=memory,
+        inputs=initial,
+        lengths=flat,
+        source_lengths=(src != config.pad_id).sum(1)[sentence],
+        initial=initial,
+        tokens=initial,
+        token_log_probs=torch.zeros(initial.shape, device=src.device),
+        passes=torch.zeros(count, dtype=torch.long, device=src.device),
+        history=(),
+        self_attention=(
+            torch.zeros((*attention_shape, initial.shape[1]), device=src.device)
+            if options.return_attention
+            else None
+        ),
+        cross_attention=(
+            torch.zeros((*attention_shape, src.shape[1]), device=src.device)
+            if options.return_attention
+            else None
+        ),
+    )
+
+
+def stutter_positions(tokens: Tensor, content: Tensor) -> Tensor:
+    """(N, W) True where a content token equals its left neighbour (also content)."""
+    same = torch.zeros_like(content)
+    same[:, 1:] = (tokens[:, 1:] == tokens[:, :-1]) & content[:, 1:] & content[:, :-1]
+    return same
+
+
+def remask_counts(content_lengths: Tensor, step: int, options: RefinementOptions) -> Tensor:
+    """(N,) how many positions to reset after pass `step` (1-based) of options.steps."""
+    if options.remask == "constant":
+        share = options.remask_ratio
+    elif options.remask == "linear":
+        share = (options.steps - step) / options.steps
+    else:
+        share = 0.0
+    return (content_lengths * share).floor().long()
+
+
+def least_confident(log_probs: Tensor, content: Tensor, counts: Tensor) -> Tensor:
+    """(N, W) True at the counts[n] content positions of row n with the lowest log_probs."""
+    confidence = log_probs.masked_fill(~content, math.inf)
+    ranks = confidence.argsort(dim=1).argsort(dim=1)
+    return content & (ranks < counts.unsqueeze(1))
+
+
+def next_input(
+    predicted: Tensor,
+    log_probs: Tensor,
+    previous: Tensor,
+    initial: Tensor,
+    content: Tensor,
+    step: int,
+    options: RefinementOptions,
+) -> Tensor:
+    """The decoder input after a non-final pass (all (N, W)): the argmax `predicted` (with
+    `log_probs`), stutter-remasked from `previous` (this pass's input) or `initial`, then
+    the least confident positions reset to `initial`."""
+    nxt = predicted
+    if options.stutter_remask != "none":
+        source = previous if options.stutter_remask == "previous" else initial
+        nxt = torch.where(stutter_positions(predicted, content), source, nxt)
+    if options.remask != "none":
+        counts = remask_counts(content.sum(1), step, options)
+        nxt = torch.where(least_confident(log_probs, content, counts), initial, nxt)
+    return nxt
+
+
+def _put(buffer: Tensor, rows: Tensor, values: Tensor) -> Tensor:
+    """A copy of `buffer` with rows `rows` overwritten by `values`, which may be narrower
+    than `buffer` in every dimension after the first (the rest of those rows stays)."""
+    out = buffer.clone()
+    index: tuple[Tensor | slice, ...] = (rows, *(slice(0, size) for size in values.shape[1:]))
+    out[index] = values.to(out.dtype)
+    return out
+
+
+@torch.no_grad()
+def refinement_step(
+    model: PadirModel, state: RefinementState, options: RefinementOptions
+) -> RefinementState:
+    """One decoder pass over the active candidates; retire those that are done."""
+    config = model.config
+    rows = state.rows
+    lengths = state.lengths[rows]
+    width = int(lengths.max())
+    hyp = state.inputs[:, :width]
+    positions = torch.arange(width, device=hyp.device)
+    padding = positions >= lengths.unsqueeze(1)
+    is_eos = positions == (lengths - 1).unsqueeze(1)
+    content = ~padding & ~is_eos
+    out = model.decode(
+        state.memory, hyp, padding_mask=padding, return_attention=options.return_attention
+    )
+    logits = out.logits.float()
+    # The best ordinary token (special ids come first) and its log-probability, without
+    # materialising (A, W, V) log-probabilities: on CPU that costs as much as a decoder layer.
+    best = logits[..., config.n_special :].argmax(-1) + config.n_special
+    predicted = torch.where(content, best, torch.where(is_eos, config.eos_id, config.pad_id)).to(
+        hyp.dtype
+    )
+    chosen = logits.gather(2, predicted.unsqueeze(2)).squeeze(2) - logits.logsumexp(-1)
+    chosen = chosen.masked_fill(padding, 0.0)
+
+    step = state.step + 1
+    final = step >= options.steps
+    if final:
+        nxt = predicted
+        done = torch.ones_like(lengths, dtype=torch.bool)
+    else:
+        initial = state.initial[rows, :width]
+        nxt = next_input(predicted, chosen, hyp, initial, content, step, options)
+        stoppable = options.early_stop and options.remask != "linear"
+        done = (nxt == hyp).all(1) & stoppable
+
+    tokens = _put(state.tokens, rows, predicted)
+    # Padding queries get zero weights, so a buffer row does not depend on the batch width.
+    query_padding = padding[:, None, :, None]
+    self_attention, cross_attention = state.self_attention, state.cross_attention
+    if self_attention is not None and out.self_attention is not None:
+        weights = out.self_attention.masked_fill(query_padding, 0.0)
+        self_attention = _put(self_attention, rows, weights)
+    if cross_attention is not None and out.cross_attention is not None:
+        weights = out.cross_attention.masked_fill(query_padding, 0.0)
+        cross_attention = _put(cross_attention, rows, weights)
+    keep = (~done).nonzero().squeeze(1)
+    memory = state.memory if keep.numel() == rows.numel() else state.memory.select(keep)
+    return RefinementState(
+        step=step,
+        candidates=state.candidates,
+        rows=rows[keep],
+        memory=memory,
+        inputs=nxt[keep],
+        lengths=state.lengths,
+        source_lengths=state.source_lengths,
+        initial=state.initial,
+        tokens=tokens,
+        token_log_probs=_put(state.token_log_probs, rows, chosen),
+        passes=state.passes.index_add(0, rows, torch.ones_like(rows)),
+        history=(*state.history, tokens) if options.return_steps else (),
+        self_attention=self_attention,
+        cross_attention=cross_attention,
+    )
+
+
+def output_mask(
+    tokens: Tensor, initial: Tensor, lengths: Tensor, options: RefinementOptions
+) -> Tensor:
+    """(C, W) True at the content positions of tokens (C, W) that survive post-processing:
+    not still equal to their initial token, and not equal to the previous surviving token."""
+    positions = torch.arange(tokens.shape[1], device=tokens.device)
+    keep = positions < (lengths - 1).unsqueeze(1)
+    if options.drop_unchanged_initial:
+        keep = keep & (tokens != initial)
+    if options.dedup_final:
+        # Index of the nearest kept position to the left (-1: none). Comparing with it is
+        # enough: a dropped repeat equals the kept token it repeats.
+        kept_at = torch.where(keep, positions, -1)
+        previous = torch.cummax(kept_at, dim=1).values.roll(1, dims=1)
+        previous[:, 0] = -1
+        left = tokens.gather(1, previous.clamp(min=0))
+        keep = keep & ~((previous >= 0) & (tokens == left))
+    return keep
+
+
+def refinement_finish(state: RefinementState, options: RefinementOptions) -> list[Refined]:
+    """Score every candidate, keep each sentence's best and post-process it (call once no
+    candidate is active)."""
+    lengths = state.lengths
+    keep = output_mask(state.tokens, state.initial, lengths, options)
+    log_prob = state.token_log_probs.sum(1)
+    scores = log_prob / length_penalty(lengths, options.length_penalty)
+    per_sentence = scores.view(-1, state.candidates)
+    picked = per_sentence.argmax(1)
+    chosen = torch.arange(per_sentence.shape[0], device=picked.device) * state.candidates + picked
+    history = (state.initial, *state.history)
+    if options.return_steps:
+        history += (state.tokens,) * (options.steps + 1 - len(history))
+    results = []
+    for sentence, row in enumerate(chosen.tolist()):
+        n, s = int(lengths[row]), int(state.source_lengths[row])
+        raw = state.tokens[row, : n - 1]
+        attention = state.self_attention, state.cross_attention
+        results.append(
+            Refined(
+                tokens=raw[keep[row, : n - 1]].tolist(),
+                score=float(scores[row]),
+                log_prob=float(log_prob[row]),
+                candidate=int(picked[sentence]),
+                length=n,
+                passes=int(state.passes[row]),
+                candidate_scores=per_sentence[sentence].tolist(),
+                raw=raw.tolist(),
+                steps=[h[row, : n - 1].tolist() for h in history] if options.return_steps else [],
+                self_attention=None if attention[0] is None else attention[0][row, :, :n, :n],
+                cross_attention=None if attention[1] is None else attention[1][row, :, :n, :s],
+            )
+        )
+    return results
+
+
+def refine(
+    model: PadirModel,
+    src: Tensor,
+    options: RefinementOptions | None = None,
+    generator: torch.Generator | None = None,
+    lengths: Tensor | None = None,
+) -> list[Refined]:
+    """PaDIR decoding of src (B, S): one result per sentence (see :func:`refinement_init`)."""
+    options = options or RefinementOptions()
+    state = refinement_init(model, src, options, generator, lengths)
+    while state.rows.numel():
+        state = refinement_step(model, state, options)
+    return refinement_finish(state, options)

@@ -1,0 +1,1 @@
+"""Training: configuration, optimizers and schedules, checkpoints, the trainer, distillation."""

@@ -1,0 +1,268 @@
+"""Checkpoints: safetensors weights (no pickle), the resolved config and the tokenizer.
+
+A checkpoint folder is self-contained, so it alone can translate raw text:
+
+    model.safetensors   weights (fp32, or bf16 for exported checkpoints)
+    config.yaml         the resolved TrainConfig (model kind and sizes included)
+    tokenizer/          the SentencePiece model the data was prepared with
+    meta.json           step, validation scores, versions
+
+The `last` checkpoint of a run also holds the training state needed for an exact resume:
+
+    optimizer.safetensors + optimizer.json   optimizer tensors / everything else
+    state.safetensors                        RNG states (torch, CUDA, PaDIR noise generator)
+    state.json                               step, data iterator position, clock
+
+Every folder is written to a temporary sibling and renamed into place, so a crash (even
+`kill -9`) leaves either the previous checkpoint or the new one, never a mix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, load_model, save_file, save_model
+from torch import nn
+
+from gmlm.config import ConfigError, load_saved_config, save_config, to_dict
+from gmlm.data.tokenizer import Tokenizer
+from gmlm.errors import GmlmError
+from gmlm.io import atomic_write_json, current_umask
+from gmlm.models import build_model
+from gmlm.nn.config import ModelConfig
+from gmlm.training.config import TrainConfig
+
+MODEL_FILE = "model.safetensors"
+
+
+@dataclass
+class LoadedModel:
+    """What inference needs: the model (eval mode), its tokenizer and its configuration."""
+
+    kind: Literal["ar", "padir"]
+    model: nn.Module
+    tokenizer: Tokenizer
+    config: TrainConfig
+    path: Path
+
+    @property
+    def model_config(self) -> ModelConfig:
+        return self.config.model
+
+
+def write_checkpoint_dir(path: Path, fill: Callable[[Path], None]) -> None:
+    """Create `path` atomically: `fill(tmp)` writes a temporary folder that then replaces it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
+    try:
+        fill(tmp)
+        tmp.chmod(0o777 & ~current_umask())
+        if path.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old-", dir=path.parent))
+            os.replace(path, old / "x")
+            os.replace(tmp, path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def remove_stale(run_dir: Path) -> None:
+    """Temporary folders left by a run that was killed while writing a checkpoint."""
+    for stale in list(run_dir.glob(".*.tmp-*")) + list(run_dir.glob(".*.old-*")):
+        shutil.rmtree(stale, ignore_errors=True)
+
+
+def fill_inference_files(
+    tmp: Path,
+    model: nn.Module,
+    cfg: TrainConfig,
+    tokenizer: Tokenizer,
+    meta: dict[str, Any],
+    dtype: torch.dtype | None = None,
+) -> None:
+    """Write weights, config, tokenizer and meta into the folder `tmp`."""
+    if dtype is None:
+        save_model(model, str(tmp / MODEL_FILE))
+    else:
+        state = {k: v.detach().to(dtype).contiguous() for k, v in _unique_state(model).items()}
+        save_file(state, str(tmp / MODEL_FILE))
+    save_config(cfg, tmp / "config.yaml")
+    tokenizer.save(tmp / "tokenizer")
+    atomic_write_json(tmp / "meta.json", meta)
+
+
+def _unique_state(model: nn.Module) -> dict[str, torch.Tensor]:
+    """The state dict without the second name of tied parameters (what save_model keeps)."""
+    seen: set[int] = set()
+    out = {}
+    for name, tensor in model.state_dict().items():
+        key = tensor.data_ptr()
+        if key in seen:
+            continue
+        seen.add(key)
+        out[name] = tensor
+    return out
+
+
+def save_tensors(tensors: dict[str, torch.Tensor], path: Path) -> None:
+    save_file({k: v.detach().contiguous() for k, v in tensors.items()}, str(path))
+
+
+def save_optimizer(tmp: Path, optimizer: torch.optim.Optimizer) -> None:
+    state = optimizer.state_dict()
+    tensors: dict[str, torch.Tensor] = {}
+    scalars: dict[str, dict[str, Any]] = {}
+    for idx, entry in state["state"].items():
+        for name, value in entry.items():
+            if isinstance(value, torch.Tensor):
+                tensors[f"{idx}.{name}"] = value.detach().contiguous()
+            else:
+                scalars.setdefault(str(idx), {})[name] = value
+    save_file(tensors, str(tmp / "optimizer.safetensors"))
+    atomic_write_json(
+        tmp / "optimizer.json", {"param_groups": state["param_groups"], "scalars": scalars}
+    )
+
+
+def load_optimizer(path: Path, optimizer: torch.optim.Optimizer) -> None:
+    tensors = load_tensors(path / "optimizer.safetensors")
+    meta = load_json(path / "optimizer.json")
+    state: dict[int, dict[str, Any]] = {}
+    for key, value in tensors.items():
+        idx, name = key.split(".", 1)
+        state.setdefault(int(idx), {})[name] = value
+    for idx, values in meta["scalars"].items():
+        state.setdefault(int(idx), {}).update(values)
+    try:
+        optimizer.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
+    except (ValueError, KeyError) as err:
+        raise GmlmError(f"{path}: optimizer state does not match the model ({err})") from None
+
+
+def load_tensors(path: Path) -> dict[str, torch.Tensor]:
+    if not path.is_file():
+        raise GmlmError(f"{path}: missing; the checkpoint is incomplete")
+    try:
+        return load_file(str(path))
+    except (SafetensorError, OSError, ValueError) as err:
+        raise GmlmError(f"{path}: corrupt or truncated safetensors file ({err})") from None
+
+
+def load_json(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise GmlmError(f"{path}: missing; the checkpoint is incomplete")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise GmlmError(f"{path}: corrupt JSON ({err})") from None
+    if not isinstance(data, dict):
+        raise GmlmError(f"{path}: corrupt checkpoint metadata")
+    return data
+
+
+def load_weights(model: nn.Module, path: Path) -> None:
+    """Load `path`/model.safetensors into `model`, with errors that name the mismatch."""
+    file = path / MODEL_FILE
+    tensors = load_tensors(file)
+    own = model.state_dict()
+    shapes = {k: tuple(v.shape) for k, v in own.items()}
+    mismatched = [
+        f"{k}: checkpoint {tuple(v.shape)} vs model {shapes[k]}"
+        for k, v in tensors.items()
+        if k in shapes and tuple(v.shape) != shapes[k]
+    ]
+    if mismatched:
+        raise GmlmError(f"{file}: weights do not fit the model shape: " + "; ".join(mismatched[:5]))
+    try:
+        missing, unexpected = load_model(model, str(file), strict=False)
+    except (SafetensorError, OSError, RuntimeError) as err:
+        raise GmlmError(f"{file}: cannot load weights ({err})") from None
+    if unexpected or [m for m in missing if m not in _tied_aliases(model)]:
+        raise GmlmError(
+            f"{file}: weights do not match the model: missing {sorted(missing)[:5]}, "
+            f"unexpected {sorted(unexpected)[:5]}"
+        )
+
+
+def _tied_aliases(model: nn.Module) -> set[str]:
+    names = list(model.state_dict())
+    return set(names) - set(_unique_state(model))
+
+
+def resolve_checkpoint(path: str | Path) -> Path:
+    """A checkpoint folder, or a run folder (then its `best`, else `averaged`, else `last`)."""
+    path = Path(path)
+    if not path.exists():
+        raise GmlmError(f"checkpoint not found: {path}")
+    if (path / MODEL_FILE).is_file():
+        return path
+    for name in ("best", "averaged", "last"):
+        if (path / name / MODEL_FILE).is_file():
+            return path / name
+    raise GmlmError(f"{path}: not a checkpoint (no {MODEL_FILE}) nor a run folder with one")
+
+
+def read_config(path: Path) -> TrainConfig:
+    try:
+        return load_saved_config(TrainConfig, path / "config.yaml")
+    except ConfigError as err:
+        raise GmlmError(f"{path / 'config.yaml'}: {err}") from None
+
+
+def load_for_inference(path: str | Path, device: str | torch.device = "cpu") -> LoadedModel:
+    """Load a checkpoint (or a run folder's best one) for translation, in eval mode."""
+    ckpt = resolve_checkpoint(path)
+    cfg = read_config(ckpt)
+    if not (ckpt / "tokenizer").is_dir():
+        raise GmlmError(f"{ckpt}: missing tokenizer/ folder; the checkpoint is incomplete")
+    tokenizer = Tokenizer.load(ckpt / "tokenizer")
+    model = build_model(cfg.kind, cfg.model)
+    load_weights(model, ckpt)
+    model.to(device).eval()
+    return LoadedModel(cfg.kind, model, tokenizer, cfg, ckpt)
+
+
+def check_resume_compatible(saved: TrainConfig, new: TrainConfig, where: Path) -> None:
+    """Resuming must not change the model or the objective; schedule changes are allowed."""
+    if saved.kind != new.kind:
+        raise GmlmError(
+            f"{where}: the run was trained as kind={saved.kind}, not {new.kind}; "
+            "use another out= folder"
+        )
+    old_model, new_model = to_dict(saved.model), to_dict(new.model)
+    changed = [
+        f"model.{k}: {old_model[k]} -> {new_model[k]}"
+        for k in old_model
+        if old_model[k] != new_model[k]
+    ]
+    if changed:
+        raise GmlmError(
+            f"{where}: cannot resume with a changed model shape ({'; '.join(changed)});"
+            " use another out= folder or restore the settings"
+        )
+
+
+def average_weights(paths: Sequence[Path]) -> dict[str, torch.Tensor]:
+    """Element-wise mean of several weight files (checkpoint averaging)."""
+    if not paths:
+        raise GmlmError("no checkpoints to average")
+    total: dict[str, torch.Tensor] = {}
+    for path in paths:
+        tensors = load_tensors(path)
+        if total and set(tensors) != set(total):
+            raise GmlmError(f"{path}: holds different tensors from {paths[0]}")
+        for key, value in tensors.items():
+            total[key] = total[key] + value.double() if key in total else value.double()
+    return {k: (v / len(paths)).float() for k, v in total.items()}

@@ -1,0 +1,86 @@
+"""The training configuration schema. Presets in gmlm/configs/*.yaml hold overrides only.
+
+`gmlm train --config small-padir data=DIR out=DIR optim.lr=3e-4` resolves, in order: these
+defaults, the preset chain (`small-padir` -> `small`), then each `key=value` override.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from gmlm.config import ConfigError, load_config
+from gmlm.nn.config import ModelConfig
+
+
+@dataclass
+class OptimConfig:
+    name: Literal["adamw", "adafactor"] = "adamw"
+    lr: float = 5e-4  # peak learning rate, reached at the end of warm-up
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.98])
+    eps: float = 1e-8
+    weight_decay: float = 0.01
+    clip_norm: float = 1.0  # 0 disables gradient clipping
+    # warm-up then cosine decay to min_lr at max_steps (the paper), or inverse square root
+    schedule: Literal["cosine", "inverse_sqrt", "constant"] = "cosine"
+    warmup_steps: int = 1000
+    min_lr: float = 1e-5
+
+
+@dataclass
+class PadirObjectiveConfig:
+    stages: int = 2  # multi-stage training: the paper uses 2
+    keep_rate: float = 0.15  # the paper's "unmasking rate": target tokens kept correct
+
+
+@dataclass
+class TrainConfig:
+    kind: Literal["ar", "padir"] = "padir"
+    data: str = ""  # prepared dataset folder (gmlm data prepare)
+    out: str = ""  # run folder: checkpoints, metrics, resolved config
+    seed: int = 0
+    model: ModelConfig = field(default_factory=ModelConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    padir: PadirObjectiveConfig = field(default_factory=PadirObjectiveConfig)
+    label_smoothing: float = 0.1
+    max_tokens: int = 4096  # padded tokens per micro-batch and process
+    max_sentences: int = 0  # 0: no limit besides max_tokens
+    accum_steps: int = 1  # micro-batches per optimizer step
+    max_steps: int = 10000
+    precision: Literal["auto", "fp32", "bf16"] = "auto"  # auto: bf16 where supported
+    device: str = "auto"  # auto, cpu, cuda, cuda:1, ...
+    threads: int = 0  # CPU threads for torch; 0 keeps torch's default
+    log_every: int = 50
+    valid_every: int = 500  # also writes the `last` checkpoint
+    valid_sentences: int = 200  # quick BLEU on this many validation sentences (0: loss only)
+    valid_steps: int = 4  # PaDIR refinement steps in the validation BLEU
+    keep_history: int = 0  # keep the weights of the last N checkpoints for averaging
+    average_last: int = 0  # at the end, average the last N kept checkpoints into `averaged`
+    tensorboard: bool = False
+
+    def validate(self) -> None:
+        self.model.validate()
+        positive = ("max_tokens", "accum_steps", "max_steps", "log_every", "valid_every")
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.padir.stages < 1:
+            raise ConfigError(f"padir.stages must be at least 1, got {self.padir.stages}")
+        if not 0.0 <= self.padir.keep_rate <= 1.0:
+            raise ConfigError(f"padir.keep_rate must be in [0, 1], got {self.padir.keep_rate}")
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ConfigError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
+        if self.average_last > self.keep_history:
+            raise ConfigError(
+                f"average_last={self.average_last} needs keep_history >= {self.average_last}"
+            )
+        if self.optim.lr <= 0 or self.optim.min_lr < 0 or self.optim.warmup_steps < 0:
+            raise ConfigError("optim.lr must be > 0, optim.min_lr and warmup_steps >= 0")
+
+
+def load_train_config(preset: str | Path | None, overrides: Sequence[str]) -> TrainConfig:
+    cfg = load_config(TrainConfig, preset, overrides)
+    cfg.validate()
+    return cfg

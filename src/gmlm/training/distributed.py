@@ -1,0 +1,66 @@
+"""Multi-process data parallelism under `torchrun` (gloo on CPU, NCCL on CUDA)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from gmlm.errors import GmlmError
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+
+    @property
+    def active(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def pick_device(name: str, local_rank: int = 0) -> torch.device:
+    if name == "auto":
+        return (
+            torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
+        )
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise GmlmError(f"device={name} requested but CUDA is not available; use device=cpu")
+    return device
+
+
+def init_distributed(device: torch.device) -> DistInfo:
+    """Join the process group that `torchrun` describes in the environment (if any)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return DistInfo()
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    return DistInfo(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
+
+
+def all_reduce_sum(values: list[float], info: DistInfo, device: torch.device) -> list[float]:
+    """Sum a few floats over all processes (identity with one process)."""
+    if not info.active:
+        return values
+    tensor = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(tensor)
+    return [float(v) for v in tensor.tolist()]
+
+
+def barrier(info: DistInfo) -> None:
+    if info.active:
+        dist.barrier()
+
+
+def shutdown(info: DistInfo) -> None:
+    if info.active and dist.is_initialized():
+        dist.destroy_process_group()

@@ -1,0 +1,98 @@
+"""Training throughput (target tokens per second), fp32 against bf16 autocast, in one run.
+
+Both precisions train identical copies of the model on the same batches; their timed steps are
+interleaved (fp32, bf16, fp32, ...) so that machine noise hits both alike, and the report gives
+medians and the per-pair speed-up.
+"""
+
+from __future__ import annotations
+
+import copy
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from gmlm.data.batching import Batch, BatchIterator
+from gmlm.data.binarized import TranslationDataset, load_dataset
+from gmlm.models import build_model
+from gmlm.nn.layers import count_parameters
+from gmlm.training.config import TrainConfig
+from gmlm.training.distributed import pick_device
+from gmlm.training.optim import build_optimizer
+from gmlm.training.trainer import LossModule, autocast, check_data_fits
+
+
+@dataclass
+class ThroughputReport:
+    settings: dict[str, Any]
+    tokens_per_s: dict[str, float]  # median target tokens/s per precision
+    speedup_median: float  # median over interleaved pairs of bf16 / fp32 rate
+    rates: dict[str, list[float]]
+
+
+def measure_throughput(cfg: TrainConfig, steps: int = 6, warmup: int = 2) -> ThroughputReport:
+    data = load_dataset(cfg.data)
+    cfg.model.vocab_size = data.tokenizer.vocab_size
+    cfg.validate()
+    check_data_fits(cfg, data)
+    device = pick_device(cfg.device)
+    if cfg.threads > 0:
+        torch.set_num_threads(cfg.threads)
+    torch.manual_seed(cfg.seed)
+    base = build_model(cfg.kind, cfg.model).to(device)
+    iterator = BatchIterator(
+        TranslationDataset(data, "train"),
+        cfg.max_tokens,
+        seed=cfg.seed,
+        max_sentences=cfg.max_sentences or None,
+        rank=0,
+        world_size=1,
+    )
+    batches: list[Batch] = []
+    for batch in iterator:
+        batches.append(batch.to(device))
+        if len(batches) == warmup + steps:
+            break
+    runs = {}
+    for name, dtype in (("fp32", None), ("bf16", torch.bfloat16)):
+        model = copy.deepcopy(base)
+        runs[name] = (LossModule(model, cfg), build_optimizer(model, cfg.optim), dtype)
+    noise = torch.Generator(device=device)
+    rates: dict[str, list[float]] = {"fp32": [], "bf16": []}
+    for i, batch in enumerate(batches):
+        for name, (module, optimizer, dtype) in runs.items():
+            module.train()
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            start = time.perf_counter()
+            with autocast(device, dtype):
+                token_sum, length_sum = module(batch.src, batch.tgt, noise)
+            (token_sum / batch.tgt_tokens + length_sum / batch.size).backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            if i >= warmup:
+                rates[name].append(batch.tgt_tokens / (time.perf_counter() - start))
+    pairs = [b / f for f, b in zip(rates["fp32"], rates["bf16"], strict=True)]
+    settings = {
+        "kind": cfg.kind,
+        "parameters": count_parameters(base),
+        "device": str(device),
+        "threads": torch.get_num_threads(),
+        "max_tokens": cfg.max_tokens,
+        "mean_batch_target_tokens": statistics.mean(b.tgt_tokens for b in batches[warmup:]),
+        "timed_steps": steps,
+        "warmup_steps": warmup,
+        "torch": torch.__version__,
+        "stages": cfg.padir.stages if cfg.kind == "padir" else None,
+    }
+    return ThroughputReport(
+        settings,
+        {k: statistics.median(v) for k, v in rates.items()},
+        statistics.median(pairs),
+        rates,
+    )

@@ -1,0 +1,517 @@
+"""The trainer: one loop for both models, exact resume, data parallelism, validation.
+
+Loss normalisation. Each optimizer step sums the token cross-entropy over every target token of
+its micro-batches on every process and divides by the global token count (the length loss
+likewise by the global sentence count). Gradient accumulation and data parallelism therefore
+give the gradient of one large batch, whatever the split into micro-batches and processes.
+
+Resume. The `last` checkpoint holds weights, optimizer state, RNG states and the data iterator
+position; a restarted run (after Ctrl-C or `kill -9`) continues from it with exactly the steps
+the uninterrupted run would have taken. Metrics logged after that checkpoint are discarded.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Iterator
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torch.nn.parallel import DistributedDataParallel
+from tqdm import tqdm
+
+from gmlm.config import save_config
+from gmlm.data.batching import Batch, BatchIterator
+from gmlm.data.binarized import PreparedDataset, TranslationDataset, load_dataset
+from gmlm.errors import GmlmError
+from gmlm.io import atomic_open, atomic_write_json
+from gmlm.models import autoregressive_loss, build_model, padir_loss
+from gmlm.models.autoregressive import AutoregressiveModel
+from gmlm.models.padir import PadirModel
+from gmlm.nn.layers import count_parameters
+from gmlm.training import checkpoint as ckpt
+from gmlm.training.config import TrainConfig
+from gmlm.training.distributed import (
+    all_reduce_sum,
+    barrier,
+    init_distributed,
+    pick_device,
+    shutdown,
+)
+from gmlm.training.optim import build_optimizer, lr_at, set_lr
+
+Log = Callable[[str], None]
+
+
+class LossModule(nn.Module):
+    """Wraps a model so that `forward` returns summed losses (what DDP needs to see)."""
+
+    def __init__(self, model: nn.Module, cfg: TrainConfig) -> None:
+        super().__init__()
+        self.model = model
+        self.cfg = cfg
+
+    def forward(
+        self, src: Tensor, tgt: Tensor, generator: torch.Generator | None
+    ) -> tuple[Tensor, Tensor]:
+        """(summed token loss, summed length loss) of one micro-batch."""
+        if isinstance(self.model, PadirModel):
+            out = padir_loss(
+                self.model,
+                src,
+                tgt,
+                stages=self.cfg.padir.stages,
+                keep_rate=self.cfg.padir.keep_rate,
+                label_smoothing=self.cfg.label_smoothing,
+                generator=generator,
+            )
+        else:
+            assert isinstance(self.model, AutoregressiveModel)
+            out = autoregressive_loss(
+                self.model, src, tgt, label_smoothing=self.cfg.label_smoothing
+            )
+        token_sum = out.token_loss * out.n_tokens
+        length_sum = (
+            out.length_loss * src.shape[0]
+            if out.length_loss is not None
+            else token_sum.new_zeros(())
+        )
+        return token_sum, length_sum
+
+
+@dataclass
+class TrainResult:
+    run_dir: Path
+    step: int
+    best: dict[str, Any] = field(default_factory=dict)
+    last_metrics: dict[str, Any] = field(default_factory=dict)
+
+
+def resolve_precision(cfg: TrainConfig, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype, or None for fp32."""
+    if cfg.precision == "fp32":
+        return None
+    if device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        if cfg.precision == "bf16":
+            raise GmlmError("precision=bf16 requested but this GPU does not support bf16")
+        return None
+    return torch.bfloat16
+
+
+def autocast(device: torch.device, dtype: torch.dtype | None) -> Any:
+    if dtype is None:
+        return nullcontext()
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def check_data_fits(cfg: TrainConfig, data: PreparedDataset) -> None:
+    """The tokenizer's ids must be the model's; every sentence must fit the model's maxima."""
+    tok = data.tokenizer
+    for name, value in cfg.model.special_ids().items():
+        if getattr(tok, name) != value:
+            raise GmlmError(
+                f"{cfg.data}: its tokenizer has {name}={getattr(tok, name)} but the model expects "
+                f"{value}: the data directory comes from an incompatible tokenizer; prepare it "
+                "again with `gmlm data prepare`"
+            )
+    for split in ("train", "valid"):
+        if split not in data.splits:
+            raise GmlmError(f"{cfg.data}: no '{split}' split; prepare the data with one")
+        ds = data.split(split)
+        if len(ds) == 0:
+            raise GmlmError(f"{cfg.data}: the {split} split is empty")
+        longest_src, longest_tgt = int(ds.src_lengths.max()), int(ds.tgt_lengths.max())
+        if longest_src > cfg.model.max_source_len or longest_tgt > cfg.model.max_target_len:
+            raise GmlmError(
+                f"{cfg.data}: the {split} split has sources up to {longest_src} and targets up to "
+                f"{longest_tgt} tokens (EOS included), beyond model.max_source_len="
+                f"{cfg.model.max_source_len} / model.max_target_len={cfg.model.max_target_len}; "
+                "raise those or prepare the data with a smaller --max-len"
+            )
+
+
+class Trainer:
+    def __init__(self, cfg: TrainConfig, progress: bool = True, log: Log = print) -> None:
+        if not cfg.data:
+            raise GmlmError("no data: pass data=DIR (a folder made by `gmlm data prepare`)")
+        if not cfg.out:
+            raise GmlmError("no output folder: pass out=DIR")
+        self.data = load_dataset(cfg.data)
+        # The vocabulary size always comes from the data's tokenizer.
+        cfg.model.vocab_size = self.data.tokenizer.vocab_size
+        cfg.validate()
+        check_data_fits(cfg, self.data)
+        self.cfg = cfg
+        self.run_dir = Path(cfg.out)
+        self.device = pick_device(cfg.device)
+        self.dist = init_distributed(self.device)
+        if self.dist.active and self.device.type == "cuda":
+            self.device = torch.device(f"cuda:{self.dist.local_rank}")
+        self.dtype = resolve_precision(cfg, self.device)
+        self.log = log if self.dist.is_main else (lambda _msg: None)
+        self.progress = progress and self.dist.is_main
+        if cfg.threads > 0:
+            torch.set_num_threads(cfg.threads)
+        torch.manual_seed(cfg.seed + 1000 * self.dist.rank)
+        self.model = build_model(cfg.kind, cfg.model).to(self.device)
+        self.loss_module: nn.Module = LossModule(self.model, cfg)
+        if self.dist.active:
+            self.loss_module = DistributedDataParallel(self.loss_module)
+        self.optimizer = build_optimizer(self.model, cfg.optim)
+        self.noise = torch.Generator(device=self.device)
+        self.noise.manual_seed(cfg.seed * 7919 + self.dist.rank)
+        self.train_set = TranslationDataset(self.data, "train")
+        self.batches = BatchIterator(
+            self.train_set,
+            cfg.max_tokens,
+            seed=cfg.seed,
+            max_sentences=cfg.max_sentences or None,
+            rank=self.dist.rank,
+            world_size=self.dist.world_size,
+        )
+        self.step = 0
+        self.best: dict[str, Any] = {}
+        self.elapsed = 0.0
+        self._stream: Iterator[Batch] | None = None
+
+    # ----------------------------------------------------------------------------- state
+    def _prepare_run_dir(self) -> bool:
+        """Create the run folder, or resume the run in it. Returns True when resuming."""
+        run = self.run_dir
+        last = run / "last"
+        if (last / ckpt.MODEL_FILE).is_file():
+            saved = ckpt.read_config(last)
+            ckpt.check_resume_compatible(saved, self.cfg, run)
+            return True
+        if run.exists() and any(run.iterdir()) and not (run / "config.yaml").is_file():
+            raise GmlmError(f"out={run} exists and is not a gmlm run folder; choose another out=")
+        run.mkdir(parents=True, exist_ok=True)
+        return False
+
+    def _restore(self) -> None:
+        last = self.run_dir / "last"
+        ckpt.load_weights(self.model, last)
+        ckpt.load_optimizer(last, self.optimizer)
+        state = ckpt.load_json(last / "state.json")
+        if state.get("data_fingerprint") != self.train_set.fingerprint:
+            raise GmlmError(
+                f"{last}: the run was trained on different data than data={self.cfg.data};"
+                " use another out= folder"
+            )
+        if state.get("world_size", 1) != self.dist.world_size:
+            raise GmlmError(
+                f"{last}: saved with {state.get('world_size')} processes, resumed "
+                f"with {self.dist.world_size}; resume with the same process count"
+            )
+        rng = ckpt.load_tensors(last / "state.safetensors")
+        rank_key = f"rank{self.dist.rank}"
+        torch.set_rng_state(rng[f"{rank_key}.torch"])
+        self.noise.set_state(rng[f"{rank_key}.noise"].to(self.noise.get_state().device))
+        if self.device.type == "cuda" and f"{rank_key}.cuda" in rng:
+            torch.cuda.set_rng_state(rng[f"{rank_key}.cuda"], self.device)
+        self.batches.load_state_dict(state["data"][rank_key])
+        self.step = int(state["step"])
+        self.best = state.get("best", {})
+        self.elapsed = float(state.get("elapsed", 0.0))
+        self._truncate_metrics()
+        self.log(f"resumed {self.run_dir} at step {self.step}")
+
+    def _truncate_metrics(self) -> None:
+        path = self.run_dir / "metrics.jsonl"
+        if not path.is_file():
+            return
+        kept = [
+            line
+            for line in path.read_text(encoding="utf-8").splitlines()
+            if line.strip() and json.loads(line).get("step", 0) <= self.step
+        ]
+        with atomic_open(path) as handle:
+            handle.write("".join(line + "\n" for line in kept))
+
+    def _rng_tensors(self) -> dict[str, Tensor]:
+        key = f"rank{self.dist.rank}"
+        out = {f"{key}.torch": torch.get_rng_state(), f"{key}.noise": self.noise.get_state().cpu()}
+        if self.device.type == "cuda":
+            out[f"{key}.cuda"] = torch.cuda.get_rng_state(self.device)
+        return out
+
+    def _gather(self, obj: Any) -> list[Any]:
+        if not self.dist.active:
+            return [obj]
+        out: list[Any] = [None] * self.dist.world_size
+        torch.distributed.all_gather_object(out, obj)
+        return out
+
+    def save_last(self) -> None:
+        """Write the `last` checkpoint (every process contributes its RNG and data position)."""
+        rngs = self._gather(self._rng_tensors())
+        data_states = self._gather(self.batches.state_dict())
+        if self.dist.is_main:
+            rng = {k: v for part in rngs for k, v in part.items()}
+            state = {
+                "step": self.step,
+                "elapsed": self.elapsed,
+                "best": self.best,
+                "world_size": self.dist.world_size,
+                "data_fingerprint": self.train_set.fingerprint,
+                "data": {f"rank{r}": s for r, s in enumerate(data_states)},
+            }
+
+            def fill(tmp: Path) -> None:
+                ckpt.fill_inference_files(
+                    tmp, self.model, self.cfg, self.data.tokenizer, self._meta()
+                )
+                ckpt.save_optimizer(tmp, self.optimizer)
+                ckpt.save_tensors(rng, tmp / "state.safetensors")
+                atomic_write_json(tmp / "state.json", state)
+
+            ckpt.write_checkpoint_dir(self.run_dir / "last", fill)
+            if self.cfg.keep_history:
+                self._save_history()
+        barrier(self.dist)
+
+    def _save_history(self) -> None:
+        history = self.run_dir / "history"
+        history.mkdir(exist_ok=True)
+        target = history / f"step-{self.step:08d}.safetensors"
+        with atomic_open(target, "wb") as handle:
+            handle.write((self.run_dir / "last" / ckpt.MODEL_FILE).read_bytes())
+        for old in sorted(history.glob("step-*.safetensors"))[: -self.cfg.keep_history]:
+            old.unlink()
+
+    def _meta(self, **extra: Any) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "kind": self.cfg.kind,
+            "torch": torch.__version__,
+            "parameters": count_parameters(self.model),
+            **extra,
+        }
+
+    # ----------------------------------------------------------------------------- loop
+    def _next_batch(self) -> Batch:
+        while True:
+            if self._stream is None:
+                self._stream = iter(self.batches)
+            batch = next(self._stream, None)
+            if batch is not None:
+                return batch
+            self.batches = self._next_epoch()
+            self._stream = None
+
+    def _next_epoch(self) -> BatchIterator:
+        nxt = BatchIterator(
+            self.train_set,
+            self.cfg.max_tokens,
+            seed=self.cfg.seed,
+            max_sentences=self.cfg.max_sentences or None,
+            rank=self.dist.rank,
+            world_size=self.dist.world_size,
+            epoch=self.batches.epoch + 1,
+        )
+        if len(nxt) == 0:
+            raise GmlmError("the training split yields no batches: lower max_tokens or add data")
+        return nxt
+
+    def train_step(self) -> dict[str, float]:
+        """One optimizer step over accum_steps micro-batches on every process."""
+        cfg = self.cfg
+        micro = [self._next_batch().to(self.device) for _ in range(cfg.accum_steps)]
+        local_tokens = float(sum(b.tgt_tokens for b in micro))
+        local_sents = float(sum(b.size for b in micro))
+        tokens, sents = all_reduce_sum([local_tokens, local_sents], self.dist, self.device)
+        scale = float(self.dist.world_size)  # DDP averages gradients over processes
+        self.model.train()
+        token_total = length_total = 0.0
+        for i, batch in enumerate(micro):
+            sync: Any = nullcontext()
+            if self.dist.active and i + 1 < len(micro):
+                assert isinstance(self.loss_module, DistributedDataParallel)
+                sync = self.loss_module.no_sync()
+            with sync:
+                with autocast(self.device, self.dtype):
+                    token_sum, length_sum = self.loss_module(batch.src, batch.tgt, self.noise)
+                loss = scale * (token_sum / tokens + length_sum / sents)
+                if not torch.isfinite(loss):
+                    lines = [int(self.train_set.lines[r]) + 1 for r in batch.indices[:20]]
+                    raise GmlmError(
+                        f"non-finite loss at step {self.step + 1} (micro-batch {i}, lines "
+                        f"{lines} of the prepared training text); nothing was saved, the last "
+                        f"good checkpoint is {self.run_dir / 'last'}; lower optim.lr or check "
+                        "those sentences"
+                    )
+                loss.backward()
+            token_total += float(token_sum.detach())
+            length_total += float(length_sum.detach())
+        token_total, length_total = all_reduce_sum(
+            [token_total, length_total], self.dist, self.device
+        )
+        lr = lr_at(self.step + 1, cfg.optim, cfg.max_steps)
+        set_lr(self.optimizer, lr)
+        grad_norm = float("nan")
+        if cfg.optim.clip_norm > 0:
+            grad_norm = float(
+                nn.utils.clip_grad_norm_(self.model.parameters(), cfg.optim.clip_norm)
+            )
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.step += 1
+        return {
+            "loss": token_total / tokens + length_total / sents,
+            "token_loss": token_total / tokens,
+            "length_loss": length_total / sents,
+            "lr": lr,
+            "grad_norm": grad_norm,
+            "tokens": tokens,
+            "sentences": sents,
+        }
+
+    def run(self) -> TrainResult:
+        try:
+            return self._run()
+        finally:
+            shutdown(self.dist)
+
+    def _run(self) -> TrainResult:
+        cfg = self.cfg
+        # Only the main process touches the folder; the others learn the outcome from it.
+        resuming = self._prepare_run_dir() if self.dist.is_main else False
+        if self.dist.active:
+            flag = [resuming]
+            torch.distributed.broadcast_object_list(flag, src=0)
+            resuming = bool(flag[0])
+        if resuming:
+            self._restore()
+        elif self.dist.is_main:
+            (self.run_dir / "metrics.jsonl").unlink(missing_ok=True)
+        if self.dist.is_main:
+            ckpt.remove_stale(self.run_dir)
+            save_config(cfg, self.run_dir / "config.yaml")
+        barrier(self.dist)
+        self.log(
+            f"training {cfg.kind} ({count_parameters(self.model):,} parameters) on "
+            f"{self.device} x{self.dist.world_size}, precision "
+            f"{'bf16 autocast' if self.dtype else 'fp32'}, threads {torch.get_num_threads()}, "
+            f"{len(self.train_set):,} training pairs, steps {self.step} -> {cfg.max_steps}"
+        )
+        metrics_path = self.run_dir / "metrics.jsonl"
+        writer = open(metrics_path, "a", encoding="utf-8") if self.dist.is_main else None  # noqa: SIM115
+        tb = self._tensorboard()
+        bar = tqdm(
+            total=cfg.max_steps,
+            initial=self.step,
+            disable=not self.progress,
+            desc=f"train {cfg.kind}",
+            unit="step",
+            dynamic_ncols=True,
+        )
+        window_tokens, window_start = 0.0, time.perf_counter()
+        last: dict[str, Any] = {}
+        try:
+            while self.step < cfg.max_steps:
+                started = time.perf_counter()
+                stats = self.train_step()
+                self.elapsed += time.perf_counter() - started
+                window_tokens += stats["tokens"]
+                bar.update(1)
+                if self.step % cfg.log_every == 0 or self.step == cfg.max_steps:
+                    rate = window_tokens / max(time.perf_counter() - window_start, 1e-9)
+                    last = {
+                        "step": self.step,
+                        **{
+                            k: stats[k]
+                            for k in ("loss", "token_loss", "length_loss", "lr", "grad_norm")
+                        },
+                        "target_tokens_per_s": rate,
+                        "elapsed_s": self.elapsed,
+                    }
+                    bar.set_postfix(loss=f"{stats['loss']:.3f}", tok_s=f"{rate:,.0f}")
+                    self._write(writer, tb, last)
+                    window_tokens, window_start = 0.0, time.perf_counter()
+                if self.step % cfg.valid_every == 0 or self.step == cfg.max_steps:
+                    self._validate_and_save(writer, tb)
+        finally:
+            bar.close()
+            if writer is not None:
+                writer.close()
+            if tb is not None:
+                tb.close()
+        if cfg.average_last and self.dist.is_main:
+            self._average()
+        return TrainResult(self.run_dir, self.step, self.best, last)
+
+    def _tensorboard(self) -> Any:
+        if not (self.cfg.tensorboard and self.dist.is_main):
+            return None
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError:
+            raise GmlmError(
+                "tensorboard=true needs the extra: pip install 'gmlm[tensorboard]'"
+            ) from None
+        return SummaryWriter(str(self.run_dir / "tensorboard"))
+
+    def _write(self, writer: Any, tb: Any, row: dict[str, Any]) -> None:
+        if writer is None:
+            return
+        writer.write(json.dumps(row) + "\n")
+        writer.flush()
+        if tb is not None:
+            for key, value in row.items():
+                if key != "step" and isinstance(value, (int, float)) and math.isfinite(value):
+                    tb.add_scalar(key, value, row["step"])
+
+    def _validate_and_save(self, writer: Any, tb: Any) -> None:
+        scores: dict[str, Any] = {}
+        if self.dist.is_main:
+            from gmlm.training.validation import validate
+
+            scores = validate(self.model, self.cfg, self.data, self.device, self.dtype)
+            row = {
+                "step": self.step,
+                **{f"valid_{k}": v for k, v in scores.items() if not isinstance(v, str)},
+            }
+            self._write(writer, tb, row)
+            key = "bleu" if "bleu" in scores else "loss"
+            better = not self.best or (
+                scores[key] > self.best[key] if key == "bleu" else scores[key] < self.best[key]
+            )
+            if better:
+                self.best = {"step": self.step, **scores}
+                ckpt.write_checkpoint_dir(
+                    self.run_dir / "best",
+                    lambda tmp: ckpt.fill_inference_files(
+                        tmp, self.model, self.cfg, self.data.tokenizer, self._meta(valid=scores)
+                    ),
+                )
+            self.log(
+                f"step {self.step}: valid "
+                + ", ".join(f"{k} {v:.4g}" for k, v in scores.items() if isinstance(v, float))
+                + (" (best)" if better else "")
+            )
+        self.save_last()
+
+    def _average(self) -> None:
+        files = sorted((self.run_dir / "history").glob("step-*.safetensors"))[
+            -self.cfg.average_last :
+        ]
+        averaged = ckpt.average_weights(files)
+        model = build_model(self.cfg.kind, self.cfg.model)
+        model.load_state_dict(averaged, strict=False)
+        ckpt.write_checkpoint_dir(
+            self.run_dir / "averaged",
+            lambda tmp: ckpt.fill_inference_files(
+                tmp,
+                model,
+                self.cfg,
+                self.data.tokenizer,
+                self._meta(averaged=[f.name for f in files]),
+            ),
+        )
+        self.log(f"averaged {len(files)} checkpoints into {self.run_dir / 'averaged'}")

@@ -1,0 +1,301 @@
+"""Translate raw text with a trained model: the Python API behind `gmlm translate`.
+
+    import gmlm
+
+    translator = gmlm.load("runs/padir/checkpoints/best")   # kind, model, tokenizer, config
+    translator.translate(["Ein Hund läuft.", ""], steps=4)  # ["A dog runs.", ""]
+
+Lines are cleaned and encoded like the training data, decoded in batches of similar length
+and returned in input order, one single-line output per input (an empty or blank line gives
+an empty output without touching the model). A line longer than the model's max_source_len
+is never cut silently: by default it is an error naming the line and the limit;
+``on_over_length="split"`` cuts it at sentence punctuation into pieces that fit and joins
+their translations with a space; ``"report"`` leaves its output empty and names it in a
+warning.
+
+Decoding settings are keyword arguments; a setting of the other model kind (``beam`` for a
+PaDIR model, ``steps`` for an autoregressive one) is an error that names the checkpoint's
+kind. Unset ones keep the defaults of :class:`gmlm.decoding.SearchOptions` (greedy, GNMT
+alpha 0.6) and :class:`gmlm.decoding.RefinementOptions` (the paper's T = 4, B = 5).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from torch import Tensor
+
+from gmlm.data.cleaning import normalize
+from gmlm.data.lengths import SHOWN, OverLengthError, encode_inputs
+from gmlm.data.tokenizer import Tokenizer
+from gmlm.decoding.autoregressive import SearchOptions, beam_search, greedy_search
+from gmlm.decoding.refinement import RefinementOptions, refine
+from gmlm.errors import GmlmError
+from gmlm.models import AutoregressiveModel, ModelKind, PadirModel
+from gmlm.nn.config import ModelConfig
+
+OverLengthPolicy = Literal["error", "split", "report"]
+DecodingOptions = SearchOptions | RefinementOptions
+
+KIND_NAMES = {"ar": "an autoregressive", "padir": "a PaDIR"}
+# Settings that only one kind understands (length_penalty serves both).
+AR_ONLY = ("beam", "max_len_a", "max_len_b")
+PADIR_ONLY = (
+    "steps",
+    "length_beam",
+    "length_offsets",
+    "random_starts",
+    "stutter_remask",
+    "remask",
+    "remask_ratio",
+    "drop_unchanged_initial",
+    "dedup_final",
+)
+# Split after sentence-final or clause-final punctuation (Latin and CJK), keeping it.
+SENTENCE_BREAK = re.compile(r"(?<=[.!?;:。！？；：])\s*")
+
+
+class Translator:
+    """A model of `kind` ("ar" or "padir") with its tokenizer; `config` defaults to the
+    model's own. The model is put in eval mode and stays on its device."""
+
+    def __init__(
+        self,
+        kind: ModelKind,
+        model: AutoregressiveModel | PadirModel,
+        tokenizer: Tokenizer,
+        config: ModelConfig | None = None,
+    ) -> None:
+        expected = {"ar": AutoregressiveModel, "padir": PadirModel}.get(kind)
+        if expected is None:
+            raise GmlmError(f"unknown model kind {kind!r}; expected 'ar' or 'padir'")
+        if not isinstance(model, expected):
+            raise GmlmError(
+                f"kind={kind!r} needs a {expected.__name__}, got {type(model).__name__}"
+            )
+        config = config or model.config
+        if tokenizer.vocab_size != config.vocab_size:
+            raise GmlmError(
+                f"the tokenizer has {tokenizer.vocab_size} pieces but the model's vocabulary "
+                f"has {config.vocab_size}; they do not belong together"
+            )
+        self.kind: ModelKind = kind
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.config = config
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def options(self, **settings: Any) -> DecodingOptions:
+        """The decoding options of this model's kind with `settings` (None = default) applied.
+
+        A setting of the other kind is a :class:`GmlmError` that names this checkpoint's kind.
+        """
+        given = {name: value for name, value in settings.items() if value is not None}
+        wrong = [n for n in given if n in (PADIR_ONLY if self.kind == "ar" else AR_ONLY)]
+        if wrong:
+            other = "padir" if self.kind == "ar" else "ar"
+            valid = ", ".join((*(AR_ONLY if self.kind == "ar" else PADIR_ONLY), "length_penalty"))
+            raise GmlmError(
+                f"{', '.join(wrong)} only {'applies' if len(wrong) == 1 else 'apply'} to "
+                f"{KIND_NAMES[other]} model, but this "
+                f"checkpoint is {KIND_NAMES[self.kind]} model (kind '{self.kind}'); its "
+                f"settings are {valid}"
+            )
+        defaults: DecodingOptions = SearchOptions() if self.kind == "ar" else RefinementOptions()
+        if "length_offsets" in given:
+            given["length_offsets"] = tuple(given["length_offsets"])
+        options = dataclasses.replace(defaults, **given)
+        options.validate(self.config)
+        return options
+
+    def translate(
+        self,
+        sentences: Sequence[str],
+        *,
+        batch_size: int = 32,
+        seed: int = 0,
+        bf16: bool = False,
+        on_over_length: OverLengthPolicy = "error",
+        origin: str = "input",
+        length_penalty: float | None = None,
+        beam: int | None = None,
+        max_len_a: float | None = None,
+        max_len_b: int | None = None,
+        steps: int | None = None,
+        length_beam: int | None = None,
+        length_offsets: Sequence[int] | None = None,
+        random_starts: int | None = None,
+        stutter_remask: Literal["none", "previous", "initial"] | None = None,
+        remask: Literal["none", "constant", "linear"] | None = None,
+        remask_ratio: float | None = None,
+        drop_unchanged_initial: bool | None = None,
+        dedup_final: bool | None = None,
+    ) -> list[str]:
+        """Detokenized translations of raw `sentences`, one per sentence, in order.
+
+        batch_size: sentences per decoder batch (sorted by length, order restored).
+        seed: PaDIR's initial random tokens (a CPU torch.Generator seeded with it).
+        bf16: run the model under bfloat16 autocast.
+        on_over_length: "error", "split" or "report" (see the module docstring).
+        origin: names the input (a file) in error messages; lines are counted from 1.
+        The other keywords are decoding settings (see :meth:`options`).
+        """
+        options = self.options(
+            length_penalty=length_penalty,
+            beam=beam,
+            max_len_a=max_len_a,
+            max_len_b=max_len_b,
+            steps=steps,
+            length_beam=length_beam,
+            length_offsets=length_offsets,
+            random_starts=random_starts,
+            stutter_remask=stutter_remask,
+            remask=remask,
+            remask_ratio=remask_ratio,
+            drop_unchanged_initial=drop_unchanged_initial,
+            dedup_final=dedup_final,
+        )
+        segments, owners = self._segments(sentences, on_over_length, origin)
+        outputs = self.translate_ids(segments, options, batch_size=batch_size, seed=seed, bf16=bf16)
+        pieces: list[list[str]] = [[] for _ in sentences]
+        for owner, ids in zip(owners, outputs, strict=True):
+            # Byte-fallback pieces can spell a line break; an output must stay one line.
+            pieces[owner].append(" ".join(self.tokenizer.decode(ids).splitlines()))
+        return [" ".join(p for p in parts if p) for parts in pieces]
+
+    @torch.no_grad()
+    def translate_ids(
+        self,
+        sources: Sequence[Sequence[int]],
+        options: DecodingOptions,
+        *,
+        batch_size: int = 32,
+        seed: int = 0,
+        bf16: bool = False,
+    ) -> list[list[int]]:
+        """Output ids (no EOS) of source ids (no EOS, each non-empty and within
+        max_source_len - 1), in order; the best hypothesis of each sentence."""
+        if batch_size < 1:
+            raise GmlmError(f"batch_size={batch_size} must be at least 1")
+        generator = torch.Generator().manual_seed(seed)
+        order = sorted(range(len(sources)), key=lambda i: -len(sources[i]))
+        outputs: list[list[int]] = [[] for _ in sources]
+        for start in range(0, len(order), batch_size):
+            batch = order[start : start + batch_size]
+            src = self._source_tensor([sources[i] for i in batch])
+            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=bf16):
+                decoded = self._decode(src, options, generator)
+            for i, ids in zip(batch, decoded, strict=True):
+                outputs[i] = ids
+        return outputs
+
+    def _decode(
+        self, src: Tensor, options: DecodingOptions, generator: torch.Generator
+    ) -> list[list[int]]:
+        if isinstance(options, RefinementOptions):
+            assert isinstance(self.model, PadirModel)
+            return [r.tokens for r in refine(self.model, src, options, generator)]
+        assert isinstance(self.model, AutoregressiveModel)
+        if options.beam == 1:
+            return [h.tokens for h in greedy_search(self.model, src, options)]
+        return [nbest[0].tokens for nbest in beam_search(self.model, src, options)]
+
+    def _source_tensor(self, rows: Sequence[Sequence[int]]) -> Tensor:
+        """(B, S) ids + EOS, right-padded, on the model's device."""
+        width = max(len(r) for r in rows) + 1
+        src = torch.full((len(rows), width), self.config.pad_id, dtype=torch.long)
+        for i, ids in enumerate(rows):
+            src[i, : len(ids) + 1] = torch.tensor([*ids, self.config.eos_id])
+        return src.to(self.device)
+
+    def _segments(
+        self, sentences: Sequence[str], policy: OverLengthPolicy, origin: str
+    ) -> tuple[list[list[int]], list[int]]:
+        """The id sequences to decode and the sentence each belongs to (empty lines have
+        none; a split line has several)."""
+        if policy not in ("error", "split", "report"):
+            raise GmlmError(f"on_over_length={policy!r}: choose error, split or report")
+        limit = self.config.max_source_len
+        encoded = encode_inputs(
+            self.tokenizer,
+            sentences,
+            limit,
+            on_over_length="error" if policy == "error" else "report",
+            origin=origin,
+        )
+        over = set(encoded.over_length)
+        segments: list[list[int]] = []
+        owners: list[int] = []
+        for i, ids in enumerate(encoded.ids):
+            if i in over and policy == "report":
+                continue
+            parts = self._split(sentences[i], i, limit, origin) if i in over else [ids]
+            for part in parts:
+                if part:
+                    segments.append(part)
+                    owners.append(i)
+        if over and policy == "report":
+            lines = sorted(over)
+            shown = ", ".join(f"line {i + 1} ({encoded.lengths[i]} tokens)" for i in lines[:SHOWN])
+            more = f" and {len(lines) - SHOWN} more" if len(lines) > SHOWN else ""
+            warnings.warn(
+                f"{origin}: {len(over)} sentence(s) longer than the model's max_source_len="
+                f"{limit} tokens (EOS included) left untranslated (empty output): {shown}{more}",
+                stacklevel=3,
+            )
+        return segments, owners
+
+    def _split(self, sentence: str, index: int, limit: int, origin: str) -> list[list[int]]:
+        """Ids of the pieces of an over-long sentence, cut at sentence punctuation and packed
+        greedily so that each piece (with EOS) fits in `limit` tokens."""
+        pieces: list[list[int]] = []
+        current = ""
+        for part in SENTENCE_BREAK.split(normalize(sentence)):
+            joined = f"{current} {part}".strip()
+            if current and len(self.tokenizer.encode(joined)) + 1 > limit:
+                pieces.append(self.tokenizer.encode(current))
+                joined = part
+            current = joined
+        pieces.append(self.tokenizer.encode(current))
+        longest = max(len(p) + 1 for p in pieces)
+        if longest > limit:
+            raise OverLengthError(
+                f"{origin}: line {index + 1} is longer than the model's max_source_len={limit} "
+                f"tokens, and splitting it at sentence punctuation still leaves a piece of "
+                f"{longest} tokens; shorten or split that line by hand"
+            )
+        return pieces
+
+
+def resolve_device(name: str) -> torch.device:
+    """ "auto" (CUDA when available, else CPU), "cpu", "cuda" or "cuda:N"."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cpu" or re.fullmatch(r"cuda(:\d+)?", name):
+        if name.startswith("cuda") and not torch.cuda.is_available():
+            raise GmlmError(f"device {name!r} requested but CUDA is not available here")
+        return torch.device(name)
+    raise GmlmError(f"device {name!r}: choose auto, cpu, cuda or cuda:N")
+
+
+def load(checkpoint: str | Path, device: str = "auto") -> Translator:
+    """A :class:`Translator` for a checkpoint folder (or a run folder's best checkpoint)."""
+    from gmlm.training.checkpoint import load_for_inference
+
+    loaded = load_for_inference(checkpoint, device=resolve_device(device))
+    model = loaded.model
+    if not isinstance(model, (AutoregressiveModel, PadirModel)):
+        raise GmlmError(f"{checkpoint}: holds a {type(model).__name__}, not a translation model")
+    return Translator(loaded.kind, model, loaded.tokenizer, loaded.model_config)
+
+
+__all__ = ["OverLengthPolicy", "Translator", "load", "resolve_device"]

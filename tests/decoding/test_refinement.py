@@ -1,0 +1,355 @@
+"""PaDIR refinement: one pass = one forward argmax, exact early stopping, rows leaving the
+batch, stutter remasking and the post-processing filters, candidate selection."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+import torch
+
+from gmlm.decoding.refinement import (
+    RefinementOptions,
+    RefinementState,
+    candidate_lengths,
+    least_confident,
+    output_mask,
+    refine,
+    refinement_finish,
+    refinement_init,
+    refinement_step,
+    remask_counts,
+)
+from gmlm.decoding.scores import length_penalty
+from gmlm.errors import GmlmError
+from gmlm.models import PadirModel
+from gmlm.nn.layers import DecoderOutput
+from tests.decoding.conftest import CONFIG, EOS, PAD
+
+PLAIN = RefinementOptions(
+    stutter_remask="none", drop_unchanged_initial=False, dedup_final=False, early_stop=False
+)
+
+
+def seeded(seed: int = 0) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def run(model: PadirModel, src: torch.Tensor, options: RefinementOptions, **kw) -> RefinementState:  # type: ignore[no-untyped-def]
+    state = refinement_init(model, src, options, seeded(), **kw)
+    while state.rows.numel():
+        state = refinement_step(model, state, options)
+    return state
+
+
+@pytest.fixture
+def untrained_padir() -> PadirModel:
+    torch.manual_seed(2)
+    return PadirModel(CONFIG).eval()
+
+
+@pytest.mark.parametrize("model_name", ["trained_padir", "untrained_padir"])
+def test_one_pass_is_one_forward_argmax(
+    model_name: str, request: pytest.FixtureRequest, reversal: tuple[torch.Tensor, torch.Tensor]
+) -> None:
+    model = request.getfixturevalue(model_name)
+    src = reversal[0][:5]
+    options = dataclasses.replace(PLAIN, steps=1, length_beam=3)
+    state = run(model, src, options)
+    with torch.no_grad():
+        enc = model.encode(src)
+        rows = torch.arange(5).repeat_interleave(3)
+        log_probs = model.decode(enc.select(rows), state.initial).logits.log_softmax(-1)
+    content = (state.initial != PAD) & (state.initial != EOS)
+    expected = log_probs[..., CONFIG.n_special :].argmax(-1) + CONFIG.n_special
+    expected = torch.where(content, expected, state.initial)
+    assert torch.equal(state.tokens, expected)
+    chosen = log_probs.gather(2, expected.unsqueeze(2)).squeeze(2) * (expected != PAD)
+    torch.testing.assert_close(state.token_log_probs, chosen)
+    # Selection: the best summed log-probability of each sentence's candidates.
+    results = refinement_finish(state, options)
+    sums = chosen.sum(1).view(5, 3)
+    for sentence, result in enumerate(results):
+        assert result.candidate == int(sums[sentence].argmax())
+        assert result.candidate_scores == pytest.approx(sums[sentence].tolist(), abs=1e-5)
+        assert result.score == pytest.approx(float(sums[sentence].max()), abs=1e-5)
+        row = sentence * 3 + result.candidate
+        assert result.tokens == expected[row, : result.length - 1].tolist()
+
+
+def test_length_penalty_changes_the_selection_score(
+    trained_padir: PadirModel, reversal: tuple[torch.Tensor, torch.Tensor]
+) -> None:
+    src = reversal[0][:4]
+    options = dataclasses.replace(PLAIN, steps=2, length_penalty=1.0)
+    state = run(trained_padir, src, options)
+    results = refinement_finish(state, options)
+    penalised = state.token_log_probs.sum(1) / length_penalty(state.lengths, 1.0)
+    for sentence, result in enumerate(results):
+        best = penalised.view(4, -1)[sentence]
+        assert result.candidate == int(best.argmax())
+        assert result.score == pytest.approx(float(best.max()), abs=1e-5)
+
+
+@pytest.mark.parametrize("remask", ["none", "constant"])
+@pytest.mark.parametrize("stutter", ["previous", "initial"])
+def test_early_stop_changes_nothing_but_the_cost(
+    remask: str,
+    stutter: str,
+    trained_padir: PadirModel,
+    reversal: tuple[torch.Tensor, torch.Tensor],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    src = reversal[0]
+    base = RefinementOptions(
+        steps=6,
+        length_beam=3,
+        random_starts=2,
+        stutter_remask=stutter,  # type: ignore[arg-type]
+        remask=remask,  # type: ignore[arg-type]
+        remask_ratio=0.3,
+        return_steps=True,
+        return_attention=True,
+    )
+    rows = record_decode_rows(trained_padir, monkeypatch)
+    stopped = run(trained_padir, src, base)
+    full = run(trained_padir, src, dataclasses.replace(base, early_stop=False))
+    assert torch.equal(stopped.tokens, full.tokens)
+    torch.testing.assert_close(stopped.token_log_probs, full.token_log_probs)
+    assert stopped.self_attention is not None and full.self_attention is not None
+    torch.testing.assert_close(stopped.self_attention, full.self_attention)
+    torch.testing.assert_close(stopped.cross_attention, full.cross_attention)
+    assert (full.passes == 6).all()
+    passes = stopped.passes.tolist()
+    assert min(passes) < max(passes)  # candidates stopped, and at different passes
+    # Stopped candidates leave the batch: each pass runs exactly the candidates still going.
+    candidates = stopped.passes.numel()
+    early_calls = rows[: max(passes)]
+    assert early_calls == [sum(p > t for p in passes) for t in range(max(passes))]
+    assert rows[max(passes) :] == [candidates] * 6
+    for a, b in zip(refinement_finish(stopped, base), refinement_finish(full, base), strict=True):
+        assert (a.tokens, a.raw, a.steps, a.candidate) == (b.tokens, b.raw, b.steps, b.candidate)
+        assert a.score == pytest.approx(b.score, abs=1e-5)
+        assert len(a.steps) == 7
+
+
+def record_decode_rows(model: PadirModel, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Patch model.decode (on this instance, for this test) to log each call's rows."""
+    calls: list[int] = []
+    original = model.decode
+
+    def logged(memory, hyp, **kw):  # type: ignore[no-untyped-def]
+        calls.append(hyp.shape[0])
+        return original(memory, hyp, **kw)
+
+    monkeypatch.setattr(model, "decode", logged)
+    return calls
+
+
+def fixed_predictions(
+    model: PadirModel, monkeypatch: pytest.MonkeyPatch, predictions: list[list[int]]
+) -> list[torch.Tensor]:
+    """Make model.decode return logits whose argmax is predictions[call] (a content
+    sequence; EOS and padding are set by the decoder), or, where an entry is -1, the input
+    token at that position. Returns the inputs it was given."""
+    inputs: list[torch.Tensor] = []
+
+    def decode(memory, hyp, **kw):  # type: ignore[no-untyped-def]
+        inputs.append(hyp.clone())
+        wanted = torch.tensor(predictions[len(inputs) - 1])
+        width = wanted.numel()
+        tokens = hyp.clone()
+        tokens[:, :width] = torch.where(wanted >= 0, wanted, hyp[:, :width])
+        logits = torch.nn.functional.one_hot(tokens, CONFIG.vocab_size).float() * 10.0
+        return DecoderOutput(logits)
+
+    monkeypatch.setattr(model, "decode", decode)
+    return inputs
+
+
+@pytest.mark.parametrize("stutter", ["previous", "initial", "none"])
+def test_stutter_remasking_and_final_dedup(
+    stutter: str, untrained_padir: PadirModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = [10, 11, 12, 13, 14, 15]
+    stuttering = [10, 10, 12, 12, 12, 15]  # stutters at positions 1, 3, 4
+    inputs = fixed_predictions(untrained_padir, monkeypatch, [first, stuttering, stuttering])
+    options = dataclasses.replace(
+        PLAIN, steps=3, length_beam=1, stutter_remask=stutter, dedup_final=True
+    )
+    src = torch.tensor([[7, 8, EOS]])
+    state = run(untrained_padir, src, options, lengths=torch.tensor([[7]]))
+    x0 = state.initial[0, :6].tolist()
+    assert inputs[1][0, :6].tolist() == first  # no stutter after the first pass
+    expected = {
+        "previous": [10, 11, 12, 13, 14, 15],
+        "initial": [10, x0[1], 12, x0[3], x0[4], 15],
+        "none": stuttering,
+    }[stutter]
+    assert inputs[2][0, :6].tolist() == expected
+    assert inputs[2][0, 6] == EOS
+    (result,) = refinement_finish(state, options)
+    assert result.raw == stuttering  # the final pass is not remasked ...
+    assert result.tokens == [10, 12, 15]  # ... its repeats are dropped
+    (kept,) = refinement_finish(state, dataclasses.replace(options, dedup_final=False))
+    assert kept.tokens == stuttering
+
+
+def test_tokens_left_at_their_initial_value_are_dropped(
+    untrained_padir: PadirModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The fake decoder copies its input at positions 1 and 3 (-1) in the only pass.
+    fixed_predictions(untrained_padir, monkeypatch, [[10, -1, 12, -1, 14]])
+    options = dataclasses.replace(PLAIN, steps=1, length_beam=1, drop_unchanged_initial=True)
+    state = run(untrained_padir, torch.tensor([[7, 8, EOS]]), options, lengths=torch.tensor([[6]]))
+    (result,) = refinement_finish(state, options)
+    x0 = state.initial[0].tolist()
+    assert result.raw == [10, x0[1], 12, x0[3], 14]
+    assert result.tokens == [t for t, x in zip(result.raw, x0, strict=False) if t != x]
+    assert len(result.tokens) <= 3
+    assert result.log_prob == pytest.approx(float(state.token_log_probs[0].sum()))
+
+
+def test_early_stop_when_the_next_input_repeats(
+    untrained_padir: PadirModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Pass 2 reproduces its input, so pass 3 would too: the candidate stops after 2 passes.
+    fixed_predictions(untrained_padir, monkeypatch, [[10, 11, 12], [10, 11, 12]])
+    options = dataclasses.replace(PLAIN, steps=10, length_beam=1, early_stop=True)
+    state = run(untrained_padir, torch.tensor([[7, EOS]]), options, lengths=torch.tensor([[4]]))
+    assert state.passes.tolist() == [2]
+
+
+def random_filter_reference(
+    tokens: list[int], initial: list[int], length: int, drop: bool, dedup: bool
+) -> list[bool]:
+    keep = []
+    last = None
+    for i, (t, x) in enumerate(zip(tokens, initial, strict=True)):
+        ok = i < length - 1 and not (drop and t == x) and not (dedup and t == last)
+        keep.append(ok)
+        if ok:
+            last = t
+    return keep
+
+
+@pytest.mark.parametrize("drop", [True, False])
+@pytest.mark.parametrize("dedup", [True, False])
+def test_output_mask_matches_a_plain_loop(drop: bool, dedup: bool) -> None:
+    g = seeded(3)
+    tokens = torch.randint(6, 9, (50, 12), generator=g)  # 3 ids: many repeats
+    initial = torch.randint(6, 9, (50, 12), generator=g)
+    lengths = torch.randint(1, 13, (50,), generator=g)
+    options = RefinementOptions(drop_unchanged_initial=drop, dedup_final=dedup)
+    mask = output_mask(tokens, initial, lengths, options)
+    for row in range(50):
+        expected = random_filter_reference(
+            tokens[row].tolist(), initial[row].tolist(), int(lengths[row]), drop, dedup
+        )
+        assert mask[row].tolist() == expected
+
+
+def test_candidate_lengths_offsets_starts_and_clamping() -> None:
+    options = RefinementOptions(length_offsets=(-1, 2), random_starts=2)
+    lengths = candidate_lengths(torch.tensor([[3, 1], [32, 5]]), options, CONFIG)
+    assert lengths.tolist() == [
+        [3, 3, 2, 2, 5, 5, 1, 1, 1, 1, 3, 3],
+        [32, 32, 31, 31, 32, 32, 5, 5, 4, 4, 7, 7],
+    ]
+
+
+def test_random_starts_differ_and_share_the_encoding(
+    trained_padir: PadirModel, reversal: tuple[torch.Tensor, torch.Tensor]
+) -> None:
+    options = RefinementOptions(length_beam=2, random_starts=3)
+    state = refinement_init(trained_padir, reversal[0][:2], options, seeded())
+    assert state.candidates == 6 and state.initial.shape[0] == 12
+    per_length = state.lengths.view(2, 2, 3)
+    assert torch.equal(per_length, per_length[..., :1].expand(-1, -1, 3))  # 3 starts a length
+    starts = state.initial.view(2, 2, 3, -1)
+    assert not torch.equal(starts[0, 0, 0], starts[0, 0, 1])
+    keys = state.memory.keys[0].view(2, 6, *state.memory.keys[0].shape[1:])
+    assert torch.equal(keys[:, 0], keys[:, 5])
+
+
+def test_remask_schedules() -> None:
+    content = torch.tensor([10, 5])
+    linear = RefinementOptions(steps=4, remask="linear")
+    assert [remask_counts(content, t, linear).tolist() for t in (1, 2, 3)] == [
+        [7, 3],
+        [5, 2],
+        [2, 1],
+    ]
+    constant = RefinementOptions(remask="constant", remask_ratio=0.3)
+    assert remask_counts(content, 2, constant).tolist() == [3, 1]
+    log_probs = torch.tensor([[-0.1, -3.0, -0.5, -2.0, -9.0]])
+    content_mask = torch.tensor([[True, True, True, True, False]])
+    picked = least_confident(log_probs, content_mask, torch.tensor([2]))
+    assert picked.tolist() == [[False, True, False, True, False]]
+
+
+def test_linear_remasking_runs_every_pass_and_resets_to_initial_tokens(
+    trained_padir: PadirModel, reversal: tuple[torch.Tensor, torch.Tensor]
+) -> None:
+    options = RefinementOptions(steps=3, remask="linear", length_beam=2)
+    state = run(trained_padir, reversal[0][:4], options)
+    assert (state.passes == 3).all()
+
+
+def test_returned_attention_is_the_last_pass_of_the_chosen_candidate(
+    trained_padir: PadirModel, reversal: tuple[torch.Tensor, torch.Tensor]
+) -> None:
+    src = reversal[0][:3]
+    options = dataclasses.replace(PLAIN, steps=1, length_beam=2, return_attention=True)
+    state = run(trained_padir, src, options)
+    results = refinement_finish(state, options)
+    with torch.no_grad():
+        enc = trained_padir.encode(src)
+        out = trained_padir.decode(
+            enc.select(torch.arange(3).repeat_interleave(2)),
+            state.initial,
+            return_attention=True,
+        )
+    assert out.self_attention is not None and out.cross_attention is not None
+    for sentence, result in enumerate(results):
+        row, n = 2 * sentence + result.candidate, result.length
+        s = int((src[sentence] != PAD).sum())
+        assert result.self_attention is not None and result.cross_attention is not None
+        assert result.self_attention.shape == (CONFIG.n_heads, n, n)
+        assert result.cross_attention.shape == (CONFIG.n_heads, n, s)
+        torch.testing.assert_close(result.self_attention, out.self_attention[row, :, :n, :n])
+        torch.testing.assert_close(result.cross_attention, out.cross_attention[row, :, :n, :s])
+        torch.testing.assert_close(result.cross_attention.sum(-1), torch.ones(CONFIG.n_heads, n))
+
+
+def test_mask_start_and_option_errors(
+    trained_padir: PadirModel, reversal: tuple[torch.Tensor, torch.Tensor]
+) -> None:
+    src = reversal[0][:2]
+    state = refinement_init(trained_padir, src, RefinementOptions(init="mask"), seeded())
+    content = (state.initial != PAD) & (state.initial != EOS)
+    assert (state.initial[content] == CONFIG.mask_id).all()
+    results = refine(trained_padir, src, RefinementOptions(init="mask"), seeded())
+    assert all(CONFIG.n_special <= t < CONFIG.vocab_size for r in results for t in r.tokens)
+    bad = [
+        (RefinementOptions(init="mask", random_starts=2), "random_starts"),
+        (RefinementOptions(steps=0), "steps=0"),
+        (RefinementOptions(length_offsets=(0, 1)), "length_offsets"),
+        (RefinementOptions(length_beam=33), "length_beam=33"),
+        (RefinementOptions(remask_ratio=1.0), "remask_ratio"),
+    ]
+    for options, message in bad:
+        with pytest.raises(GmlmError, match=message):
+            refine(trained_padir, src, options, seeded())
+
+
+def test_same_seed_same_output_and_scores_are_log_probabilities(
+    trained_padir: PadirModel, reversal: tuple[torch.Tensor, torch.Tensor]
+) -> None:
+    src = reversal[0][:6]
+    a = refine(trained_padir, src, generator=seeded(5))
+    b = refine(trained_padir, src, generator=seeded(5))
+    assert [r.tokens for r in a] == [r.tokens for r in b]
+    assert all(r.score <= 0 and math.isfinite(r.score) for r in a)
+    assert all(len(r.candidate_scores) == 5 for r in a)
