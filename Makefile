@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml Makefile
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/gmlm demo --out runs/demo
+	$(BIN)/gmlm reproduce --preset demo --out runs/demo
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"

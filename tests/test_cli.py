@@ -10,7 +10,7 @@ def test_help_lists_commands(capsys):
     except SystemExit as exc:
         assert exc.code == 0
     out = capsys.readouterr().out
-    assert "theory" in out and "demo" in out
+    assert "theory" in out and "reproduce" in out
 
 
 def test_python_dash_m_works():

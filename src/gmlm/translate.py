@@ -56,6 +56,7 @@ PADIR_ONLY = (
     "remask_ratio",
     "drop_unchanged_initial",
     "dedup_final",
+    "length_weight",
 )
 # Split after sentence-final or clause-final punctuation (Latin and CJK), keeping it.
 SENTENCE_BREAK = re.compile(r"(?<=[.!?;:。！？；：])\s*")
@@ -139,6 +140,7 @@ class Translator:
         remask_ratio: float | None = None,
         drop_unchanged_initial: bool | None = None,
         dedup_final: bool | None = None,
+        length_weight: float | None = None,
     ) -> list[str]:
         """Detokenized translations of raw `sentences`, one per sentence, in order.
 
@@ -163,6 +165,7 @@ class Translator:
             remask_ratio=remask_ratio,
             drop_unchanged_initial=drop_unchanged_initial,
             dedup_final=dedup_final,
+            length_weight=length_weight,
         )
         segments, owners = self._segments(sentences, on_over_length, origin)
         outputs = self.translate_ids(segments, options, batch_size=batch_size, seed=seed, bf16=bf16)

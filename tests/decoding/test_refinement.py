@@ -92,6 +92,25 @@ def test_length_penalty_changes_the_selection_score(
         assert result.score == pytest.approx(float(best.max()), abs=1e-5)
 
 
+def test_length_weight_adds_the_length_log_probability(
+    untrained_padir: PadirModel, reversal: tuple[torch.Tensor, torch.Tensor]
+) -> None:
+    src = reversal[0][:4]
+    options = dataclasses.replace(PLAIN, steps=2, length_beam=3, length_weight=0.5)
+    state = run(untrained_padir, src, options)
+    results = refinement_finish(state, options)
+    with torch.no_grad():
+        length_lp = untrained_padir.length_logits(untrained_padir.encode(src)).log_softmax(-1)
+    expected_length = length_lp.gather(1, state.lengths.view(4, 3) - 1)
+    scores = state.token_log_probs.sum(1).view(4, 3) + 0.5 * expected_length
+    for sentence, result in enumerate(results):
+        assert result.candidate == int(scores[sentence].argmax())
+        assert result.score == pytest.approx(float(scores[sentence].max()), abs=1e-5)
+    # A dominant weight keeps the top predicted length, i.e. B = 1's candidate.
+    heavy = dataclasses.replace(options, length_weight=1e6)
+    assert all(r.candidate == 0 for r in refinement_finish(run(untrained_padir, src, heavy), heavy))
+
+
 @pytest.mark.parametrize("remask", ["none", "constant"])
 @pytest.mark.parametrize("stutter", ["previous", "initial"])
 def test_early_stop_changes_nothing_but_the_cost(

@@ -8,11 +8,33 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from gmlm import __version__
-from gmlm.cli import data, demo, evaluate, theory, throughput, train, translate
+from gmlm.cli import (
+    analyze,
+    bench,
+    data,
+    distill,
+    evaluate,
+    reproduce,
+    theory,
+    throughput,
+    train,
+    translate,
+)
 from gmlm.errors import GmlmError
 
 # Each module exposes add_parser(subparsers) and sets `func` on its parser(s).
-COMMANDS: tuple[ModuleType, ...] = (data, train, translate, throughput, evaluate, theory, demo)
+COMMANDS: tuple[ModuleType, ...] = (
+    data,
+    train,
+    distill,
+    translate,
+    throughput,
+    bench,
+    evaluate,
+    analyze,
+    theory,
+    reproduce,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

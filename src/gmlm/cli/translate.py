@@ -87,6 +87,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         const=False,
         help="keep repeated adjacent tokens (dropped by default), e.g. to measure stutter",
     )
+    padir.add_argument(
+        "--length-weight",
+        type=float,
+        help="add this times the length predictor's log-probability to each candidate's "
+        "score (default 0: token log-probabilities only, as in the paper)",
+    )
     p.set_defaults(func=run)
 
 
@@ -143,6 +149,7 @@ def run(args: argparse.Namespace) -> int:
             remask_ratio=args.remask_ratio,
             drop_unchanged_initial=args.drop_unchanged_initial,
             dedup_final=args.dedup_final,
+            length_weight=args.length_weight,
         )
     for warning in caught:
         print(f"gmlm: warning: {warning.message}", file=sys.stderr)

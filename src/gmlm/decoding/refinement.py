@@ -79,6 +79,8 @@ class RefinementOptions:
     stutter_remask: "previous", "initial" or "none".
     drop_unchanged_initial, dedup_final: the two post-processing filters.
     length_penalty: GNMT alpha for candidate selection, 0 = summed log-probability.
+    length_weight: adds this times the length predictor's log-probability of the candidate's
+        length to its selection score (0 = the paper's token log-probabilities only).
     remask: "none", "constant" (remask_ratio of the content every pass) or "linear".
     return_steps: keep each candidate's hypothesis after every pass.
     return_attention: keep the last decoder layer's attention weights of the last pass.
@@ -94,6 +96,7 @@ class RefinementOptions:
     drop_unchanged_initial: bool = True
     dedup_final: bool = True
     length_penalty: float = 0.0
+    length_weight: float = 0.0
     remask: Remask = "none"
     remask_ratio: float = 0.2
     return_steps: bool = False
@@ -136,6 +139,7 @@ class RefinementState:
     step: passes done. rows: (A,) the candidates still refining; memory: their encoder
     cross-attention keys/values; inputs: (A, W_a) their next decoder inputs.
     lengths: (C,) candidate lengths with EOS; source_lengths: (C,) their sources' lengths;
+    length_log_probs: (C,) the length predictor's log-probability of each candidate length;
     initial: (C, W) initial hypotheses;
     tokens: (C, W) each candidate's last argmax (its initial hypothesis before any pass);
     token_log_probs: (C, W) their log-probabilities under that pass, 0 at padding;
@@ -151,6 +155,7 @@ class RefinementState:
     inputs: Tensor
     lengths: Tensor
     source_lengths: Tensor
+    length_log_probs: Tensor
     initial: Tensor
     tokens: Tensor
     token_log_probs: Tensor
@@ -221,6 +226,8 @@ def refinement_init(
     k = per_sentence.shape[1]
     flat = per_sentence.flatten()
     sentence = torch.arange(src.shape[0], device=src.device).repeat_interleave(k)
+    length_log_probs = model.length_logits(enc).float().log_softmax(-1)
+    length_log_probs = length_log_probs[sentence, (flat - 1).clamp(0, config.max_target_len - 1)]
     memory = model.cross_memory(enc).select(sentence)
     initial = initial_hypothesis(flat, config, generator, options.init)
     count = flat.numel()
@@ -233,6 +240,7 @@ def refinement_init(
         inputs=initial,
         lengths=flat,
         source_lengths=(src != config.pad_id).sum(1)[sentence],
+        length_log_probs=length_log_probs,
         initial=initial,
         tokens=initial,
         token_log_probs=torch.zeros(initial.shape, device=src.device),
@@ -365,6 +373,7 @@ def refinement_step(
         inputs=nxt[keep],
         lengths=state.lengths,
         source_lengths=state.source_lengths,
+        length_log_probs=state.length_log_probs,
         initial=state.initial,
         tokens=tokens,
         token_log_probs=_put(state.token_log_probs, rows, chosen),
@@ -402,6 +411,8 @@ def refinement_finish(state: RefinementState, options: RefinementOptions) -> lis
     keep = output_mask(state.tokens, state.initial, lengths, options)
     log_prob = state.token_log_probs.sum(1)
     scores = log_prob / length_penalty(lengths, options.length_penalty)
+    if options.length_weight:
+        scores = scores + options.length_weight * state.length_log_probs
     per_sentence = scores.view(-1, state.candidates)
     picked = per_sentence.argmax(1)
     chosen = torch.arange(per_sentence.shape[0], device=picked.device) * state.candidates + picked

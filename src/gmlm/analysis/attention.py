@@ -1,0 +1,347 @@
+"""Attention of stutter pairs: the analysis of Li et al. (ICML 2024, Section 3.4, Tables 4
+and 5) on a trained PaDIR checkpoint.
+
+    from gmlm.analysis import attention_analysis, render_markdown
+
+    result = attention_analysis("runs/padir", "data/multi30k", split="test", steps=4)
+    print(render_markdown(result))                       # both tables, paper cells alongside
+
+Each source sentence of the split is decoded with PaDIR (the checkpoint's tokenizer, the
+decoding of ``gmlm translate``: T passes, B predicted lengths, the best-scoring candidate). For
+the chosen candidate we take the last decoder layer's token self-attention (H, N, N) and
+cross-attention (H, N, S) at its final pass (`RefinementOptions.return_attention`; other
+candidates' weights are dropped batch by batch), and split the adjacent positions (i, i+1)
+of its output into stutter pairs (the same token id at i and i+1) and the rest.
+
+Which hypothesis: the raw final argmax of the chosen candidate, before post-processing. The
+weights belong to exactly those positions, and the post-processing would delete the very
+stutters we look for (``dedup_final``) and drop tokens the model left at their random
+initial value (``drop_unchanged_initial``); both filters are therefore irrelevant here and
+every output position (EOS excluded) takes part, so a sentence of n output tokens gives n - 1
+pairs. Stutter remasking only rewrites the inputs of non-final passes, so stutters of the
+final pass remain observable with the default ``stutter_remask="previous"``; ``"none"``
+shows the model without that help. Stutters are token-level (subword pieces), which is
+what the decoder's remasking and dedup act on; `gmlm evaluate` reports the word-level rate.
+
+Metric definitions are in :mod:`gmlm.analysis.metrics`. Paper numbers: PADIR_SPEC section 4
+quotes only the average-over-heads total variation of Table 5 (0.13 for stutter pairs, 0.23
+for the others); every other paper cell is shown as n/a rather than guessed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+from tqdm import tqdm
+
+import gmlm
+from gmlm.analysis.metrics import (
+    HEAD_AGGREGATES,
+    TOP_K,
+    cross_pair_metrics,
+    probability,
+    self_pair_metrics,
+    stutter_mask,
+    summarize,
+)
+from gmlm.data.binarized import load_dataset
+from gmlm.data.lengths import encode_inputs
+from gmlm.decoding.refinement import RefinementOptions, StutterRemask, refine
+from gmlm.errors import GmlmError
+from gmlm.models import PadirModel
+from gmlm.translate import load
+
+GROUPS = ("stutter", "non_stutter")
+TABLES = ("self_attention", "cross_attention")
+# Per table: the metrics summarized min / avg / max over heads, with their row labels.
+DISTANCES = {
+    "self_attention": {
+        "next": "weight of i on i+1",
+        "prev": "weight of i+1 on i",
+        "tv": "TV distance of rows i, i+1 (not in the paper)",
+        "cosine": "cosine distance of rows i, i+1 (not in the paper)",
+    },
+    "cross_attention": {"tv": "total variation distance", "cosine": "cosine distance"},
+}
+TOP_K_LABELS = {
+    "self_attention": "P(top-{k}): i+1 in top-{k} of i, or i in top-{k} of i+1",
+    "cross_attention": "P(top-{k} overlap): top-{k} source tokens intersect",
+}
+TITLES = {
+    "self_attention": "Self-attention (paper Table 4)",
+    "cross_attention": "Cross-attention (paper Table 5)",
+}
+PAPER: dict[str, Any] = {
+    "source": "PADIR_SPEC.md section 4, quoting Li et al. (ICML 2024) Section 3.4 / Table 5: "
+    "average-over-heads cross-attention TV 0.13 (stutter) vs 0.23 (non-stutter); the spec "
+    "gives no other cell, so the rest are n/a",
+    "finding": "self-attention does not separate stutter pairs; cross-attention does (stutter "
+    "pairs attend to the source more similarly)",
+    "cross_attention": {"stutter": {"tv": {"avg": 0.13}}, "non_stutter": {"tv": {"avg": 0.23}}},
+}
+DEFINITIONS = {
+    "pairs": "adjacent positions (i, i+1) of the chosen candidate's raw final argmax (before "
+    "dedup / dropping unchanged initial tokens; EOS excluded); stutter = same token id",
+    "attention": "last decoder layer, final refinement pass; self-attention is the token "
+    "self-attention sublayer (not positional attention), over the N positions with EOS; "
+    "cross-attention is over the S source tokens with EOS",
+    "head_aggregates": "min / avg / max over heads per pair, then mean +- std (population) "
+    "over the pairs of a group",
+    "tv": "1/2 * sum |p - q| between the two positions' attention rows",
+    "cosine": "1 - <p, q> / (|p| |q|) between the two rows",
+    "next / prev": "self-attention weight of position i on i+1 / of i+1 on i",
+    "self p_topk": "share of (pair, head) with i+1 among the k most attended positions of i, "
+    "or i among those of i+1 (ties to the lower position)",
+    "cross p_topk": "share of (pair, head) whose k most attended source tokens intersect "
+    "(ties to the lower position)",
+}
+
+
+def pair_metrics(
+    tokens: Sequence[int], self_attention: Tensor, cross_attention: Tensor
+) -> tuple[Tensor, dict[str, Tensor], dict[str, Tensor]]:
+    """One hypothesis: its n output ids (no EOS), self-attention (H, N, N) and cross-attention
+    (H, N, S) with N >= n (positions past n, e.g. EOS, are keys only) -> the stutter mask
+    (n-1,) of its pairs and the self- and cross-attention metrics (n-1, H) of each pair."""
+    stutter = stutter_mask(tokens)
+    starts = torch.arange(stutter.numel(), device=self_attention.device)
+    self_rows = self_attention.transpose(0, 1)  # (N, H, N): rows by position
+    cross_rows = cross_attention.transpose(0, 1)  # (N, H, S)
+    return (
+        stutter,
+        self_pair_metrics(self_rows[starts], self_rows[starts + 1], starts),
+        cross_pair_metrics(cross_rows[starts], cross_rows[starts + 1]),
+    )
+
+
+class PairCollector:
+    """Per-pair metrics of many hypotheses, grouped into stutter and non-stutter pairs; only
+    (P, H) values are kept, never attention weights."""
+
+    def __init__(self, heads: int) -> None:
+        self.heads = heads
+        self.parts: dict[tuple[str, str], dict[str, list[Tensor]]] = defaultdict(
+            lambda: defaultdict(list)
+        )
+
+    def add(
+        self, stutter: Tensor, self_metrics: dict[str, Tensor], cross_metrics: dict[str, Tensor]
+    ) -> None:
+        stutter = stutter.cpu()
+        for group, select in zip(GROUPS, (stutter, ~stutter), strict=True):
+            for table, metrics in zip(TABLES, (self_metrics, cross_metrics), strict=True):
+                for name, values in metrics.items():
+                    self.parts[table, group][name].append(values.cpu()[select])
+
+    def values(self, table: str, group: str, name: str) -> Tensor:
+        """(P, H) of one metric over every pair of the group."""
+        parts = self.parts[table, group][name]
+        return torch.cat(parts) if parts else torch.zeros(0, self.heads)
+
+    def pairs(self, group: str) -> int:
+        return int(self.values("cross_attention", group, "tv").shape[0])
+
+    def summary(self, table: str, group: str) -> dict[str, Any]:
+        out: dict[str, Any] = {"pairs": self.pairs(group)}
+        for name in DISTANCES[table]:
+            out[name] = summarize(self.values(table, group, name))
+        for k in TOP_K:
+            out[f"p_top{k}"] = probability(self.values(table, group, f"top{k}"))
+        return out
+
+
+def attention_analysis(
+    checkpoint: str | Path,
+    data: str | Path,
+    split: str = "test",
+    *,
+    sentences: int | None = None,
+    steps: int = 4,
+    length_beam: int = 5,
+    stutter_remask: StutterRemask | None = None,
+    batch_size: int = 32,
+    bf16: bool = False,
+    seed: int = 0,
+    device: str = "auto",
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Tables 4 and 5 for a PaDIR `checkpoint` (folder or run folder) on the first
+    `sentences` (default all) sources of `split` of the prepared dataset `data`.
+
+    Decoding: `steps` passes, `length_beam` lengths, `stutter_remask` (None: the decoder's
+    default, "previous"), in batches of `batch_size` sorted by length, initial tokens from a
+    CPU generator seeded with `seed`, optionally under bf16 autocast. Sources empty or longer
+    than the model's max_source_len are skipped and counted. Returns a JSON-ready dict (see
+    the module docstring; n/a statistics are None).
+    """
+    if sentences is not None and sentences < 1:
+        raise GmlmError(f"sentences={sentences} must be at least 1")
+    if batch_size < 1:
+        raise GmlmError(f"batch_size={batch_size} must be at least 1")
+    started = time.perf_counter()
+    translator = load(checkpoint, device)
+    if translator.kind != "padir" or not isinstance(translator.model, PadirModel):
+        raise GmlmError(
+            f"{checkpoint}: an autoregressive checkpoint (kind '{translator.kind}'); the "
+            "attention analysis studies PaDIR's parallel decoder, give a PaDIR checkpoint "
+            "(kind 'padir')"
+        )
+    model, config = translator.model, translator.config
+    options = translator.options(
+        steps=steps, length_beam=length_beam, stutter_remask=stutter_remask
+    )
+    assert isinstance(options, RefinementOptions)
+    options = dataclasses.replace(options, return_attention=True)
+
+    prepared = load_dataset(data)
+    texts = prepared.read_text(split, "src")
+    chosen = texts if sentences is None else texts[:sentences]
+    encoded = encode_inputs(
+        translator.tokenizer,
+        chosen,
+        config.max_source_len,
+        on_over_length="report",
+        origin=f"{prepared.root}/{split}.src.txt",
+    )
+    over = set(encoded.over_length)
+    sources = [ids for i, ids in enumerate(encoded.ids) if ids and i not in over]
+    # Longest first, as `Translator.translate_ids` batches, so the decoding matches it.
+    sources.sort(key=len, reverse=True)
+
+    collector = PairCollector(config.n_heads)
+    generator = torch.Generator().manual_seed(seed)
+    output_tokens = with_stutter = 0
+    with tqdm(
+        total=len(sources), desc="attention", unit="sent", disable=None if progress else True
+    ) as bar:
+        for start in range(0, len(sources), batch_size):
+            src = translator._source_tensor(sources[start : start + batch_size])
+            with torch.autocast(translator.device.type, dtype=torch.bfloat16, enabled=bf16):
+                results = refine(model, src, options, generator)
+            for result in results:
+                assert result.self_attention is not None and result.cross_attention is not None
+                stutter, self_m, cross_m = pair_metrics(
+                    result.raw, result.self_attention, result.cross_attention
+                )
+                collector.add(stutter, self_m, cross_m)
+                output_tokens += len(result.raw)
+                with_stutter += bool(stutter.any())
+            bar.update(len(results))
+
+    # The post-processing filters never touch the raw hypotheses analysed: leave them out.
+    unused = ("return_steps", "return_attention", "drop_unchanged_initial", "dedup_final")
+    settings = {k: v for k, v in dataclasses.asdict(options).items() if k not in unused}
+    return {
+        "analysis": "attention",
+        "checkpoint": str(checkpoint),
+        "data": str(data),
+        "split": split,
+        "sentences": {
+            "in_split": len(texts),
+            "decoded": len(sources),
+            "skipped_empty": sum(1 for ids in encoded.ids if not ids),
+            "skipped_over_length": len(over),
+        },
+        "output_tokens": output_tokens,
+        "sentences_with_stutter": with_stutter,
+        "pairs": {group: collector.pairs(group) for group in GROUPS},
+        "model": {
+            "heads": config.n_heads,
+            "decoder_layers": config.n_decoder_layers,
+            "layer": config.n_decoder_layers,
+        },
+        "settings": {
+            "decoding": settings,
+            "batch_size": batch_size,
+            "seed": seed,
+            "bf16": bf16,
+            "device": str(translator.device),
+            "threads": torch.get_num_threads(),
+            "torch": torch.__version__,
+            "gmlm": gmlm.__version__,
+        },
+        **{table: {group: collector.summary(table, group) for group in GROUPS} for table in TABLES},
+        "paper": PAPER,
+        "definitions": DEFINITIONS,
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+
+
+def _cell(stat: dict[str, float | None]) -> str:
+    mean, std = stat["mean"], stat["std"]
+    return "n/a" if mean is None or std is None else f"{mean:.3f} ± {std:.3f}"
+
+
+def _number(value: float | None, digits: int = 3) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def _paper(table: str, group: str, *keys: str) -> str:
+    value: Any = PAPER.get(table, {}).get(group, {})
+    for key in keys:
+        value = value.get(key, {}) if isinstance(value, dict) else None
+    return f"{value:.2f}" if isinstance(value, float) else "n/a"
+
+
+def _table(result: dict[str, Any], table: str) -> list[str]:
+    data = result[table]
+    lines = [
+        f"**{TITLES[table]}**",
+        "",
+        "| statistic | stutter | non-stutter | paper stutter | paper non-stutter |",
+        "|---|---|---|---|---|",
+        "| pairs | " + " | ".join(str(data[g]["pairs"]) for g in GROUPS) + " | n/a | n/a |",
+    ]
+    for name, label in DISTANCES[table].items():
+        for aggregate in HEAD_AGGREGATES:
+            cells = [_cell(data[g][name][aggregate]) for g in GROUPS]
+            cells += [_paper(table, g, name, aggregate) for g in GROUPS]
+            lines.append(f"| {label}, {aggregate} over heads | " + " | ".join(cells) + " |")
+    for k in TOP_K:
+        cells = [_number(data[g][f"p_top{k}"]) for g in GROUPS]
+        cells += [_paper(table, g, f"p_top{k}") for g in GROUPS]
+        lines.append(f"| {TOP_K_LABELS[table].format(k=k)} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def render_markdown(result: dict[str, Any]) -> str:
+    """Both tables of an :func:`attention_analysis` result as Markdown, with a line on how
+    they were made and where the paper cells come from."""
+    sentences, decoding = result["sentences"], result["settings"]["decoding"]
+    settings = result["settings"]
+    model = result["model"]
+    header = (
+        f"Attention of adjacent output positions: {result['checkpoint']} on "
+        f"{sentences['decoded']} sentences of split '{result['split']}' of {result['data']} "
+        f"({sentences['skipped_empty']} empty and {sentences['skipped_over_length']} over-long "
+        f"skipped); PaDIR T = {decoding['steps']}, B = {decoding['length_beam']}, stutter "
+        f"remask {decoding['stutter_remask']}; last decoder layer ({model['layer']} of "
+        f"{model['decoder_layers']}, {model['heads']} heads), final pass of the chosen "
+        f"candidate, raw output before dedup; {result['output_tokens']} output tokens, "
+        f"{result['sentences_with_stutter']} sentences with a token-level stutter. Cells: "
+        f"mean ± std over pairs; {settings['device']}, {settings['threads']} threads, "
+        f"{'bf16' if settings['bf16'] else 'fp32'}, torch {settings['torch']}, "
+        f"{result['seconds']:.1f} s."
+    )
+    footer = (
+        f"Paper cells: {result['paper']['source']}. Paper finding: {result['paper']['finding']}."
+    )
+    return "\n".join(
+        [
+            header,
+            "",
+            *_table(result, "self_attention"),
+            "",
+            *_table(result, "cross_attention"),
+            "",
+            footer,
+            "",
+        ]
+    )

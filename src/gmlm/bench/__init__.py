@@ -1,0 +1,25 @@
+"""Inference speed: PaDIR against autoregressive decoding, measured side by side.
+
+    from gmlm.bench import run_bench, format_report, render_markdown
+
+    result = run_bench("runs/ar", "runs/padir", "runs/data", json_out="bench.json")
+    print(format_report(result))          # settings, latency/throughput and speed-up tables
+    markdown = render_markdown(result)        # the same for REPORT.md
+
+Command line: `gmlm bench`.
+"""
+
+from gmlm.bench.environment import bf16_is_fast, cpu_model
+from gmlm.bench.latency import DEFAULT_SENTENCES, json_line, run_bench, speedups
+from gmlm.bench.report import format_report, render_markdown
+
+__all__ = [
+    "DEFAULT_SENTENCES",
+    "bf16_is_fast",
+    "cpu_model",
+    "format_report",
+    "json_line",
+    "render_markdown",
+    "run_bench",
+    "speedups",
+]

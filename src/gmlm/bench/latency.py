@@ -1,0 +1,413 @@
+"""Translation speed of PaDIR against autoregressive decoding, every system in one run.
+
+    from gmlm.bench import run_bench
+
+    result = run_bench("runs/ar", "runs/padir", "runs/data", ar1="runs/ar-1layer",
+                       json_out="bench.json")
+
+Systems: PaDIR with T passes and B predicted lengths (T = 1, 2, 4, 10; B = 1, 5), and each
+AR checkpoint (``ar``, optionally ``ar1``, a deep-encoder / 1-layer-decoder model) greedy
+and with beam 5, on its key/value cache. For every precision (fp32, bf16 autocast):
+
+* batch-1 latency per sentence, median / p90 / p99, two ways: ``model`` (source ids in,
+  output ids out: :meth:`Translator.translate_ids`, i.e. the torch work plus building the
+  input tensor and reading the outputs back) and ``e2e`` (raw text in, detokenized text out:
+  :meth:`Translator.translate`, cleaning and SentencePiece both ways included). Model loading
+  is excluded from both and reported once per checkpoint (``load_s``);
+* throughput, sentences/s and output tokens/s (no EOS), at each batch size; batches are the
+  sentences sorted by source length, as :meth:`Translator.translate_ids` makes them. At
+  batch size 1 the throughput is the model-only latency pass summed (not run twice).
+
+Fairness: one process, one fixed torch thread count, the same sentences for every system.
+Systems are interleaved: sentence by sentence for latency (each sentence runs through every
+system before the next, in an order that rotates by one system per sentence) and batch by
+batch for throughput, so slow drifts and background load hit all systems alike. Every system
+first translates ``warmup`` sentences untimed in each precision, and the garbage collector
+is off while timing. Speed-ups are ratios of the AR system's statistic to the PaDIR
+setting's (median over median, p99 over p99), each pair from the same run.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import platform
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from gmlm import __version__
+from gmlm.bench.environment import cpu_model
+from gmlm.data.binarized import load_dataset
+from gmlm.data.lengths import encode_inputs
+from gmlm.decoding import RefinementOptions
+from gmlm.errors import GmlmError
+from gmlm.io import atomic_write_json
+from gmlm.translate import DecodingOptions, Translator, load
+
+PRECISIONS = ("fp32", "bf16")
+# 2 precisions x 12 systems x (2 batch-1 passes + throughput) with small (8-19M) models cost
+# at most about 21 s per sentence on one busy core (measured with a PaDIR that never stops
+# early); a trained PaDIR stops early and 2 idle cores are faster, hence about 10 minutes.
+DEFAULT_SENTENCES = 100
+DEFAULT_WARMUP = 5
+DEFAULT_BATCH_SIZES = (1, 8, 64)
+DEFAULT_STEPS = (1, 2, 4, 10)
+DEFAULT_LENGTH_BEAMS = (1, 5)
+AR_BEAMS = (1, 5)
+FAIRNESS = (
+    "same sentences and one fixed thread count for every system; systems interleaved "
+    "sentence by sentence (latency, order rotating by one system per sentence) and batch by "
+    "batch (throughput); untimed warm-up per system and precision; garbage collector off "
+    "while timing; speed-up = AR statistic / PaDIR statistic from this one run"
+)
+
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class System:
+    """One decoding setting of one checkpoint: `name` (e.g. "padir T=4 B=5"), `model` (the
+    role: "padir", "ar" or "ar1") and its decoding options."""
+
+    name: str
+    model: str
+    translator: Translator
+    options: DecodingOptions
+
+    @property
+    def kind(self) -> str:
+        return self.translator.kind
+
+    def settings(self) -> dict[str, Any]:
+        if isinstance(self.options, RefinementOptions):
+            return {"steps": self.options.steps, "length_beam": self.options.length_beam}
+        return {"beam": self.options.beam}
+
+
+def percentiles(values: Sequence[float]) -> dict[str, float]:
+    """Median, p90, p99 and mean of `values` (seconds) in milliseconds, rounded to 0.001."""
+    array = np.asarray(values, dtype=np.float64) * 1000.0
+    p50, p90, p99 = np.percentile(array, [50, 90, 99])
+    return {
+        "p50_ms": round(float(p50), 3),
+        "p90_ms": round(float(p90), 3),
+        "p99_ms": round(float(p99), 3),
+        "mean_ms": round(float(array.mean()), 3),
+    }
+
+
+def _load(path: str | Path, role: str, kind: str, device: str) -> tuple[Translator, float]:
+    flag = {"ar": "--ar", "ar1": "--ar1", "padir": "--padir"}[role]
+    start = time.perf_counter()
+    translator = load(path, device=device)
+    seconds = time.perf_counter() - start
+    if translator.kind != kind:
+        expected = "an autoregressive" if kind == "ar" else "a PaDIR"
+        raise GmlmError(
+            f"{flag} {path}: is a checkpoint of kind '{translator.kind}', but {flag} needs "
+            f"{expected} checkpoint (kind '{kind}')"
+        )
+    return translator, seconds
+
+
+def make_systems(
+    translators: dict[str, Translator],
+    steps: Sequence[int] = DEFAULT_STEPS,
+    length_beams: Sequence[int] = DEFAULT_LENGTH_BEAMS,
+) -> list[System]:
+    """PaDIR T x B settings, then greedy and beam 5 of each AR model present."""
+    systems = []
+    padir = translators["padir"]
+    for t in steps:
+        for b in length_beams:
+            options = padir.options(steps=t, length_beam=b)
+            systems.append(System(f"padir T={t} B={b}", "padir", padir, options))
+    for role in ("ar", "ar1"):
+        if role in translators:
+            for beam in AR_BEAMS:
+                label = "greedy" if beam == 1 else f"beam{beam}"
+                options = translators[role].options(beam=beam)
+                systems.append(System(f"{role} {label}", role, translators[role], options))
+    return systems
+
+
+def _inputs(
+    texts: list[str], translators: dict[str, Translator], count: int
+) -> tuple[list[int], dict[str, list[list[int]]]]:
+    """The first `count` lines that every model can take (non-empty, within its
+    max_source_len), and their source ids under each model's tokenizer."""
+    usable = set(range(len(texts)))
+    encoded = {}
+    for role, translator in translators.items():
+        inputs = encode_inputs(
+            translator.tokenizer, texts, translator.config.max_source_len, on_over_length="report"
+        )
+        usable -= set(inputs.over_length)
+        usable -= {i for i, ids in enumerate(inputs.ids) if not ids}
+        encoded[role] = inputs.ids
+    lines = sorted(usable)[:count]
+    return lines, {role: [ids[i] for i in lines] for role, ids in encoded.items()}
+
+
+def _rotated(systems: list[System], shift: int) -> list[System]:
+    shift %= len(systems)
+    return systems[shift:] + systems[:shift]
+
+
+def _latency(
+    systems: list[System],
+    texts: list[str],
+    ids: dict[str, list[list[int]]],
+    bf16: bool,
+    warmup: int,
+    tick: Callable[[], object],
+) -> tuple[dict[str, list[float]], dict[str, list[float]], dict[str, int]]:
+    """Per-sentence batch-1 seconds, model-only and end-to-end, and output tokens; `tick`
+    is called after each sentence."""
+    model: dict[str, list[float]] = {s.name: [] for s in systems}
+    e2e: dict[str, list[float]] = {s.name: [] for s in systems}
+    tokens = dict.fromkeys(model, 0)
+    for i in range(min(warmup, len(texts))):
+        for system in systems:
+            system.translator.translate_ids([ids[system.model][i]], system.options, bf16=bf16)
+            _translate_text(system, texts[i], bf16)
+        tick()
+    gc.collect()
+    gc.disable()
+    try:
+        for i, text in enumerate(texts):
+            for system in _rotated(systems, i):
+                source = [ids[system.model][i]]
+                start = time.perf_counter()
+                out = system.translator.translate_ids(source, system.options, bf16=bf16)
+                model[system.name].append(time.perf_counter() - start)
+                tokens[system.name] += len(out[0])
+                start = time.perf_counter()
+                _translate_text(system, text, bf16)
+                e2e[system.name].append(time.perf_counter() - start)
+            tick()
+    finally:
+        gc.enable()
+    return model, e2e, tokens
+
+
+def _translate_text(system: System, text: str, bf16: bool) -> list[str]:
+    settings = system.settings()
+    return system.translator.translate([text], bf16=bf16, **settings)
+
+
+def _throughput(
+    systems: list[System],
+    ids: dict[str, list[list[int]]],
+    batch_size: int,
+    bf16: bool,
+    tick: Callable[[], object],
+) -> dict[str, dict[str, float]]:
+    """Sentences/s and output tokens/s of each system over all sentences in batches of
+    `batch_size` (longest sources first), interleaved batch by batch; `tick` after each."""
+    count = len(next(iter(ids.values())))
+    order = sorted(range(count), key=lambda i: -len(ids["padir"][i]))
+    seconds = {s.name: 0.0 for s in systems}
+    tokens = {s.name: 0 for s in systems}
+    gc.collect()
+    gc.disable()
+    try:
+        for j, start_row in enumerate(range(0, count, batch_size)):
+            rows = order[start_row : start_row + batch_size]
+            for system in _rotated(systems, j):
+                batch = [ids[system.model][i] for i in rows]
+                start = time.perf_counter()
+                out = system.translator.translate_ids(
+                    batch, system.options, batch_size=batch_size, bf16=bf16
+                )
+                seconds[system.name] += time.perf_counter() - start
+                tokens[system.name] += sum(len(o) for o in out)
+            tick()
+    finally:
+        gc.enable()
+    return {
+        name: {
+            "sentences_per_s": round(count / seconds[name], 3),
+            "tokens_per_s": round(tokens[name] / seconds[name], 2),
+        }
+        for name in seconds
+    }
+
+
+def speedups(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """For each precision, PaDIR setting and AR system: AR / PaDIR of the batch-1 median and
+    p99 latency, model-only and end-to-end."""
+    rows = []
+    for precision in dict.fromkeys(r["precision"] for r in results):
+        mine = [r for r in results if r["precision"] == precision]
+        for padir in (r for r in mine if r["kind"] == "padir"):
+            for ar in (r for r in mine if r["kind"] == "ar"):
+                row: dict[str, Any] = {
+                    "precision": precision,
+                    "padir": padir["system"],
+                    "ar": ar["system"],
+                }
+                for measure in ("model", "e2e"):
+                    for stat in ("p50", "p99"):
+                        ratio = ar[measure][f"{stat}_ms"] / padir[measure][f"{stat}_ms"]
+                        row[f"{measure}_{stat}"] = round(ratio, 3)
+                rows.append(row)
+    return rows
+
+
+def run_bench(
+    ar: str | Path,
+    padir: str | Path,
+    data: str | Path,
+    *,
+    ar1: str | Path | None = None,
+    split: str = "test",
+    sentences: int = DEFAULT_SENTENCES,
+    threads: int = 2,
+    precisions: Sequence[str] = PRECISIONS,
+    batch_sizes: Sequence[int] = DEFAULT_BATCH_SIZES,
+    warmup: int = DEFAULT_WARMUP,
+    steps: Sequence[int] = DEFAULT_STEPS,
+    length_beams: Sequence[int] = DEFAULT_LENGTH_BEAMS,
+    device: str = "cpu",
+    json_out: str | Path | None = None,
+    progress: bool = False,
+    log: Log | None = None,
+) -> dict[str, Any]:
+    """Benchmark every system (see the module docstring) on the first `sentences` usable
+    source lines of `split` of the prepared dataset `data`; returns the result dict and, with
+    `json_out`, writes it there as JSON (atomically). `progress`: a tqdm bar (stderr);
+    `log` gets a message as each phase starts."""
+    say: Log = log or (lambda _msg: None)
+    _check_settings(sentences, threads, precisions, batch_sizes, warmup)
+    prepared = load_dataset(data)
+    texts = prepared.read_text(split, "src")
+    previous_threads = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        translators: dict[str, Translator] = {}
+        load_s: dict[str, float] = {}
+        roles = [("ar", ar, "ar"), ("padir", padir, "padir")]
+        if ar1 is not None:
+            roles.append(("ar1", ar1, "ar"))
+        for role, path, kind in roles:
+            translators[role], load_s[role] = _load(path, role, kind, device)
+        lines, ids = _inputs(texts, translators, sentences)
+        if not lines:
+            raise GmlmError(f"{data}: split '{split}' has no sentence every model can take")
+        chosen = [texts[i] for i in lines]
+        systems = make_systems(translators, steps, length_beams)
+        results = []
+        per_precision = min(warmup, len(lines)) + len(lines)
+        per_precision += sum(-(-len(lines) // size) for size in batch_sizes if size > 1)
+        bar = tqdm(
+            total=per_precision * len(precisions),
+            desc="bench",
+            unit="step",
+            dynamic_ncols=True,
+            disable=not progress,
+        )
+        for precision in precisions:
+            bf16 = precision == "bf16"
+            say(f"{precision}: batch-1 latency of {len(systems)} systems on {len(lines)} sentences")
+            model, e2e, out_tokens = _latency(systems, chosen, ids, bf16, warmup, bar.update)
+            throughput: dict[int, dict[str, dict[str, float]]] = {}
+            for size in batch_sizes:
+                if size == 1:
+                    throughput[1] = {
+                        name: {
+                            "sentences_per_s": round(len(times) / sum(times), 3),
+                            "tokens_per_s": round(out_tokens[name] / sum(times), 2),
+                        }
+                        for name, times in model.items()
+                    }
+                else:
+                    say(f"{precision}: throughput at batch size {size}")
+                    throughput[size] = _throughput(systems, ids, size, bf16, bar.update)
+            for system in systems:
+                results.append(
+                    {
+                        "precision": precision,
+                        "system": system.name,
+                        "role": system.model,
+                        "kind": system.kind,
+                        **system.settings(),
+                        "model_params": sum(
+                            p.numel() for p in system.translator.model.parameters()
+                        ),
+                        "mean_output_tokens": round(out_tokens[system.name] / len(lines), 2),
+                        "model": percentiles(model[system.name]),
+                        "e2e": percentiles(e2e[system.name]),
+                        "throughput": {
+                            str(size): throughput[size][system.name] for size in batch_sizes
+                        },
+                    }
+                )
+        bar.close()
+        threads_used = torch.get_num_threads()
+    finally:
+        torch.set_num_threads(previous_threads)
+    result = {
+        "settings": {
+            "threads": threads_used,
+            "torch": torch.__version__,
+            "gmlm": __version__,
+            "python": platform.python_version(),
+            "cpu": cpu_model(),
+            "device": device,
+            "precisions": list(precisions),
+            "split": split,
+            "sentences": len(lines),
+            "mean_source_tokens": round(statistics.mean(len(x) for x in ids["ar"]), 2),
+            "warmup": warmup,
+            "batch_sizes": list(batch_sizes),
+            "checkpoints": {
+                role: {
+                    "path": str(path),
+                    "decoder_layers": translators[role].config.n_decoder_layers,
+                    "load_s": round(load_s[role], 3),
+                }
+                for role, path, _ in roles
+            },
+            "ar1": "measured" if ar1 is not None else "skipped (no --ar1 given)",
+            "fairness": FAIRNESS,
+        },
+        "systems": [s.name for s in systems],
+        "results": results,
+        "speedups": speedups(results),
+    }
+    if json_out is not None:
+        atomic_write_json(Path(json_out), result)
+    return result
+
+
+def _check_settings(
+    sentences: int,
+    threads: int,
+    precisions: Sequence[str],
+    batch_sizes: Sequence[int],
+    warmup: int,
+) -> None:
+    if sentences < 1:
+        raise GmlmError(f"sentences={sentences} must be at least 1")
+    if threads < 1:
+        raise GmlmError(f"threads={threads} must be at least 1")
+    unknown = [p for p in precisions if p not in PRECISIONS]
+    if unknown or not precisions:
+        raise GmlmError(f"precisions {list(precisions)}: choose from {', '.join(PRECISIONS)}")
+    if not batch_sizes or min(batch_sizes) < 1:
+        raise GmlmError(f"batch sizes {list(batch_sizes)} must be positive integers")
+    if warmup < 0:
+        raise GmlmError(f"warmup={warmup} must be >= 0")
+
+
+def json_line(result: dict[str, Any]) -> str:
+    return json.dumps(result, separators=(",", ":"))

@@ -1,0 +1,79 @@
+"""`gmlm analyze attention`: argument parsing only; the work is in gmlm.analysis (imported
+when the command runs, so `gmlm --help` does not load torch)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from gmlm.io import atomic_write_json
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "analyze",
+        help="analyses of trained models (attention of stutter pairs)",
+        description="Analyses of trained checkpoints, as in Section 3.4 of the paper.",
+    )
+    analyze_sub = parser.add_subparsers(dest="analyze_command", metavar="SUBCOMMAND")
+    analyze_sub.required = True
+
+    p = analyze_sub.add_parser(
+        "attention",
+        help="self- and cross-attention of stutter vs other adjacent pairs (Tables 4, 5)",
+        description="Decodes a split's sources with a PaDIR checkpoint and compares the last "
+        "decoder layer's attention (final pass, chosen candidate) of adjacent output positions "
+        "holding the same token (stutter pairs, counted before the final dedup) with the other "
+        "adjacent pairs: self-attention weights between the two positions and top-k "
+        "membership (Table 4), total variation and cosine distances of their source "
+        "attention and top-k overlap (Table 5); min / avg / max over heads, mean +- std over "
+        "pairs. Prints Markdown tables with the paper's cells where known (n/a otherwise).",
+    )
+    p.add_argument(
+        "--checkpoint", type=Path, required=True, help="PaDIR checkpoint folder (or run folder)"
+    )
+    p.add_argument("--data", type=Path, required=True, help="prepared dataset folder")
+    p.add_argument("--split", default="test", help="split whose sources to decode (default: test)")
+    p.add_argument("--sentences", type=int, help="only the first N sentences (default: all)")
+    p.add_argument("--steps", type=int, default=4, help="refinement passes T (default: 4)")
+    p.add_argument(
+        "--length-beam", type=int, default=5, help="predicted lengths decoded, B (default: 5)"
+    )
+    p.add_argument(
+        "--stutter-remask",
+        choices=("none", "previous", "initial"),
+        help="stutter remasking between passes (default: previous, as `gmlm translate`); "
+        "the final pass is never remasked, so its stutters are observable either way",
+    )
+    p.add_argument("--batch-size", type=int, default=32, help="sentences per batch (default: 32)")
+    p.add_argument("--bf16", action="store_true", help="bfloat16 autocast")
+    p.add_argument("--seed", type=int, default=0, help="seed of the initial random tokens")
+    p.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    p.add_argument("--out", type=Path, help="also write the JSON result to this file")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run_attention)
+
+
+def run_attention(args: argparse.Namespace) -> int:
+    from gmlm.analysis import attention_analysis, render_markdown
+
+    result = attention_analysis(
+        args.checkpoint,
+        args.data,
+        args.split,
+        sentences=args.sentences,
+        steps=args.steps,
+        length_beam=args.length_beam,
+        stutter_remask=args.stutter_remask,
+        batch_size=args.batch_size,
+        bf16=args.bf16,
+        seed=args.seed,
+        device=args.device,
+        progress=not args.no_progress,
+    )
+    if args.out is not None:
+        atomic_write_json(args.out, result)
+    print(json.dumps(result) if args.json else render_markdown(result).rstrip("\n"))
+    return 0

@@ -1,0 +1,164 @@
+"""The schema of a reproduction run and its presets (`src/gmlm/configs/reproduce/*.yaml`).
+
+A preset holds overrides of :class:`ReproduceConfig` only; `gmlm reproduce --preset NAME
+key=value ...` resolves defaults, then the preset (and its `base:` chain), then the overrides.
+The training stages name a training preset (`small-ar`, ...) plus `key=value` overrides of it,
+so a stage trains exactly what `gmlm train --config PRESET KEY=VALUE ...` would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from gmlm.config import PRESET_DIR, ConfigError, load_config
+
+PRESETS_DIR = PRESET_DIR / "reproduce"
+
+# The stages in the order they run; each depends only on earlier ones.
+STAGES = (
+    "theory",
+    "data",
+    "teacher",
+    "distill",
+    "ar",
+    "padir",
+    "evaluate",
+    "bench",
+    "attention",
+    "report",
+)
+
+
+@dataclass
+class TheoryStage:
+    """`gmlm theory verify` and Figures 1-3 (defaults: the paper's settings)."""
+
+    enabled: bool = True
+    verify_max_n: int = 8
+    repetitions: int = 10
+    sample_sizes: list[int] = field(
+        default_factory=lambda: [100, 200, 500, 1000, 2000, 5000, 10000, 20000]
+    )
+    figure3_couplings: list[float] = field(
+        default_factory=lambda: [1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0]
+    )
+    figure3_ks: list[int] = field(default_factory=lambda: [1, 2, 4, 6, 8, 10])
+    figure3_budget: int = 1000
+    seed: int = 0
+
+
+@dataclass
+class DataStage:
+    """`gmlm data prepare`: corpus spec (bible:de-en, multi30k:DIR, files:SRC,TGT, ...)."""
+
+    corpus: str = "bible:de-en"
+    vocab_size: int = 8000
+    max_len: int = 128  # tokens incl. EOS; must fit the models' max_source/target_len
+    overrides: list[str] = field(default_factory=list)  # more DataConfig key=value
+
+
+@dataclass
+class TrainStage:
+    """A training run: a `gmlm train` preset and key=value overrides (data/out are set)."""
+
+    preset: str = "small-ar"
+    overrides: list[str] = field(default_factory=list)
+
+
+@dataclass
+class DistillStage:
+    """Sequence-level distillation of the training sources by the teacher's beam search.
+
+    Off (`enabled: false`): no teacher is trained and the students learn from the raw data.
+    """
+
+    enabled: bool = True
+    beam: int = 5
+    batch_size: int = 128
+    bf16: bool = True
+
+
+@dataclass
+class EvaluateStage:
+    """Quality of every system on `split` (all of it): BLEU, chrF, stutter."""
+
+    split: str = "test"
+    ar_beams: list[int] = field(default_factory=lambda: [1, 5])
+    padir_steps: list[int] = field(default_factory=lambda: [1, 2, 4, 10])
+    length_beams: list[int] = field(default_factory=lambda: [1, 5])
+    batch_size: int = 64
+    bf16: bool = False  # quality numbers in fp32; the bench measures both precisions
+
+
+@dataclass
+class BenchStage:
+    enabled: bool = True
+    split: str = "test"
+    sentences: int = 100
+    batch_sizes: list[int] = field(default_factory=lambda: [1, 8, 64])
+    precisions: list[str] = field(default_factory=lambda: ["fp32", "bf16"])
+    warmup: int = 10
+    threads: int = 2
+
+
+@dataclass
+class AttentionStage:
+    enabled: bool = True
+    split: str = "test"
+    sentences: int = 0  # 0: the whole split
+    steps: int = 4
+    length_beam: int = 5
+    # "none": look at the stutters the model makes (remasking would hide most of them).
+    stutter_remask: Literal["none", "previous", "initial"] = "none"
+
+
+@dataclass
+class ReproduceConfig:
+    preset: str = ""
+    description: str = ""
+    threads: int = 0  # torch threads for every stage; 0 keeps torch's default
+    theory: TheoryStage = field(default_factory=TheoryStage)
+    data: DataStage = field(default_factory=DataStage)
+    teacher: TrainStage = field(default_factory=TrainStage)
+    distill: DistillStage = field(default_factory=DistillStage)
+    ar: TrainStage = field(default_factory=TrainStage)
+    padir: TrainStage = field(default_factory=lambda: TrainStage(preset="small-padir"))
+    evaluate: EvaluateStage = field(default_factory=EvaluateStage)
+    bench: BenchStage = field(default_factory=BenchStage)
+    attention: AttentionStage = field(default_factory=AttentionStage)
+    checkpoint: Literal["best", "last", "averaged"] = "best"
+
+
+def list_reproduce_presets() -> list[str]:
+    return sorted(p.stem for p in PRESETS_DIR.glob("*.yaml"))
+
+
+def load_reproduce_config(preset: str, overrides: Sequence[str] = ()) -> ReproduceConfig:
+    path = Path(preset)
+    if path.suffix not in (".yaml", ".yml"):
+        path = PRESETS_DIR / f"{preset}.yaml"
+        if not path.is_file():
+            raise ConfigError(
+                f"unknown reproduce preset '{preset}'; available: "
+                f"{', '.join(list_reproduce_presets())} (or a YAML file of overrides)"
+            )
+    cfg = load_config(ReproduceConfig, path, overrides)
+    if not cfg.preset:
+        cfg.preset = path.stem
+    return cfg
+
+
+def parse_stages(text: str | None) -> list[str]:
+    """`theory,data` -> those stages in pipeline order; None -> all of them."""
+    if not text:
+        return list(STAGES)
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    unknown = [n for n in names if n not in STAGES]
+    if unknown:
+        raise ConfigError(
+            f"unknown stage(s) {', '.join(unknown)}; the stages are {', '.join(STAGES)}"
+        )
+    return [s for s in STAGES if s in names]

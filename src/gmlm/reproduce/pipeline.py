@@ -1,0 +1,147 @@
+"""`gmlm reproduce`: run the stages in order, skipping those already complete.
+
+The run folder holds `reproduce.yaml` (the resolved config) and `stages/NAME.json`, written
+when a stage finishes (its summary and wall-clock seconds). A rerun with the same config skips
+finished stages and resumes an interrupted one; a folder holding a different config is
+refused, naming the keys that differ, so two presets never mix their outputs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import platform
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gmlm.config import save_config, to_dict
+from gmlm.errors import GmlmError
+from gmlm.io import atomic_write_json
+from gmlm.reproduce import stages
+from gmlm.reproduce.config import STAGES, ReproduceConfig
+
+CONFIG_FILE = "reproduce.yaml"
+# Settings that may change between a run and its resumption: they do not change results.
+RESUMABLE_KEYS = ("threads", "description")
+
+STAGE_FUNCTIONS: dict[str, Callable[[stages.Context], dict[str, Any]]] = {
+    "theory": stages.theory,
+    "data": stages.data,
+    "teacher": stages.teacher,
+    "distill": stages.distill,
+    "ar": stages.ar,
+    "padir": stages.padir,
+    "evaluate": stages.evaluate,
+    "bench": stages.bench,
+    "attention": stages.attention,
+    "report": stages.report,
+}
+# What each stage reads from earlier stages.
+NEEDS: dict[str, tuple[str, ...]] = {
+    "theory": (),
+    "data": (),
+    "teacher": ("data",),
+    "distill": ("teacher",),
+    "ar": ("distill",),
+    "padir": ("distill",),
+    "evaluate": ("teacher", "ar", "padir"),
+    "bench": ("ar", "padir"),
+    "attention": ("padir",),
+    "report": (),
+}
+
+
+def _differences(a: Any, b: Any, prefix: str = "") -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        out: list[str] = []
+        for key in sorted(set(a) | set(b)):
+            out += _differences(a.get(key), b.get(key), f"{prefix}{key}.")
+        return out
+    return [prefix.rstrip(".")] if a != b else []
+
+
+def check_run_folder(cfg: ReproduceConfig, out: Path) -> None:
+    """Refuse a folder that holds another preset's (or another config's) run."""
+    saved_path = out / CONFIG_FILE
+    if not saved_path.is_file():
+        if out.is_dir() and any(out.iterdir()):
+            raise GmlmError(
+                f"--out {out} exists, is not empty and holds no {CONFIG_FILE}: it is not a "
+                "reproduction run; choose an empty or new folder"
+            )
+        return
+    saved = yaml.safe_load(saved_path.read_text(encoding="utf-8")) or {}
+    new = to_dict(cfg)
+    diff = [key for key in _differences(saved, new) if key.split(".")[0] not in RESUMABLE_KEYS]
+    if diff:
+        was = saved.get("preset", "?")
+        other = f" (this is '{cfg.preset}')" if was != cfg.preset else ""
+        raise GmlmError(
+            f"--out {out} holds a run of preset '{was}'{other} with different settings "
+            f"({', '.join(diff[:8])}{', ...' if len(diff) > 8 else ''}); use another --out, "
+            f"or rerun with the same preset and overrides to resume it"
+        )
+
+
+def stage_done(out: Path, name: str) -> bool:
+    return (out / "stages" / f"{name}.json").is_file()
+
+
+def run_reproduce(
+    cfg: ReproduceConfig,
+    out: str | Path,
+    only: Sequence[str] = STAGES,
+    *,
+    redo: Sequence[str] = (),
+    progress: bool = True,
+    log: Callable[[str], None] = print,
+) -> Path:
+    """Run the stages `only` (pipeline order) of `cfg` in `out`; returns `out`.
+
+    Finished stages are skipped unless named in `redo`. A stage whose inputs are missing is an
+    error naming the stage to run first.
+    """
+    import torch
+
+    out = Path(out)
+    check_run_folder(cfg, out)
+    out.mkdir(parents=True, exist_ok=True)
+    save_config(cfg, out / CONFIG_FILE)
+    if cfg.threads > 0:
+        torch.set_num_threads(cfg.threads)
+    ctx = stages.Context(cfg, out, progress, log)
+    for name in STAGES:
+        if name not in only:
+            continue
+        if stage_done(out, name) and name not in redo:
+            log(
+                f"[{name}] done already (remove {out / 'stages' / (name + '.json')} or pass "
+                f"--redo {name} to run it again)"
+            )
+            continue
+        missing = [n for n in NEEDS[name] if not stage_done(out, n)]
+        if missing:
+            raise GmlmError(
+                f"stage '{name}' needs stage(s) {', '.join(missing)} first: run "
+                f"`gmlm reproduce --preset {cfg.preset} --out {out} --stages "
+                f"{','.join(missing)}` (or without --stages to run everything)"
+            )
+        log(f"[{name}] started {dt.datetime.now():%Y-%m-%d %H:%M:%S}")
+        start = time.perf_counter()
+        summary = STAGE_FUNCTIONS[name](ctx)
+        seconds = time.perf_counter() - start
+        atomic_write_json(
+            out / "stages" / f"{name}.json",
+            {
+                "stage": name,
+                "seconds": round(seconds, 1),
+                "finished": dt.datetime.now().isoformat(timespec="seconds"),
+                "host": platform.node(),
+                "summary": summary,
+            },
+        )
+        log(f"[{name}] finished in {seconds / 60:.1f} min")
+    return out

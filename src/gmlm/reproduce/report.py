@@ -1,0 +1,347 @@
+"""REPORT.md of a reproduction run, with its plots, from the JSON the stages wrote.
+
+Every number in the report is read from a file in the run folder (eval/scores.json,
+bench/bench.json, attention/attention.json, theory/*.json, stages/*.json); nothing is typed in
+by hand except the paper's published values, which are labelled as such.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import platform
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from gmlm.reproduce.config import STAGES, ReproduceConfig
+
+# Table 1 of the paper (SacreBLEU, B = 5, WMT14 DE>EN): a different corpus, shown for scale.
+PAPER_WMT14_DE_EN = {"ar": 33.50, "padir-T4": 33.49, "padir-T10": 33.63}
+PACKAGES = ("torch", "numpy", "sacrebleu", "sentencepiece", "safetensors", "matplotlib")
+
+
+def _load(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def software() -> dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for name in ("gmlm", *PACKAGES):
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=Path(__file__).parent,
+        ).stdout.strip()
+        versions["gmlm commit"] = commit
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    return versions
+
+
+def hardware() -> str:
+    import os
+
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    text = f"{cpu}, {os.cpu_count()} logical CPUs"
+    if torch.cuda.is_available():
+        text += f"; GPU {torch.cuda.get_device_name(0)}"
+    return text
+
+
+def table(header: list[str], rows: list[list[Any]]) -> str:
+    def cell(value: Any) -> str:
+        if value is None:
+            return "n/a"
+        if isinstance(value, float):
+            return f"{value:.2f}"
+        return str(value)
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _minutes(seconds: float | None) -> str:
+    return "n/a" if seconds is None else f"{seconds / 60:.1f} min"
+
+
+def quality_section(scores: dict[str, Any], figures: Path, out: Path) -> list[str]:
+    rows = []
+    for r in scores["systems"]:
+        paper = None
+        if r["run"] == "ar" and r.get("beam") == 5:
+            paper = PAPER_WMT14_DE_EN["ar"]
+        elif r["run"] == "padir" and r.get("length_beam") == 5:
+            paper = PAPER_WMT14_DE_EN.get(f"padir-T{r['steps']}")
+        steps = r.get("steps", "N")
+        hyps = r.get("length_beam", r.get("beam"))
+        rows.append([r["label"], steps, hyps, r["bleu"], r["chrf"], paper])
+    lines = [
+        "## Translation quality (the paper's Table 1 layout)",
+        "",
+        f"{scores['split']} split, {scores['sentences']} sentences, decoded in "
+        f"{scores['precision']}. Steps: refinement passes T (N = autoregressive, one pass per "
+        "token). # hyp.: beam size (AR) or predicted lengths decoded, B (PaDIR).",
+        "",
+        table(
+            ["model", "steps", "# hyp.", "BLEU", "chrF", "paper WMT14 DE>EN BLEU"],
+            rows,
+        ),
+        "",
+        f"BLEU signature: `{scores['bleu_signature']}`; chrF signature: "
+        f"`{scores['chrf_signature']}`. The paper column is the published result on WMT14 "
+        "(a different, larger corpus, 67M-parameter models, 500k TPU steps): for scale, not a "
+        "like-for-like comparison.",
+        "",
+    ]
+    plot = plot_bleu_vs_steps(scores, figures / "bleu_vs_steps.png")
+    if plot:
+        lines += [f"![BLEU vs refinement steps]({plot.relative_to(out)})", ""]
+    lines += [
+        "## Stutter",
+        "",
+        "Stutter: adjacent repeated words in a hypothesis beyond those in its reference, per "
+        "100 hypothesis words; repeats: all adjacent repeated words per 100 words.",
+        "",
+        table(
+            ["model", "stutter / 100 words", "repeats / 100 words"],
+            [
+                [r["label"], r["stutter_per_100_words"], r["repeats_per_100_words"]]
+                for r in scores["systems"]
+            ]
+            + [["reference (control)", None, scores["reference_repeats_per_100_words"]]],
+        ),
+        "",
+    ]
+    return lines
+
+
+def plot_bleu_vs_steps(scores: dict[str, Any], path: Path) -> Path | None:
+    padir = [r for r in scores["systems"] if r["run"] == "padir"]
+    if not padir:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for b in sorted({r["length_beam"] for r in padir}):
+        pts = sorted((r["steps"], r["bleu"]) for r in padir if r["length_beam"] == b)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"PaDIR B={b}")
+    styles = iter(["--", ":", "-.", (0, (5, 1))])
+    for r in scores["systems"]:
+        if r["run"] != "padir":
+            ax.axhline(r["bleu"], linestyle=next(styles, "--"), color="gray", label=r["label"])
+    ax.set_xlabel("refinement steps T")
+    ax.set_ylabel(f"BLEU ({scores['split']})")
+    ax.set_xscale("log")
+    ax.set_xticks(sorted({r["steps"] for r in padir}))
+    ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    _save(fig, path)
+    return path
+
+
+def _save(fig: Any, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    from gmlm.io import atomic_open
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_open(path, "wb", encoding=None) as handle:
+        fig.savefig(handle, format="png", dpi=120)
+    plt.close(fig)
+
+
+def plot_latency_vs_batch(bench: dict[str, Any], path: Path) -> Path | None:
+    """Milliseconds per sentence (1000 / throughput) against batch size, one line per
+    system, one panel per precision."""
+    results = [r for r in bench.get("results", []) if r.get("throughput")]
+    if not results:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    precisions = sorted({r["precision"] for r in results})
+    fig, axes = plt.subplots(
+        1, len(precisions), figsize=(5.2 * len(precisions), 4.2), squeeze=False
+    )
+    for ax, precision in zip(axes[0], precisions, strict=True):
+        ax.set_prop_cycle(color=[plt.get_cmap("tab20")(i / 19) for i in range(20)])
+        for r in results:
+            if r["precision"] != precision:
+                continue
+            points = sorted(
+                (int(b), 1000.0 / v["sentences_per_s"]) for b, v in r["throughput"].items()
+            )
+            style = "-" if r["kind"] == "padir" else "--"
+            ax.plot(
+                [p[0] for p in points], [p[1] for p in points], style, marker="o", label=r["system"]
+            )
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("batch size")
+        ax.set_ylabel("ms per sentence (1000 / throughput)")
+        ax.set_title(precision)
+        ax.grid(alpha=0.3)
+    axes[0][-1].legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    _save(fig, path)
+    return path
+
+
+def theory_section(out: Path) -> list[str]:
+    verify = _load(out / "theory" / "verify.json")
+    if verify is None:
+        return []
+    lines = ["## Theory", "", "Exact checks (`gmlm theory verify`):", ""]
+    worst = verify.get("worst", {})
+    lines.append(
+        table(
+            ["claim", "worst residual / margin", "passed"],
+            [[k, f"{v['worst']:.3e}", v["passed"]] for k, v in worst.items()],
+        )
+    )
+    lines.append("")
+    for name, caption in (
+        ("figure1", "Figure 1: pseudolikelihood estimation error vs samples, J = 0.05"),
+        ("figure2", "Figure 2: the same with J = 0.3"),
+        ("figure3", "Figure 3: hitting R_1 from R_-1, k-Gibbs vs the independent sampler"),
+    ):
+        if (out / "theory" / f"{name}.png").is_file():
+            lines += [f"![{caption}](theory/{name}.png)", ""]
+    return lines
+
+
+def stage_section(out: Path) -> list[str]:
+    rows = []
+    for name in STAGES:
+        info = _load(out / "stages" / f"{name}.json")
+        if info is None:
+            rows.append([name, "not run", None, None])
+            continue
+        summary = info.get("summary", {})
+        train = summary.get("train_seconds") if isinstance(summary, dict) else None
+        rows.append([name, info["finished"], _minutes(info["seconds"]), _minutes(train)])
+    return [
+        "## Time per stage",
+        "",
+        table(["stage", "finished", "wall time (last invocation)", "training time (total)"], rows),
+        "",
+        "A resumed stage's wall time covers only its last invocation; training time is the "
+        "trainer's own total across resumptions.",
+        "",
+    ]
+
+
+def commands_section(cfg: ReproduceConfig, out: Path) -> list[str]:
+    return [
+        "## Reproduce",
+        "",
+        f"`gmlm reproduce --preset {cfg.preset} --out {out}` (plus any key=value overrides "
+        "given to this run); the resolved configuration below reproduces it exactly as a "
+        "preset file:",
+        "",
+        "```",
+        f"gmlm reproduce --preset {out}/reproduce.yaml --out NEW_FOLDER",
+        "```",
+        "",
+        "Each stage alone (what the pipeline runs):",
+        "",
+        "```",
+        f"gmlm data prepare --corpus {cfg.data.corpus} --vocab-size {cfg.data.vocab_size} "
+        f"--max-len {cfg.data.max_len} --out {out}/data",
+        *(
+            [
+                f"gmlm train --config {cfg.teacher.preset} data={out}/data out={out}/teacher "
+                + " ".join(cfg.teacher.overrides),
+                f"gmlm distill --teacher {out}/teacher/{cfg.checkpoint} --data {out}/data "
+                f"--out {out}/distill --beam {cfg.distill.beam}",
+            ]
+            if cfg.distill.enabled
+            else []
+        ),
+        *(
+            f"gmlm train --config {stage.preset} data={out}/{data} out={out}/{name} "
+            + " ".join(stage.overrides)
+            for name, stage, data in (
+                ("ar", cfg.ar, "distill" if cfg.distill.enabled else "data"),
+                ("padir", cfg.padir, "distill" if cfg.distill.enabled else "data"),
+            )
+        ),
+        f"gmlm translate --checkpoint {out}/padir/{cfg.checkpoint} --steps 4 --length-beam 5 "
+        f"--input {out}/data/{cfg.evaluate.split}.src.txt > hyp.txt",
+        f"gmlm evaluate --hyp hyp.txt --ref {out}/data/{cfg.evaluate.split}.tgt.txt",
+        f"gmlm bench --ar {out}/ar/{cfg.checkpoint} --padir {out}/padir/{cfg.checkpoint} "
+        f"--data {out}/data --sentences {cfg.bench.sentences}",
+        f"gmlm analyze attention --checkpoint {out}/padir/{cfg.checkpoint} --data {out}/data",
+        "```",
+        "",
+    ]
+
+
+def write_report(
+    cfg: ReproduceConfig,
+    out: Path,
+    bench_markdown: str | None,
+    attention_markdown: str | None,
+) -> Path:
+    import datetime as dt
+
+    from gmlm.io import atomic_write_text
+
+    lines = [
+        f"# gmlm reproduction: preset `{cfg.preset}`",
+        "",
+        cfg.description,
+        "",
+        f"Written {dt.datetime.now():%Y-%m-%d %H:%M}. Hardware: {hardware()}. Software: "
+        + ", ".join(f"{k} {v}" for k, v in software().items())
+        + ".",
+        "",
+    ]
+    scores = _load(out / "eval" / "scores.json")
+    if scores:
+        lines += quality_section(scores, out / "figures", out)
+    if bench_markdown:
+        lines += ["## Speed", "", bench_markdown.strip(), ""]
+        plot = out / "figures" / "latency_vs_batch.png"
+        if plot.is_file():
+            lines += [f"![latency per sentence vs batch size]({plot.relative_to(out)})", ""]
+    if attention_markdown:
+        lines += [
+            "## Attention analysis of stuttering (Tables 4 and 5)",
+            "",
+            attention_markdown.strip(),
+            "",
+        ]
+    lines += theory_section(out)
+    lines += stage_section(out)
+    lines += commands_section(cfg, out)
+    config_text = (out / "reproduce.yaml").read_text(encoding="utf-8")
+    lines += ["## Resolved configuration", "", "```yaml", config_text.rstrip(), "```", ""]
+    path = out / "REPORT.md"
+    atomic_write_text(path, "\n".join(lines))
+    return path

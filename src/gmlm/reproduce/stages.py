@@ -1,0 +1,354 @@
+"""The stages of `gmlm reproduce`, one function each: `stage(ctx) -> summary dict`.
+
+Each stage reads the outputs of earlier stages from the run folder and writes its own under
+it; the pipeline (:mod:`gmlm.reproduce.pipeline`) records a stage as done only after its
+function returns, so an interrupted stage runs again (training and distillation resume from
+their own checkpoints; evaluation skips systems whose hypotheses are already written).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gmlm.errors import GmlmError
+from gmlm.io import atomic_write_json, atomic_write_text
+from gmlm.reproduce.config import ReproduceConfig, TrainStage
+
+Log = Callable[[str], None]
+
+
+@dataclass
+class Context:
+    cfg: ReproduceConfig
+    out: Path
+    progress: bool
+    log: Log
+
+    @property
+    def data_dir(self) -> Path:
+        return self.out / "data"
+
+    @property
+    def student_data_dir(self) -> Path:
+        """The data the AR baseline and PaDIR train on: distilled, unless distillation is off."""
+        return self.out / "distill" if self.cfg.distill.enabled else self.data_dir
+
+    def run_dir(self, name: str) -> Path:
+        return self.out / name
+
+    def checkpoint(self, name: str) -> Path:
+        return self.out / name / self.cfg.checkpoint
+
+
+# ----------------------------------------------------------------------------- theory
+def theory(ctx: Context) -> dict[str, Any]:
+    from gmlm.theory.figures import (
+        EstimationSettings,
+        HittingSettings,
+        estimation_figure,
+        hitting_figure,
+        write_figure,
+    )
+    from gmlm.theory.verify import VerifySettings, run_verify
+
+    t = ctx.cfg.theory
+    if not t.enabled:
+        return {"skipped": "theory.enabled=false"}
+    out = ctx.out / "theory"
+    out.mkdir(parents=True, exist_ok=True)
+    report = run_verify(VerifySettings(max_n=t.verify_max_n, seed=t.seed), progress=ctx.progress)
+    atomic_write_json(out / "verify.json", report.to_json())
+    worst = report.worst()
+    for claim, row in worst.items():
+        ctx.log(f"  {claim}: worst {row['worst']:.3e} ({'ok' if row['passed'] else 'FAIL'})")
+    if not report.passed:
+        raise GmlmError(f"theory verify failed; see {out / 'verify.json'}")
+    seconds = {"verify": report.seconds}
+    for name, coupling in (("figure1", 0.05), ("figure2", 0.3)):
+        result = estimation_figure(
+            EstimationSettings(
+                coupling=coupling,
+                sample_sizes=tuple(t.sample_sizes),
+                repetitions=t.repetitions,
+                seed=t.seed,
+            ),
+            name,
+        )
+        write_figure(result, out)
+        seconds[name] = result.seconds
+    result = hitting_figure(
+        HittingSettings(
+            couplings=tuple(t.figure3_couplings),
+            ks=tuple(t.figure3_ks),
+            budget=t.figure3_budget,
+            repetitions=t.repetitions,
+            seed=t.seed,
+        )
+    )
+    write_figure(result, out)
+    seconds["figure3"] = result.seconds
+    return {
+        "verify_passed": report.passed,
+        "worst": {k: v["worst"] for k, v in worst.items()},
+        "seconds": seconds,
+    }
+
+
+# ------------------------------------------------------------------------------- data
+def data(ctx: Context) -> dict[str, Any]:
+    from gmlm.config import load_config
+    from gmlm.data import load_dataset
+    from gmlm.data.prepare import DataConfig, prepare_dataset
+
+    d = ctx.cfg.data
+    cfg = load_config(
+        DataConfig,
+        None,
+        [
+            f"corpus={d.corpus}",
+            f"tokenizer.vocab_size={d.vocab_size}",
+            f"filter.max_len={d.max_len}",
+            *d.overrides,
+        ],
+    )
+    if ctx.cfg.threads > 0:
+        cfg.threads = ctx.cfg.threads
+    root = prepare_dataset(cfg, ctx.data_dir, progress=ctx.progress, log=ctx.log)
+
+    stats = load_dataset(root).stats()
+    return {"pairs": {k: v["kept"] for k, v in stats["splits"].items()}}
+
+
+# --------------------------------------------------------------------------- training
+def train_run(ctx: Context, name: str, stage: TrainStage, data_dir: Path) -> dict[str, Any]:
+    from gmlm.training.config import load_train_config
+    from gmlm.training.trainer import Trainer
+
+    overrides = [f"data={data_dir}", f"out={ctx.run_dir(name)}"]
+    if ctx.cfg.threads > 0:
+        overrides.append(f"threads={ctx.cfg.threads}")
+    cfg = load_train_config(stage.preset, [*overrides, *stage.overrides])
+    result = Trainer(cfg, progress=ctx.progress, log=ctx.log).run()
+    return {
+        "step": result.step,
+        "train_seconds": result.last_metrics.get("elapsed_s"),
+        "best": _plain_best(result.best),
+    }
+
+
+def _plain_best(best: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in best.items() if isinstance(v, (int, float, str))}
+
+
+def teacher(ctx: Context) -> dict[str, Any]:
+    if not ctx.cfg.distill.enabled:
+        ctx.log("  distillation is off in this preset: no teacher to train")
+        return {"skipped": "distill.enabled=false"}
+    return train_run(ctx, "teacher", ctx.cfg.teacher, ctx.data_dir)
+
+
+def distill(ctx: Context) -> dict[str, Any]:
+    if not ctx.cfg.distill.enabled:
+        ctx.log("  distillation is off in this preset: students train on the raw data")
+        return {"skipped": "distill.enabled=false"}
+    from gmlm.distill import distill as run_distill
+
+    d = ctx.cfg.distill
+    run_distill(
+        ctx.checkpoint("teacher"),
+        ctx.data_dir,
+        ctx.out / "distill",
+        beam=d.beam,
+        batch_size=d.batch_size,
+        bf16=d.bf16,
+        threads=ctx.cfg.threads,
+        progress=ctx.progress,
+        log=ctx.log,
+    )
+    return {"data": str(ctx.out / "distill")}
+
+
+def ar(ctx: Context) -> dict[str, Any]:
+    return train_run(ctx, "ar", ctx.cfg.ar, ctx.student_data_dir)
+
+
+def padir(ctx: Context) -> dict[str, Any]:
+    return train_run(ctx, "padir", ctx.cfg.padir, ctx.student_data_dir)
+
+
+# ------------------------------------------------------------------------- evaluation
+@dataclass(frozen=True)
+class System:
+    key: str  # file-name friendly: ar-beam5, padir-T4-B5
+    label: str  # for tables
+    run: str  # run folder name under OUT
+    settings: dict[str, int]
+
+
+def systems(cfg: ReproduceConfig) -> list[System]:
+    """Every system the evaluation scores, in table order."""
+    e = cfg.evaluate
+    found: list[System] = []
+    ar_runs = [("teacher", "AR teacher (raw data)")] if cfg.distill.enabled else []
+    ar_runs.append(("ar", "AR (distilled)" if cfg.distill.enabled else "AR"))
+    for run, label in ar_runs:
+        for beam in e.ar_beams:
+            kind = "greedy" if beam == 1 else f"beam {beam}"
+            found.append(System(f"{run}-beam{beam}", f"{label}, {kind}", run, {"beam": beam}))
+    for b in e.length_beams:
+        for t in e.padir_steps:
+            found.append(
+                System(
+                    f"padir-T{t}-B{b}",
+                    f"PaDIR T={t} B={b}",
+                    "padir",
+                    {"steps": t, "length_beam": b},
+                )
+            )
+    return found
+
+
+def evaluate(ctx: Context) -> dict[str, Any]:
+    import gmlm
+    from gmlm.data import load_dataset
+    from gmlm.evaluation.bleu import corpus_scores, default_tokenizer
+    from gmlm.evaluation.stutter import stutter_report
+
+    e = ctx.cfg.evaluate
+    prepared = load_dataset(ctx.data_dir)
+    if e.split not in prepared.splits:
+        raise GmlmError(f"split {e.split!r} not in {ctx.data_dir}; it has {prepared.splits}")
+    sources = prepared.read_text(e.split, "src")
+    references = prepared.read_text(e.split, "tgt")
+    tokenize = default_tokenizer(prepared.stats().get("tgt_lang"))
+    folder = ctx.out / "eval"
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(folder / "reference.txt", "".join(r + "\n" for r in references))
+    rows: list[dict[str, Any]] = []
+    translators: dict[str, Any] = {}
+    for system in systems(ctx.cfg):
+        hyp_path = folder / f"{system.key}.txt"
+        seconds = None
+        if hyp_path.is_file():
+            hyps = hyp_path.read_text(encoding="utf-8").splitlines()
+        else:
+            if system.run not in translators:
+                translators[system.run] = gmlm.load(ctx.checkpoint(system.run))
+            start = time.perf_counter()
+            hyps = translators[system.run].translate(
+                sources,
+                batch_size=e.batch_size,
+                bf16=e.bf16,
+                on_over_length="split",
+                **system.settings,
+            )
+            seconds = time.perf_counter() - start
+            atomic_write_text(hyp_path, "".join(h + "\n" for h in hyps))
+        scores = corpus_scores(hyps, references, tokenize)
+        stutter = stutter_report(hyps, references, tokenize)
+        row = {
+            "system": system.key,
+            "label": system.label,
+            "run": system.run,
+            **system.settings,
+            "bleu": round(scores["bleu"].score, 2),
+            "chrf": round(scores["chrf"].score, 2),
+            "stutter_per_100_words": round(stutter.stutters_per_100_words, 3),
+            "repeats_per_100_words": round(stutter.hypothesis_repeats_per_100_words, 3),
+            "decode_seconds": seconds,
+        }
+        rows.append(row)
+        ctx.log(
+            f"  {system.label:32s} BLEU {row['bleu']:6.2f}  chrF {row['chrf']:6.2f}  "
+            f"stutter/100w {row['stutter_per_100_words']:.3f}"
+        )
+    control = stutter_report(references, references, tokenize)
+    result = {
+        "split": e.split,
+        "sentences": len(references),
+        "tokenize": tokenize,
+        "bleu_signature": corpus_scores(references[:1], references[:1], tokenize)["bleu"].signature,
+        "chrf_signature": corpus_scores(references[:1], references[:1], tokenize)["chrf"].signature,
+        "reference_repeats_per_100_words": round(control.reference_repeats_per_100_words, 3),
+        "precision": "bf16" if e.bf16 else "fp32",
+        "systems": rows,
+    }
+    atomic_write_json(folder / "scores.json", result)
+    return {r["system"]: r["bleu"] for r in rows}
+
+
+# --------------------------------------------------------------------------- bench
+def bench(ctx: Context) -> dict[str, Any]:
+    b = ctx.cfg.bench
+    if not b.enabled:
+        return {"skipped": "bench.enabled=false"}
+    from gmlm.bench import run_bench
+
+    result = run_bench(
+        ar=ctx.checkpoint("ar"),
+        padir=ctx.checkpoint("padir"),
+        data=ctx.data_dir,
+        split=b.split,
+        sentences=b.sentences,
+        batch_sizes=b.batch_sizes,
+        precisions=b.precisions,
+        warmup=b.warmup,
+        threads=b.threads,
+        json_out=ctx.out / "bench" / "bench.json",
+        progress=ctx.progress,
+        log=ctx.log,
+    )
+    return {"systems": len(result.get("systems", []))}
+
+
+# ----------------------------------------------------------------------- attention
+def attention(ctx: Context) -> dict[str, Any]:
+    a = ctx.cfg.attention
+    if not a.enabled:
+        return {"skipped": "attention.enabled=false"}
+    from gmlm.analysis.attention import attention_analysis
+
+    result = attention_analysis(
+        ctx.checkpoint("padir"),
+        ctx.data_dir,
+        a.split,
+        sentences=a.sentences or None,
+        steps=a.steps,
+        length_beam=a.length_beam,
+        stutter_remask=a.stutter_remask,
+        progress=ctx.progress,
+    )
+    atomic_write_json(ctx.out / "attention" / "attention.json", result)
+    return {"pairs": result.get("pairs")}
+
+
+# -------------------------------------------------------------------------- report
+def report(ctx: Context) -> dict[str, Any]:
+    from gmlm.reproduce.report import write_report
+
+    bench_md = attention_md = None
+    bench_result = _read_json(ctx.out / "bench" / "bench.json")
+    if bench_result is not None:
+        from gmlm.bench import render_markdown as render_bench
+        from gmlm.reproduce.report import plot_latency_vs_batch
+
+        bench_md = render_bench(bench_result)
+        plot_latency_vs_batch(bench_result, ctx.out / "figures" / "latency_vs_batch.png")
+    attention_result = _read_json(ctx.out / "attention" / "attention.json")
+    if attention_result is not None:
+        from gmlm.analysis.attention import render_markdown as render_attention
+
+        attention_md = render_attention(attention_result)
+    path = write_report(ctx.cfg, ctx.out, bench_md, attention_md)
+    ctx.log(f"  wrote {path}")
+    return {"report": str(path)}
+
+
+def _read_json(path: Path) -> Any:
+    import json
+
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None

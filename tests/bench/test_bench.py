@@ -1,0 +1,216 @@
+"""`gmlm bench`: every system and key in the JSON line, ratio arithmetic, errors."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from gmlm.bench import format_report, render_markdown, run_bench, speedups
+from gmlm.bench.latency import DEFAULT_SENTENCES, DEFAULT_WARMUP, percentiles
+from gmlm.cli import bench as bench_cli
+from gmlm.cli.main import main
+from gmlm.data import load_dataset
+from gmlm.errors import GmlmError
+from tests.distill.helpers import write_checkpoint
+
+PADIR_SYSTEMS = [f"padir T={t} B={b}" for t in (1, 2, 4, 10) for b in (1, 5)]
+AR_SYSTEMS = ["ar greedy", "ar beam5"]
+FAST = ["--sentences", "3", "--warmup", "1", "--threads", "1", "--batch-sizes", "1,2"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread() -> Iterator[None]:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def checkpoints(word_task_data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("bench-ckpt")
+    tokenizer = load_dataset(word_task_data).tokenizer
+    return {
+        "ar": write_checkpoint(root / "ar", "ar", tokenizer),
+        "padir": write_checkpoint(root / "padir", "padir", tokenizer),
+        "ar1": write_checkpoint(root / "ar1", "ar", tokenizer, n_decoder_layers=1),
+    }
+
+
+@pytest.fixture(scope="module")
+def cli_run(
+    checkpoints: dict[str, Path], word_task_data: Path, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[str, dict[str, Any], Path]:
+    """`gmlm bench` with both precisions and no --ar1: (stdout, last-line JSON, json file)."""
+    import contextlib
+    import io
+
+    json_file = tmp_path_factory.mktemp("bench") / "bench.json"
+    args = ["bench", "--ar", str(checkpoints["ar"]), "--padir", str(checkpoints["padir"])]
+    args += ["--data", str(word_task_data), *FAST, "--json-out", str(json_file)]
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+        assert main(args) == 0
+    text = stdout.getvalue()
+    return text, json.loads(text.rstrip("\n").split("\n")[-1]), json_file
+
+
+def test_json_line_last_with_every_system_and_key(
+    cli_run: tuple[str, dict[str, Any], Path],
+) -> None:
+    text, result, json_file = cli_run
+    assert json.loads(json_file.read_text(encoding="utf-8")) == result
+    settings = result["settings"]
+    for key in ("threads", "torch", "cpu", "precisions", "sentences", "warmup", "fairness"):
+        assert key in settings
+    assert settings["threads"] == 1 and settings["sentences"] == 3 and settings["warmup"] == 1
+    assert settings["torch"] == torch.__version__ and settings["cpu"]
+    assert "skipped" in settings["ar1"] and "ar1: skipped" in text
+    systems = PADIR_SYSTEMS + AR_SYSTEMS
+    assert [(r["precision"], r["system"]) for r in result["results"]] == [
+        (p, s) for p in ("fp32", "bf16") for s in systems
+    ]
+    for row in result["results"]:
+        for measure in ("model", "e2e"):
+            assert set(row[measure]) == {"p50_ms", "p90_ms", "p99_ms", "mean_ms"}
+            assert 0 < row[measure]["p50_ms"] <= row[measure]["p90_ms"] <= row[measure]["p99_ms"]
+        assert set(row["throughput"]) == {"1", "2"}
+        for rates in row["throughput"].values():
+            assert rates["sentences_per_s"] > 0 and rates["tokens_per_s"] > 0
+        # Batch-1 throughput is the model-only latency pass: sentences / summed seconds.
+        mean_s = row["model"]["mean_ms"] / 1000
+        assert row["throughput"]["1"]["sentences_per_s"] == pytest.approx(1 / mean_s, rel=1e-2)
+    pairs = {(s["precision"], s["padir"], s["ar"]) for s in result["speedups"]}
+    assert pairs == {(p, d, a) for p in ("fp32", "bf16") for d in PADIR_SYSTEMS for a in AR_SYSTEMS}
+
+
+def printed_cells(text: str, first: str, second: str) -> list[str]:
+    """The cells of the printed table row that starts with `first` and `second`."""
+    for line in text.split("\n"):
+        cells = re.split(r"\s{2,}", line.strip())
+        if cells[:2] == [first, second]:
+            return cells
+    raise AssertionError(f"no printed row {first} {second}")
+
+
+def printed_speedup(text: str, precision: str, padir: str, ar: str) -> list[str]:
+    for line in text.split("\n"):
+        cells = re.split(r"\s{2,}", line.strip())
+        if cells[:3] == [precision, padir, ar]:
+            return cells
+    raise AssertionError(f"no printed speed-up {padir} vs {ar}")
+
+
+def test_printed_ratios_are_ar_over_padir_of_printed_statistics(
+    cli_run: tuple[str, dict[str, Any], Path],
+) -> None:
+    text, _, _ = cli_run
+    # Columns: precision, system, model p50, p90, p99, e2e p50, p90, p99, throughput...
+    columns = {"model_p50": 2, "model_p99": 4, "e2e_p50": 5, "e2e_p99": 7}
+    # Speed-up columns: precision, padir, ar, e2e p50, e2e p99, model p50, model p99.
+    ratio_columns = {"e2e_p50": 3, "e2e_p99": 4, "model_p50": 5, "model_p99": 6}
+    checked = 0
+    for precision in ("fp32", "bf16"):
+        for padir in PADIR_SYSTEMS:
+            for ar in AR_SYSTEMS:
+                p_cells = printed_cells(text, precision, padir)
+                a_cells = printed_cells(text, precision, ar)
+                s_cells = printed_speedup(text, precision, padir, ar)
+                for stat, column in columns.items():
+                    expected = float(a_cells[column]) / float(p_cells[column])
+                    shown = float(s_cells[ratio_columns[stat]].rstrip("x"))
+                    # Both printed to 2 decimals: allow for that rounding only.
+                    assert shown == pytest.approx(expected, rel=0.01, abs=0.011), (stat, padir, ar)
+                    checked += 1
+    assert checked == 2 * 8 * 2 * 4
+
+
+def test_speedups_and_percentiles_arithmetic() -> None:
+    values = [i / 1000 for i in range(1, 101)]  # 1 .. 100 ms
+    assert percentiles(values) == {"p50_ms": 50.5, "p90_ms": 90.1, "p99_ms": 99.01, "mean_ms": 50.5}
+
+    def row(system: str, kind: str, p50: float, p99: float) -> dict[str, Any]:
+        stats = {"p50_ms": p50, "p90_ms": p50, "p99_ms": p99, "mean_ms": p50}
+        return {"precision": "fp32", "system": system, "kind": kind, "model": stats, "e2e": stats}
+
+    rows = speedups([row("padir T=4 B=5", "padir", 10.0, 20.0), row("ar beam5", "ar", 25.0, 100.0)])
+    assert rows == [
+        {
+            "precision": "fp32",
+            "padir": "padir T=4 B=5",
+            "ar": "ar beam5",
+            "model_p50": 2.5,
+            "model_p99": 5.0,
+            "e2e_p50": 2.5,
+            "e2e_p99": 5.0,
+        }
+    ]
+
+
+def test_api_with_ar1_returns_the_result_and_renders_markdown(
+    checkpoints: dict[str, Path], word_task_data: Path, tmp_path: Path
+) -> None:
+    json_file = tmp_path / "out" / "bench.json"
+    result = run_bench(
+        checkpoints["ar"],
+        checkpoints["padir"],
+        word_task_data,
+        ar1=checkpoints["ar1"],
+        sentences=2,
+        warmup=0,
+        threads=1,
+        precisions=["fp32"],
+        batch_sizes=[1],
+        steps=[4],
+        length_beams=[5],
+        json_out=json_file,
+    )
+    assert json.loads(json_file.read_text(encoding="utf-8")) == result
+    names = [r["system"] for r in result["results"]]
+    assert names == ["padir T=4 B=5", "ar greedy", "ar beam5", "ar1 greedy", "ar1 beam5"]
+    assert result["settings"]["checkpoints"]["ar1"]["decoder_layers"] == 1
+    assert len(result["speedups"]) == 4
+    markdown = render_markdown(result)
+    for name in names:
+        assert f"| fp32 | {name} |" in markdown
+    assert "| fp32 | padir T=4 B=5 | ar1 beam5 |" in markdown
+    assert "ar1 greedy" in format_report(result)
+
+
+@pytest.mark.parametrize(
+    ("flag", "role", "kind"), [("--ar", "padir", "ar"), ("--padir", "ar", "padir")]
+)
+def test_wrong_checkpoint_kind_is_a_clean_error(
+    flag: str,
+    role: str,
+    kind: str,
+    checkpoints: dict[str, Path],
+    word_task_data: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    paths = {"--ar": checkpoints["ar"], "--padir": checkpoints["padir"]}
+    paths[flag] = checkpoints[role]
+    args = ["bench", "--data", str(word_task_data), *FAST]
+    assert main([*args, *(x for f, p in paths.items() for x in (f, str(p)))]) == 2
+    err = capsys.readouterr().err
+    assert f"{flag} {checkpoints[role]}" in err and f"(kind '{kind}')" in err
+
+
+def test_ar1_of_the_wrong_kind_and_bad_settings_are_errors(
+    checkpoints: dict[str, Path], word_task_data: Path
+) -> None:
+    with pytest.raises(GmlmError, match=r"--ar1 .*needs an autoregressive"):
+        run_bench(checkpoints["ar"], checkpoints["padir"], word_task_data, ar1=checkpoints["padir"])
+    with pytest.raises(GmlmError, match="precisions"):
+        run_bench(checkpoints["ar"], checkpoints["padir"], word_task_data, precisions=["fp16"])
+
+
+def test_cli_default_sentences_match_the_library() -> None:
+    assert bench_cli.DEFAULT_SENTENCES == DEFAULT_SENTENCES
+    assert bench_cli.DEFAULT_WARMUP == DEFAULT_WARMUP

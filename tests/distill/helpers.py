@@ -1,0 +1,37 @@
+"""Tiny checkpoints on disk for the distillation and benchmark tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from gmlm.data.tokenizer import Tokenizer
+from gmlm.models import build_model
+from gmlm.nn import tiny
+from gmlm.training import checkpoint
+from gmlm.training.config import TrainConfig
+
+
+def write_checkpoint(
+    folder: Path, kind: str, tokenizer: Tokenizer, seed: int = 0, **model: object
+) -> Path:
+    """An untrained tiny `kind` model with `tokenizer`, saved as a checkpoint folder.
+
+    Untied embeddings: an untied untrained model does not just copy its input, so its
+    outputs differ from sentence to sentence."""
+    config = tiny(
+        vocab_size=tokenizer.vocab_size,
+        max_source_len=64,
+        max_target_len=64,
+        tie_embeddings=False,
+        **model,
+    )
+    torch.manual_seed(seed)
+    network = build_model(kind, config)  # type: ignore[arg-type]
+    cfg = TrainConfig(kind=kind, model=config)  # type: ignore[arg-type]
+    checkpoint.write_checkpoint_dir(
+        folder,
+        lambda tmp: checkpoint.fill_inference_files(tmp, network, cfg, tokenizer, {"step": 123}),
+    )
+    return folder

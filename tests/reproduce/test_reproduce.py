@@ -1,0 +1,143 @@
+"""The reproduction pipeline: errors, resumption, and a whole run on a synthetic corpus."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gmlm.config import ConfigError
+from gmlm.errors import GmlmError
+from gmlm.reproduce.config import STAGES, load_reproduce_config, parse_stages
+from gmlm.reproduce.pipeline import run_reproduce
+from tests.data.datahelpers import make_pairs, write_lines
+
+QUICK_THEORY = [
+    "theory.verify_max_n=3",
+    "theory.repetitions=2",
+    "theory.sample_sizes=[100,200]",
+    "theory.figure3_couplings=[1.0]",
+    "theory.figure3_ks=[1,10]",
+    "theory.figure3_budget=50",
+]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> str:
+    root = tmp_path_factory.mktemp("corpus")
+    src, tgt = make_pairs(1500, seed=3)
+    write_lines(root / "c.de", src)
+    write_lines(root / "c.en", tgt)
+    return f"files:{root / 'c.de'},{root / 'c.en'}"
+
+
+def quick(corpus: str, *extra: str) -> list[str]:
+    """The smoke preset made faster still: a few training steps, small evaluation grids."""
+    return [
+        f"data.corpus={corpus}",
+        "data.vocab_size=400",
+        "data.overrides=[valid_fraction=0.05,test_fraction=0.05]",
+        "threads=1",
+        *QUICK_THEORY,
+        "teacher.overrides=[max_steps=40,valid_every=20,valid_sentences=5]",
+        "ar.overrides=[max_steps=20,valid_every=20,valid_sentences=0]",
+        "padir.overrides=[max_steps=20,valid_every=20,valid_sentences=0]",
+        "evaluate.padir_steps=[1,2]",
+        "bench.sentences=3",
+        "bench.warmup=1",
+        "bench.batch_sizes=[1,2]",
+        "attention.sentences=20",
+        *extra,
+    ]
+
+
+def test_unknown_preset_stage_and_key():
+    with pytest.raises(ConfigError, match=r"unknown reproduce preset 'nope'.*laptop"):
+        load_reproduce_config("nope")
+    with pytest.raises(ConfigError, match=r"unknown stage.*train.*the stages are theory"):
+        parse_stages("theory,train")
+    with pytest.raises(ConfigError, match="bogus"):
+        load_reproduce_config("smoke", ["evaluate.bogus=1"])
+    assert parse_stages("report,theory") == ["theory", "report"]
+    assert parse_stages(None) == list(STAGES)
+
+
+@pytest.mark.parametrize("name", ["smoke", "demo", "laptop", "paper"])
+def test_presets_resolve(name):
+    cfg = load_reproduce_config(name)
+    assert cfg.preset == name and cfg.description
+    from gmlm.training.config import load_train_config
+
+    for stage in (cfg.teacher, cfg.ar, cfg.padir):
+        load_train_config(stage.preset, ["data=x", "out=y", *stage.overrides]).validate()
+
+
+def test_refuses_a_folder_of_another_preset_or_config(tmp_path):
+    out = tmp_path / "run"
+    cfg = load_reproduce_config("smoke", ["theory.enabled=false"])
+    run_reproduce(cfg, out, ["theory"], progress=False, log=lambda _m: None)
+    assert json.loads((out / "stages" / "theory.json").read_text())["summary"]["skipped"]
+    other = load_reproduce_config("demo", ["theory.enabled=false"])
+    with pytest.raises(
+        GmlmError, match=r"holds a run of preset 'smoke' \(this is 'demo'\).*ar.overrides"
+    ):
+        run_reproduce(other, out, ["theory"], progress=False, log=lambda _m: None)
+    # A changed thread count is not a different run.
+    same = load_reproduce_config("smoke", ["theory.enabled=false", "threads=1"])
+    run_reproduce(same, out, ["theory"], progress=False, log=lambda _m: None)
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "file.txt").write_text("x")
+    with pytest.raises(GmlmError, match="not a reproduction run"):
+        run_reproduce(cfg, tmp_path / "junk", ["theory"], progress=False, log=lambda _m: None)
+
+
+def test_stage_needs_its_inputs(tmp_path):
+    cfg = load_reproduce_config("smoke")
+    with pytest.raises(GmlmError, match="stage 'teacher' needs stage\\(s\\) data first"):
+        run_reproduce(cfg, tmp_path / "run", ["teacher"], progress=False, log=lambda _m: None)
+
+
+def test_whole_pipeline_on_a_synthetic_corpus(corpus, tmp_path):
+    out = tmp_path / "run"
+    cfg = load_reproduce_config("smoke", quick(corpus))
+    messages: list[str] = []
+    run_reproduce(cfg, out, progress=False, log=messages.append)
+    for stage in STAGES:
+        assert (out / "stages" / f"{stage}.json").is_file(), stage
+    scores = json.loads((out / "eval" / "scores.json").read_text())
+    keys = [r["system"] for r in scores["systems"]]
+    assert keys == [
+        "teacher-beam1",
+        "teacher-beam5",
+        "ar-beam1",
+        "ar-beam5",
+        "padir-T1-B1",
+        "padir-T2-B1",
+        "padir-T1-B5",
+        "padir-T2-B5",
+    ]
+    references = (out / "eval" / "reference.txt").read_text().splitlines()
+    for key in keys:
+        assert len((out / "eval" / f"{key}.txt").read_text().splitlines()) == len(references)
+    report = (out / "REPORT.md").read_text()
+    for heading in (
+        "Translation quality",
+        "Stutter",
+        "Speed",
+        "Attention analysis",
+        "Theory",
+        "Time per stage",
+        "Resolved configuration",
+    ):
+        assert f"## {heading}" in report, heading
+    assert (out / "figures" / "bleu_vs_steps.png").is_file()
+    assert (out / "theory" / "figure3.png").is_file()
+    # A rerun skips every stage.
+    again: list[str] = []
+    run_reproduce(cfg, out, progress=False, log=again.append)
+    assert sum("done already" in m for m in again) == len(STAGES)
+    # Redoing the evaluation reuses the written hypotheses and gives the same scores.
+    run_reproduce(cfg, out, ["evaluate"], redo=["evaluate"], progress=False, log=again.append)
+    assert json.loads((out / "eval" / "scores.json").read_text())["systems"] == [
+        {**r, "decode_seconds": None} for r in scores["systems"]
+    ]
