@@ -86,6 +86,7 @@ class EvaluateStage:
     """Quality of every system on `split` (all of it): BLEU, chrF, stutter."""
 
     split: str = "test"
+    sentences: int = 0  # the first N sentences of the split; 0: all of it
     ar_beams: list[int] = field(default_factory=lambda: [1, 5])
     padir_steps: list[int] = field(default_factory=lambda: [1, 2, 4, 10])
     length_beams: list[int] = field(default_factory=lambda: [1, 5])

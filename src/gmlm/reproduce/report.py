@@ -96,7 +96,7 @@ def quality_section(scores: dict[str, Any], figures: Path, out: Path) -> list[st
     lines = [
         "## Translation quality (the paper's Table 1 layout)",
         "",
-        f"{scores['split']} split, {scores['sentences']} sentences, decoded in "
+        f"{scores['split']} split ({scores['sentences']} sentences), decoded in "
         f"{scores['precision']}. Steps: refinement passes T (N = autoregressive, one pass per "
         "token). # hyp.: beam size (AR) or predicted lengths decoded, B (PaDIR).",
         "",

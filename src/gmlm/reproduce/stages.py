@@ -224,6 +224,8 @@ def evaluate(ctx: Context) -> dict[str, Any]:
         raise GmlmError(f"split {e.split!r} not in {ctx.data_dir}; it has {prepared.splits}")
     sources = prepared.read_text(e.split, "src")
     references = prepared.read_text(e.split, "tgt")
+    if e.sentences > 0:
+        sources, references = sources[: e.sentences], references[: e.sentences]
     tokenize = default_tokenizer(prepared.stats().get("tgt_lang"))
     folder = ctx.out / "eval"
     folder.mkdir(parents=True, exist_ok=True)
