@@ -85,6 +85,11 @@ def test_refuses_a_folder_of_another_preset_or_config(tmp_path):
     # A changed thread count is not a different run.
     same = load_reproduce_config("smoke", ["theory.enabled=false", "threads=1"])
     run_reproduce(same, out, ["theory"], progress=False, log=lambda _m: None)
+    # A setting added to the schema since the run started (saved file lacks it) is its default.
+    saved = (out / "reproduce.yaml").read_text()
+    (out / "reproduce.yaml").write_text(saved.replace("  sentences: 0\n  ar_beams", "  ar_beams"))
+    assert "sentences: 0\n  ar_beams" not in (out / "reproduce.yaml").read_text()
+    run_reproduce(same, out, ["theory"], progress=False, log=lambda _m: None)
     (tmp_path / "junk").mkdir()
     (tmp_path / "junk" / "file.txt").write_text("x")
     with pytest.raises(GmlmError, match="not a reproduction run"):

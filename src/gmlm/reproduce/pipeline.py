@@ -15,9 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from gmlm.config import save_config, to_dict
+from gmlm.config import ConfigError, load_config, save_config, to_dict
 from gmlm.errors import GmlmError
 from gmlm.io import atomic_write_json
 from gmlm.reproduce import stages
@@ -73,7 +71,14 @@ def check_run_folder(cfg: ReproduceConfig, out: Path) -> None:
                 "reproduction run; choose an empty or new folder"
             )
         return
-    saved = yaml.safe_load(saved_path.read_text(encoding="utf-8")) or {}
+    # Through the schema, so that settings added since (with their defaults) do not count.
+    try:
+        saved = to_dict(load_config(ReproduceConfig, saved_path))
+    except ConfigError as err:
+        raise GmlmError(
+            f"--out {out}: its {CONFIG_FILE} does not fit this version of gmlm ({err}); use "
+            "another --out"
+        ) from None
     new = to_dict(cfg)
     diff = [key for key in _differences(saved, new) if key.split(".")[0] not in RESUMABLE_KEYS]
     if diff:
