@@ -146,3 +146,16 @@ def test_whole_pipeline_on_a_synthetic_corpus(corpus, tmp_path):
     assert json.loads((out / "eval" / "scores.json").read_text())["systems"] == [
         {**r, "decode_seconds": None} for r in scores["systems"]
     ]
+
+
+@pytest.mark.slow
+def test_smoke_preset_end_to_end(corpus, tmp_path):
+    """The smoke preset as shipped, on the synthetic corpus instead of the Bible (offline)."""
+    out = tmp_path / "smoke"
+    cfg = load_reproduce_config("smoke", [f"data.corpus={corpus}", "data.vocab_size=400"])
+    run_reproduce(cfg, out, progress=False, log=lambda _m: None)
+    assert all((out / "stages" / f"{stage}.json").is_file() for stage in STAGES)
+    scores = json.loads((out / "eval" / "scores.json").read_text())
+    assert len(scores["systems"]) == 4 + 4 and (out / "REPORT.md").is_file()
+    bench = json.loads((out / "bench" / "bench.json").read_text())
+    assert {r["system"] for r in bench["results"]} >= {"ar greedy", "ar beam5", "padir T=4 B=5"}

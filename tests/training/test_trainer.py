@@ -275,3 +275,23 @@ def test_throughput_command_reports_both_precisions(word_task_data, capsys):
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert set(report["tokens_per_s"]) == {"fp32", "bf16"}
     assert report["settings"]["threads"] == 1 and report["speedup_median"] > 0
+
+
+def test_export_bf16_halves_the_size_and_translates(word_task_data, tmp_path):
+    train(word_task_data, tmp_path / "r", "padir", "max_steps=20", "valid_every=10")
+    assert main(["export", "--checkpoint", str(tmp_path / "r"), "--out", str(tmp_path / "x")]) == 0
+    full = tmp_path / "r" / "best" / "model.safetensors"
+    small = tmp_path / "x" / "model.safetensors"
+    assert small.stat().st_size < 0.6 * full.stat().st_size
+    exported = weights(tmp_path / "x")
+    assert all(t.dtype == torch.bfloat16 for t in exported.values())
+    original = weights(tmp_path / "r" / "best")
+    assert all(torch.equal(exported[k], original[k].to(torch.bfloat16)) for k in exported)
+    # It loads into fp32 parameters: same output as the fp32 model with bf16-rounded weights.
+    loaded = ckpt.load_for_inference(tmp_path / "x")
+    assert all(p.dtype == torch.float32 for p in loaded.model.parameters())
+    import gmlm
+
+    assert len(gmlm.load(tmp_path / "x").translate(["der Hund läuft.", ""])) == 2
+    with pytest.raises(GmlmError, match="not a checkpoint folder"):
+        ckpt.export_checkpoint(tmp_path / "r", tmp_path / "r", torch.bfloat16)

@@ -17,7 +17,7 @@ EPILOG = """\
 stages, in order: {stages}
 presets: {presets}
   smoke   every stage with tiny models in minutes (a pipeline check; numbers meaningless)
-  demo    what `make demo` runs: Bible de-en, ~15 min on 2 CPU cores, no distillation
+  demo    what `make demo` runs: Bible de-en, ~13 min on 2 CPU cores, no distillation
   laptop  Multi30k de-en, small models, teacher + distillation, hours on 2 CPU cores
   paper   the paper's model sizes on WMT14 (needs the hf extra and a GPU)
 

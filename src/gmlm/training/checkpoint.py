@@ -266,3 +266,25 @@ def average_weights(paths: Sequence[Path]) -> dict[str, torch.Tensor]:
         for key, value in tensors.items():
             total[key] = total[key] + value.double() if key in total else value.double()
     return {k: (v / len(paths)).float() for k, v in total.items()}
+
+
+def export_checkpoint(source: str | Path, out: str | Path, dtype: torch.dtype | None) -> Path:
+    """Copy the inference files of a checkpoint (or a run folder's best one) to `out`, with
+    the weights cast to `dtype` (e.g. torch.bfloat16 halves the size; None keeps fp32).
+
+    Loading casts them back to the model's fp32 parameters, so `gmlm translate` and `gmlm
+    bench` take an exported folder like any checkpoint. `out` is written atomically and must
+    not be an existing non-checkpoint folder."""
+    loaded = load_for_inference(source)
+    target = Path(out)
+    if target.exists() and not (target / MODEL_FILE).is_file():
+        raise GmlmError(f"--out {target} exists and is not a checkpoint folder; choose another")
+    meta = load_json(loaded.path / "meta.json") if (loaded.path / "meta.json").is_file() else {}
+    meta = {**meta, "exported_from": str(loaded.path), "weights_dtype": str(dtype or "fp32")}
+    write_checkpoint_dir(
+        target,
+        lambda tmp: fill_inference_files(
+            tmp, loaded.model, loaded.config, loaded.tokenizer, meta, dtype=dtype
+        ),
+    )
+    return target

@@ -1,0 +1,34 @@
+"""`gmlm export`: a compact inference copy of a checkpoint (bf16 weights by default)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import torch
+
+from gmlm.training.checkpoint import MODEL_FILE, export_checkpoint
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "export",
+        help="copy a checkpoint for inference only, with bf16 weights (half the size)",
+        description="Writes weights (safetensors), config and tokenizer of --checkpoint (a "
+        "checkpoint folder or a run folder, whose best one is taken) to --out, without "
+        "optimizer state. `gmlm translate` and `gmlm bench` load the result directly.",
+    )
+    p.add_argument("--checkpoint", required=True, help="checkpoint or run folder")
+    p.add_argument("--out", type=Path, required=True, help="folder to write (atomically)")
+    p.add_argument(
+        "--dtype", choices=("bf16", "fp32"), default="bf16", help="weight type (default bf16)"
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    dtype = torch.bfloat16 if args.dtype == "bf16" else None
+    out = export_checkpoint(args.checkpoint, args.out, dtype)
+    size = (out / MODEL_FILE).stat().st_size
+    print(f"wrote {out} ({args.dtype} weights, {size / 2**20:.1f} MiB)")
+    return 0
