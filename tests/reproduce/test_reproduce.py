@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -10,6 +11,7 @@ from gmlm.config import ConfigError
 from gmlm.errors import GmlmError
 from gmlm.reproduce.config import STAGES, load_reproduce_config, parse_stages
 from gmlm.reproduce.pipeline import run_reproduce
+from gmlm.reproduce.report import publish_report
 from tests.data.datahelpers import make_pairs, write_lines
 
 QUICK_THEORY = [
@@ -137,6 +139,14 @@ def test_whole_pipeline_on_a_synthetic_corpus(corpus, tmp_path):
         assert f"## {heading}" in report, heading
     assert (out / "figures" / "bleu_vs_steps.png").is_file()
     assert (out / "theory" / "figure3.png").is_file()
+    published = publish_report(out, tmp_path / "docs" / "RESULTS.md")
+    text = published.read_text()
+    links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
+    assert (
+        "RESULTS-figures/theory-figure3.png" in links
+        and "RESULTS-figures/bleu_vs_steps.png" in links
+    )
+    assert all((published.parent / link).is_file() for link in links)
     # A rerun skips every stage.
     again: list[str] = []
     run_reproduce(cfg, out, progress=False, log=again.append)

@@ -12,6 +12,7 @@ from gmlm.reproduce.config import (
     parse_stages,
 )
 from gmlm.reproduce.pipeline import run_reproduce
+from gmlm.reproduce.report import publish_report
 
 EPILOG = """\
 stages, in order: {stages}
@@ -40,6 +41,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--stages", default=None, help="comma-separated stages to run (default all)")
     p.add_argument("--redo", default=None, help="comma-separated finished stages to run again")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument(
+        "--publish",
+        type=Path,
+        default=None,
+        help="also copy REPORT.md here (e.g. docs/RESULTS.md) with its images beside it",
+    )
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides")
     p.set_defaults(func=run)
 
@@ -53,4 +60,6 @@ def run(args: argparse.Namespace) -> int:
     report = out / "REPORT.md"
     if report.is_file():
         print(f"report: {report}")
+    if args.publish is not None:
+        print(f"published: {publish_report(out, args.publish)}")
     return 0

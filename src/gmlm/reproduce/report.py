@@ -345,3 +345,29 @@ def write_report(
     path = out / "REPORT.md"
     atomic_write_text(path, "\n".join(lines))
     return path
+
+
+def publish_report(out: Path, target: Path) -> Path:
+    """Copy OUT/REPORT.md to `target` (e.g. docs/RESULTS.md) with the images it shows copied
+    into a folder beside it (`target`'s stem + `-figures`) and the links rewritten to them."""
+    import re
+    import shutil
+
+    from gmlm.errors import GmlmError
+    from gmlm.io import atomic_write_text
+
+    report = out / "REPORT.md"
+    if not report.is_file():
+        raise GmlmError(f"{report} does not exist yet: run the report stage first")
+    figures = target.parent / f"{target.stem}-figures"
+    figures.mkdir(parents=True, exist_ok=True)
+
+    def move(match: re.Match[str]) -> str:
+        source = out / match.group(2)
+        name = source.name if source.parent.name != "theory" else f"theory-{source.name}"
+        shutil.copyfile(source, figures / name)
+        return f"![{match.group(1)}]({figures.name}/{name})"
+
+    text = re.sub(r"!\[([^\]]*)\]\(([^)]+)\)", move, report.read_text(encoding="utf-8"))
+    atomic_write_text(target, text)
+    return target
