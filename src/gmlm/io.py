@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -46,3 +47,19 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 def atomic_write_json(path: Path, data: Any) -> None:
     atomic_write_text(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
+
+
+def replace_dir(tmp: Path, target: Path) -> None:
+    """Put the finished folder `tmp` (a sibling of `target`) at `target`, replacing any old one.
+
+    Each rename is atomic; an old folder is first moved aside into `.NAME.old-*` (removed
+    afterwards, or by the next run's clean-up if a crash interrupts it), so `target` never holds
+    a mix of old and new files.
+    """
+    if target.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
+        os.replace(target, old / target.name)
+        os.replace(tmp, target)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(tmp, target)

@@ -4,7 +4,6 @@ a reversal task so that they stop at different lengths and converge at different
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 
 import pytest
 import torch
@@ -17,31 +16,7 @@ from gmlm.models import (
     padir_loss,
 )
 from gmlm.nn import ModelConfig, tiny
-
-CONFIG = tiny(vocab_size=20)
-PAD, EOS = CONFIG.pad_id, CONFIG.eos_id
-
-
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    # Tiny ops are dominated by thread hand-off: one thread is several times faster here.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-def reversal_pairs(count: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sources `w_1 .. w_n EOS` and targets `w_n .. w_1 EOS`, n in 3..6, right-padded."""
-    g = torch.Generator().manual_seed(seed)
-    src = torch.full((count, 7), PAD)
-    tgt = torch.full((count, 7), PAD)
-    for row in range(count):
-        n = int(torch.randint(3, 7, (1,), generator=g))
-        words = torch.randint(CONFIG.n_special, CONFIG.vocab_size, (n,), generator=g)
-        src[row, : n + 1] = torch.cat([words, torch.tensor([EOS])])
-        tgt[row, : n + 1] = torch.cat([words.flip(0), torch.tensor([EOS])])
-    return src, tgt
+from tests.reversal import CONFIG, EOS, PAD, one_thread, reversal_pairs  # noqa: F401
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,5 @@
 """Both models must memorise a handful of reversal pairs in a few seconds, and run in bf16."""
 
-from collections.abc import Iterator
-
 import pytest
 import torch
 
@@ -12,33 +10,7 @@ from gmlm.models import (
     initial_hypothesis,
     padir_loss,
 )
-from gmlm.nn import tiny
-
-CONFIG = tiny(vocab_size=20)
-EOS, PAD = CONFIG.eos_id, CONFIG.pad_id
-
-
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    # Tiny ops are dominated by thread hand-off: one thread is 5-10x faster here, far more
-    # on a machine whose other core is busy.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-def reversal_pairs(count: int = 8, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sources `w_1 .. w_n EOS` and targets `w_n .. w_1 EOS`, n in 3..6, right-padded."""
-    g = torch.Generator().manual_seed(seed)
-    src = torch.full((count, 7), PAD)
-    tgt = torch.full((count, 7), PAD)
-    for row in range(count):
-        n = int(torch.randint(3, 7, (1,), generator=g))
-        words = torch.randint(CONFIG.n_special, CONFIG.vocab_size, (n,), generator=g)
-        src[row, : n + 1] = torch.cat([words, torch.tensor([EOS])])
-        tgt[row, : n + 1] = torch.cat([words.flip(0), torch.tensor([EOS])])
-    return src, tgt
+from tests.reversal import CONFIG, PAD, one_thread, reversal_pairs  # noqa: F401 (autouse fixture)
 
 
 @torch.no_grad()

@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import shutil
 import tempfile
 import time
@@ -51,7 +50,7 @@ from gmlm.data.corpora import Corpus, ParallelText, carve_splits, parse_spec, re
 from gmlm.data.stats import split_stats
 from gmlm.data.tokenizer import SPECIAL_IDS, Tokenizer
 from gmlm.errors import GmlmError
-from gmlm.io import atomic_write_json, current_umask
+from gmlm.io import atomic_write_json, current_umask, replace_dir
 
 ENCODE_CHUNK = 50_000
 
@@ -179,16 +178,6 @@ def _share_permissions(folder: Path) -> None:
         path.chmod(0o666 & ~umask)
 
 
-def _install(tmp: Path, out: Path) -> None:
-    if out.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-        os.replace(out, old / "dataset")
-        os.replace(tmp, out)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(tmp, out)
-
-
 def _up_to_date(out: Path, digest: str) -> bool:
     try:
         prepared = load_dataset(out)
@@ -257,7 +246,7 @@ def prepare_dataset(
         seconds["total"] = round(time.perf_counter() - t_start, 3)
         _write_metadata(cfg, corpus, splits, tokenizer, tmp, stats, entries, digest, seconds)
         _share_permissions(tmp)
-        _install(tmp, out)
+        replace_dir(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -139,7 +139,8 @@ class RefinementState:
     step: passes done. rows: (A,) the candidates still refining; memory: their encoder
     cross-attention keys/values; inputs: (A, W_a) their next decoder inputs.
     lengths: (C,) candidate lengths with EOS; source_lengths: (C,) their sources' lengths;
-    length_log_probs: (C,) the length predictor's log-probability of each candidate length;
+    length_log_probs: (C,) the length predictor's log-probability of each candidate length
+    (zeros unless options.length_weight is set);
     initial: (C, W) initial hypotheses;
     tokens: (C, W) each candidate's last argmax (its initial hypothesis before any pass);
     token_log_probs: (C, W) their log-probabilities under that pass, 0 at padding;
@@ -226,8 +227,13 @@ def refinement_init(
     k = per_sentence.shape[1]
     flat = per_sentence.flatten()
     sentence = torch.arange(src.shape[0], device=src.device).repeat_interleave(k)
-    length_log_probs = model.length_logits(enc).float().log_softmax(-1)
-    length_log_probs = length_log_probs[sentence, (flat - 1).clamp(0, config.max_target_len - 1)]
+    if options.length_weight:
+        length_log_probs = model.length_logits(enc).float().log_softmax(-1)
+        length_log_probs = length_log_probs[
+            sentence, (flat - 1).clamp(0, config.max_target_len - 1)
+        ]
+    else:  # not used by the selection: skip the length softmax
+        length_log_probs = torch.zeros(flat.shape, device=src.device)
     memory = model.cross_memory(enc).select(sentence)
     initial = initial_hypothesis(flat, config, generator, options.init)
     count = flat.numel()

@@ -21,7 +21,8 @@ PAPER_WMT14_DE_EN = {"ar": 33.50, "padir-T4": 33.49, "padir-T10": 33.63}
 PACKAGES = ("torch", "numpy", "sacrebleu", "sentencepiece", "safetensors", "matplotlib")
 
 
-def _load(path: Path) -> Any:
+def read_json(path: Path) -> Any:
+    """The JSON in `path`, or None when the file does not exist (a stage not run)."""
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
@@ -213,7 +214,7 @@ def plot_latency_vs_batch(bench: dict[str, Any], path: Path) -> Path | None:
 
 
 def theory_section(out: Path) -> list[str]:
-    verify = _load(out / "theory" / "verify.json")
+    verify = read_json(out / "theory" / "verify.json")
     if verify is None:
         return []
     lines = ["## Theory", "", "Exact checks (`gmlm theory verify`):", ""]
@@ -238,7 +239,7 @@ def theory_section(out: Path) -> list[str]:
 def stage_section(out: Path) -> list[str]:
     rows = []
     for name in STAGES:
-        info = _load(out / "stages" / f"{name}.json")
+        info = read_json(out / "stages" / f"{name}.json")
         if info is None:
             rows.append([name, "not run", None, None])
             continue
@@ -322,7 +323,7 @@ def write_report(
         + ".",
         "",
     ]
-    scores = _load(out / "eval" / "scores.json")
+    scores = read_json(out / "eval" / "scores.json")
     if scores:
         lines += quality_section(scores, out / "figures", out)
     if bench_markdown:

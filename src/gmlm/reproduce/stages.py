@@ -231,6 +231,7 @@ def evaluate(ctx: Context) -> dict[str, Any]:
     folder.mkdir(parents=True, exist_ok=True)
     atomic_write_text(folder / "reference.txt", "".join(r + "\n" for r in references))
     rows: list[dict[str, Any]] = []
+    signatures: dict[str, str] = {}
     translators: dict[str, Any] = {}
     for system in systems(ctx.cfg):
         hyp_path = folder / f"{system.key}.txt"
@@ -251,6 +252,7 @@ def evaluate(ctx: Context) -> dict[str, Any]:
             seconds = time.perf_counter() - start
             atomic_write_text(hyp_path, "".join(h + "\n" for h in hyps))
         scores = corpus_scores(hyps, references, tokenize)
+        signatures = {name: score.signature for name, score in scores.items()}
         stutter = stutter_report(hyps, references, tokenize)
         row = {
             "system": system.key,
@@ -273,8 +275,8 @@ def evaluate(ctx: Context) -> dict[str, Any]:
         "split": e.split,
         "sentences": len(references),
         "tokenize": tokenize,
-        "bleu_signature": corpus_scores(references[:1], references[:1], tokenize)["bleu"].signature,
-        "chrf_signature": corpus_scores(references[:1], references[:1], tokenize)["chrf"].signature,
+        "bleu_signature": signatures["bleu"],
+        "chrf_signature": signatures["chrf"],
         "reference_repeats_per_100_words": round(control.reference_repeats_per_100_words, 3),
         "precision": "bf16" if e.bf16 else "fp32",
         "systems": rows,
@@ -330,17 +332,17 @@ def attention(ctx: Context) -> dict[str, Any]:
 
 # -------------------------------------------------------------------------- report
 def report(ctx: Context) -> dict[str, Any]:
-    from gmlm.reproduce.report import write_report
+    from gmlm.reproduce.report import read_json, write_report
 
     bench_md = attention_md = None
-    bench_result = _read_json(ctx.out / "bench" / "bench.json")
+    bench_result = read_json(ctx.out / "bench" / "bench.json")
     if bench_result is not None:
         from gmlm.bench import render_markdown as render_bench
         from gmlm.reproduce.report import plot_latency_vs_batch
 
         bench_md = render_bench(bench_result)
         plot_latency_vs_batch(bench_result, ctx.out / "figures" / "latency_vs_batch.png")
-    attention_result = _read_json(ctx.out / "attention" / "attention.json")
+    attention_result = read_json(ctx.out / "attention" / "attention.json")
     if attention_result is not None:
         from gmlm.analysis.attention import render_markdown as render_attention
 
@@ -348,9 +350,3 @@ def report(ctx: Context) -> dict[str, Any]:
     path = write_report(ctx.cfg, ctx.out, bench_md, attention_md)
     ctx.log(f"  wrote {path}")
     return {"report": str(path)}
-
-
-def _read_json(path: Path) -> Any:
-    import json
-
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None

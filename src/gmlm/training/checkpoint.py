@@ -20,7 +20,6 @@ Every folder is written to a temporary sibling and renamed into place, so a cras
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
@@ -36,7 +35,7 @@ from torch import nn
 from gmlm.config import ConfigError, load_saved_config, save_config, to_dict
 from gmlm.data.tokenizer import Tokenizer
 from gmlm.errors import GmlmError
-from gmlm.io import atomic_write_json, current_umask
+from gmlm.io import atomic_write_json, current_umask, replace_dir
 from gmlm.models import build_model
 from gmlm.nn.config import ModelConfig
 from gmlm.training.config import TrainConfig
@@ -66,13 +65,7 @@ def write_checkpoint_dir(path: Path, fill: Callable[[Path], None]) -> None:
     try:
         fill(tmp)
         tmp.chmod(0o777 & ~current_umask())
-        if path.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old-", dir=path.parent))
-            os.replace(path, old / "x")
-            os.replace(tmp, path)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, path)
+        replace_dir(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
