@@ -1,4 +1,5 @@
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -78,6 +79,10 @@ def test_scores_identical_to_sacrebleu_command(tmp_path):
     assert ours["chrf"].score == pytest.approx(golden[1]["score"], abs=5e-5)
     assert ours["bleu"].signature == golden[0]["signature"]
     assert ours["chrf"].signature == golden[1]["signature"]
+    lengths = re.search(r"hyp_len = (\d+) ref_len = (\d+)", golden[0]["verbose_score"])
+    assert lengths is not None
+    assert ours["bleu"].length_ratio == int(lengths[1]) / int(lengths[2])
+    assert ours["chrf"].length_ratio is None
 
 
 def test_cli_json_and_errors(tmp_path, capsys):
@@ -87,6 +92,8 @@ def test_cli_json_and_errors(tmp_path, capsys):
     data = json.loads(capsys.readouterr().out)
     assert data["bleu"]["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
     assert data["stutter"]["stutters"] == 3
+    assert data["bleu"]["length_ratio"] == corpus_scores(HYPS, REFS)["bleu"].length_ratio
+    assert "length_ratio" not in data["chrf"]
     short = write(tmp_path, "short.txt", REFS[:2])
     assert main(["evaluate", "--hyp", str(hyp), "--ref", str(short)]) == 2
     assert "has 6 lines" in capsys.readouterr().err

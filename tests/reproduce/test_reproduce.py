@@ -44,7 +44,7 @@ def quick(corpus: str, *extra: str) -> list[str]:
         "teacher.overrides=[max_steps=40,valid_every=20,valid_sentences=5]",
         "ar.overrides=[max_steps=20,valid_every=20,valid_sentences=0]",
         "padir.overrides=[max_steps=20,valid_every=20,valid_sentences=0]",
-        "evaluate.padir_steps=[1,2]",
+        "evaluate.padir_steps=[1,4]",
         "bench.sentences=3",
         "bench.warmup=1",
         "bench.batch_sizes=[1,2]",
@@ -119,15 +119,16 @@ def test_whole_pipeline_on_a_synthetic_corpus(corpus, tmp_path):
         "ar-beam1",
         "ar-beam5",
         "padir-T1-B1",
-        "padir-T2-B1",
+        "padir-T4-B1",
         "padir-T1-B5",
-        "padir-T2-B5",
+        "padir-T4-B5",
     ]
     references = (out / "eval" / "reference.txt").read_text().splitlines()
     for key in keys:
         assert len((out / "eval" / f"{key}.txt").read_text().splitlines()) == len(references)
     report = (out / "REPORT.md").read_text()
     for heading in (
+        "Targets",
         "Translation quality",
         "Stutter",
         "Speed",
@@ -138,6 +139,15 @@ def test_whole_pipeline_on_a_synthetic_corpus(corpus, tmp_path):
     ):
         assert f"## {heading}" in report, heading
     assert (out / "figures" / "bleu_vs_steps.png").is_file()
+    rows = {r["system"]: r for r in scores["systems"]}
+    gap = rows["ar-beam5"]["bleu"] - rows["padir-T4-B5"]["bleu"]
+    assert all(r["length_ratio"] > 0.0 for r in scores["systems"])
+    bench = json.loads((out / "bench" / "bench.json").read_text())
+    speed = [s for s in bench["speedups"] if (s["padir"], s["ar"]) == ("padir T=4 B=5", "ar beam5")]
+    targets = report.split("## Targets")[1].split("\n## ")[0]
+    assert targets.count("| speed (") == len(speed)
+    verdict = "met" if gap <= 1.0 else f"missed by {gap - 1.0:.2f} BLEU"
+    assert f"(gap {gap:+.2f}) | {verdict} |" in targets
     assert (out / "theory" / "figure3.png").is_file()
     published = publish_report(out, tmp_path / "docs" / "RESULTS.md")
     text = published.read_text()

@@ -1,4 +1,4 @@
-"""`gmlm analyze attention`: argument parsing only; the work is in gmlm.analysis (imported
+"""`gmlm analyze attention|length`: argument parsing only; the work is in gmlm.analysis (imported
 when the command runs, so `gmlm --help` does not load torch)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from gmlm.io import atomic_write_json
 def add_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "analyze",
-        help="analyses of trained models (attention of stutter pairs)",
+        help="analyses of trained models (attention of stutter pairs, length prediction)",
         description="Analyses of trained checkpoints, as in Section 3.4 of the paper.",
     )
     analyze_sub = parser.add_subparsers(dest="analyze_command", metavar="SUBCOMMAND")
@@ -30,21 +30,46 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "attention and top-k overlap (Table 5); min / avg / max over heads, mean +- std over "
         "pairs. Prints Markdown tables with the paper's cells where known (n/a otherwise).",
     )
-    p.add_argument(
-        "--checkpoint", type=Path, required=True, help="PaDIR checkpoint folder (or run folder)"
-    )
-    p.add_argument("--data", type=Path, required=True, help="prepared dataset folder")
-    p.add_argument("--split", default="test", help="split whose sources to decode (default: test)")
-    p.add_argument("--sentences", type=int, help="only the first N sentences (default: all)")
-    p.add_argument("--steps", type=int, default=4, help="refinement passes T (default: 4)")
-    p.add_argument(
-        "--length-beam", type=int, default=5, help="predicted lengths decoded, B (default: 5)"
-    )
+    common_arguments(p)
     p.add_argument(
         "--stutter-remask",
         choices=("none", "previous", "initial"),
         help="stutter remasking between passes (default: previous, as `gmlm translate`); "
         "the final pass is never remasked, so its stutters are observable either way",
+    )
+    p.set_defaults(func=run_attention)
+
+    p = analyze_sub.add_parser(
+        "length",
+        help="length prediction accuracy and decoding with the reference length (oracle)",
+        description="Compares a PaDIR checkpoint's predicted target lengths with the "
+        "references' (top-1 exact / within 1 / within 2, errors, reference among the top B) "
+        "and decodes the split with T passes and (a) the top-1 predicted length, (b) the top B "
+        "lengths for each --length-weights selection weight, (c) the reference length: BLEU, "
+        "chrF, length ratio and stutter rate of each, to tell how much BLEU the length "
+        "predictor costs. Rows (a) and (b) equal `gmlm translate --steps T --length-beam B`.",
+    )
+    common_arguments(p)
+    p.add_argument(
+        "--length-weights",
+        type=weights,
+        default=(0.0, 0.5),
+        help="comma-separated selection weights of the length log-probability for the top-B "
+        "decoding (default: 0,0.5; 0 is the paper's selection)",
+    )
+    p.set_defaults(func=run_length)
+
+
+def common_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--checkpoint", type=Path, required=True, help="PaDIR checkpoint folder (or run folder)"
+    )
+    p.add_argument("--data", type=Path, required=True, help="prepared dataset folder")
+    p.add_argument("--split", default="test", help="split to decode (default: test)")
+    p.add_argument("--sentences", type=int, help="only the first N sentences (default: all)")
+    p.add_argument("--steps", type=int, default=4, help="refinement passes T (default: 4)")
+    p.add_argument(
+        "--length-beam", type=int, default=5, help="predicted lengths decoded, B (default: 5)"
     )
     p.add_argument("--batch-size", type=int, default=32, help="sentences per batch (default: 32)")
     p.add_argument("--bf16", action="store_true", help="bfloat16 autocast")
@@ -53,7 +78,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     p.add_argument("--out", type=Path, help="also write the JSON result to this file")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=run_attention)
 
 
 def run_attention(args: argparse.Namespace) -> int:
@@ -76,4 +100,37 @@ def run_attention(args: argparse.Namespace) -> int:
     if args.out is not None:
         atomic_write_json(args.out, result)
     print(json.dumps(result) if args.json else render_markdown(result).rstrip("\n"))
+    return 0
+
+
+def weights(text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give numbers separated by commas") from None
+    if not values or any(v < 0 for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: give one or more weights >= 0")
+    return values
+
+
+def run_length(args: argparse.Namespace) -> int:
+    from gmlm.analysis.length import length_analysis, render_length_markdown
+
+    result = length_analysis(
+        args.checkpoint,
+        args.data,
+        args.split,
+        sentences=args.sentences,
+        steps=args.steps,
+        length_beam=args.length_beam,
+        length_weights=args.length_weights,
+        batch_size=args.batch_size,
+        bf16=args.bf16,
+        seed=args.seed,
+        device=args.device,
+        progress=not args.no_progress,
+    )
+    if args.out is not None:
+        atomic_write_json(args.out, result)
+    print(json.dumps(result) if args.json else render_length_markdown(result).rstrip("\n"))
     return 0

@@ -58,7 +58,11 @@ def run(args: argparse.Namespace) -> int:
                     "hyp": str(args.hyp),
                     "ref": str(args.ref),
                     **{
-                        name: {"score": s.score, "signature": s.signature}
+                        name: {
+                            "score": s.score,
+                            "signature": s.signature,
+                            **({} if s.length_ratio is None else {"length_ratio": s.length_ratio}),
+                        }
                         for name, s in scores.items()
                     },
                     "stutter": stutter.to_json(),

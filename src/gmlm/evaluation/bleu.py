@@ -21,6 +21,8 @@ class Score:
     score: float
     signature: str
     text: str  # sacrebleu's own formatted line, e.g. "BLEU = 34.12 65.0/40.1/..."
+    # BLEU only: hypothesis / reference length in BLEU tokens (below 1: brevity penalty).
+    length_ratio: float | None = None
 
 
 def default_tokenizer(target_lang: str | None) -> str:
@@ -45,5 +47,12 @@ def corpus_scores(
     out = {}
     for name, metric in (("bleu", bleu), ("chrf", chrf)):
         result = metric.corpus_score(list(hypotheses), refs)
-        out[name] = Score(name, float(result.score), str(metric.get_signature()), str(result))
+        ratio = getattr(result, "ratio", None)  # BLEUScore has one, CHRFScore not
+        out[name] = Score(
+            name,
+            float(result.score),
+            str(metric.get_signature()),
+            str(result),
+            None if ratio is None else float(ratio),
+        )
     return out

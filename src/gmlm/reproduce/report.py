@@ -18,6 +18,10 @@ from gmlm.reproduce.config import STAGES, ReproduceConfig
 
 # Table 1 of the paper (SacreBLEU, B = 5, WMT14 DE>EN): a different corpus, shown for scale.
 PAPER_WMT14_DE_EN = {"ar": 33.50, "padir-T4": 33.49, "padir-T10": 33.63}
+# The targets of the laptop reproduction (issue 7): PaDIR T=4, B=5 against the AR model
+# trained on the same (distilled) data, decoded with beam 5.
+TARGET_BLEU_GAP = 1.0
+TARGET_SPEEDUP = 2.0
 PACKAGES = ("torch", "numpy", "sacrebleu", "sentencepiece", "safetensors", "matplotlib")
 
 
@@ -83,6 +87,47 @@ def _minutes(seconds: float | None) -> str:
     return "n/a" if seconds is None else f"{seconds / 60:.1f} min"
 
 
+def targets_section(scores: dict[str, Any] | None, bench: dict[str, Any] | None) -> list[str]:
+    """Met / missed for the two targets, from eval/scores.json and bench/bench.json."""
+    rows: list[list[Any]] = []
+    systems = {r["system"]: r for r in (scores or {}).get("systems", [])}
+    padir, ar = systems.get("padir-T4-B5"), systems.get("ar-beam5")
+    if padir and ar:
+        gap = ar["bleu"] - padir["bleu"]
+        verdict = "met" if gap <= TARGET_BLEU_GAP else f"missed by {gap - TARGET_BLEU_GAP:.2f} BLEU"
+        rows.append(
+            [
+                f"quality: PaDIR T=4 B=5 within {TARGET_BLEU_GAP} BLEU of {ar['label']}",
+                f"BLEU {padir['bleu']:.2f} vs {ar['bleu']:.2f} (gap {gap:+.2f})",
+                verdict,
+            ]
+        )
+    for s in (bench or {}).get("speedups", []):
+        if s["padir"] != "padir T=4 B=5" or s["ar"] != "ar beam5":
+            continue
+        ratio = s["e2e_p50"]
+        verdict = "met" if ratio >= TARGET_SPEEDUP else f"missed: {ratio:.2f}x < {TARGET_SPEEDUP}x"
+        rows.append(
+            [
+                f"speed ({s['precision']}): PaDIR T=4 B=5 at least {TARGET_SPEEDUP}x faster "
+                "than AR beam 5, batch-1 median",
+                f"text in, text out {ratio:.2f}x; ids in, ids out {s['model_p50']:.2f}x",
+                verdict,
+            ]
+        )
+    if not rows:
+        return []
+    return [
+        "## Targets",
+        "",
+        table(["target", "measured", "verdict"], rows),
+        "",
+        "Computed from eval/scores.json and bench/bench.json of this run; the speed verdict "
+        "uses the end-to-end (text in, text out) median.",
+        "",
+    ]
+
+
 def quality_section(scores: dict[str, Any], figures: Path, out: Path) -> list[str]:
     rows = []
     for r in scores["systems"]:
@@ -93,7 +138,7 @@ def quality_section(scores: dict[str, Any], figures: Path, out: Path) -> list[st
             paper = PAPER_WMT14_DE_EN.get(f"padir-T{r['steps']}")
         steps = r.get("steps", "N")
         hyps = r.get("length_beam", r.get("beam"))
-        rows.append([r["label"], steps, hyps, r["bleu"], r["chrf"], paper])
+        rows.append([r["label"], steps, hyps, r["bleu"], r["chrf"], r.get("length_ratio"), paper])
     lines = [
         "## Translation quality (the paper's Table 1 layout)",
         "",
@@ -102,10 +147,12 @@ def quality_section(scores: dict[str, Any], figures: Path, out: Path) -> list[st
         "token). # hyp.: beam size (AR) or predicted lengths decoded, B (PaDIR).",
         "",
         table(
-            ["model", "steps", "# hyp.", "BLEU", "chrF", "paper WMT14 DE>EN BLEU"],
+            ["model", "steps", "# hyp.", "BLEU", "chrF", "length ratio", "paper WMT14 DE>EN BLEU"],
             rows,
         ),
         "",
+        "Length ratio: hypothesis / reference length in BLEU tokens (below 1 the brevity "
+        "penalty applies). "
         f"BLEU signature: `{scores['bleu_signature']}`; chrF signature: "
         f"`{scores['chrf_signature']}`. The paper column is the published result on WMT14 "
         "(a different, larger corpus, 67M-parameter models, 500k TPU steps): for scale, not a "
@@ -324,6 +371,7 @@ def write_report(
         "",
     ]
     scores = read_json(out / "eval" / "scores.json")
+    lines += targets_section(scores, read_json(out / "bench" / "bench.json"))
     if scores:
         lines += quality_section(scores, out / "figures", out)
     if bench_markdown:

@@ -261,6 +261,7 @@ def evaluate(ctx: Context) -> dict[str, Any]:
             **system.settings,
             "bleu": round(scores["bleu"].score, 2),
             "chrf": round(scores["chrf"].score, 2),
+            "length_ratio": round(scores["bleu"].length_ratio or 0.0, 3),
             "stutter_per_100_words": round(stutter.stutters_per_100_words, 3),
             "repeats_per_100_words": round(stutter.hypothesis_repeats_per_100_words, 3),
             "decode_seconds": seconds,

@@ -1,0 +1,268 @@
+"""Length prediction of a PaDIR checkpoint: how often it predicts the reference length, and
+what the translation quality would be with the reference length given (an oracle).
+
+    from gmlm.analysis.length import length_analysis, render_length_markdown
+
+    result = length_analysis("runs/padir", "data/multi30k", split="test", steps=4)
+    print(render_length_markdown(result))
+
+PaDIR fixes the output length before refining (the encoder's [LENGTH] state scores lengths 1 ..
+max_target_len), so a wrong length costs BLEU that no number of refinement passes can win
+back. This analysis separates that cost from the rest:
+
+* the predictor: for each pair, the reference length N* (the reference's pieces under the
+  checkpoint's tokenizer, plus EOS) against the top-1 prediction (exact, within 1 and 2, mean
+  absolute and signed error), the share of references among the top B lengths, and the mean
+  rank of N* in the predictor's order;
+* decoding with T passes and (a) the top-1 predicted length, (b) the top B predicted lengths
+  and each selection weight in `length_weights` (0 = the paper's summed token log-probability,
+  see `RefinementOptions.length_weight`), (c) the reference length (oracle, one candidate).
+  Each row gets SacreBLEU, chrF, the BLEU length ratio and the word-level stutter rate against
+  the references, and for (b) how often the selected candidate has the reference length.
+
+Pairs are decoded as ``gmlm translate`` does (longest source first, batches of `batch_size`, a
+CPU generator seeded with `seed` for each configuration), so rows (a) and (b) are exactly the
+translations of ``gmlm translate --steps T --length-beam B`` whenever no pair is skipped.
+Pairs with an empty side, a source over max_source_len or a reference over max_target_len are
+skipped and counted. Note that a model trained on distilled targets learns the lengths of the
+teacher's translations, not of human references; the oracle row measures the headroom left by
+the length predictor against human lengths.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+import gmlm
+from gmlm.data.binarized import load_dataset
+from gmlm.data.lengths import encode_inputs
+from gmlm.decoding.refinement import RefinementOptions, refine
+from gmlm.errors import GmlmError
+from gmlm.evaluation.bleu import corpus_scores, default_tokenizer
+from gmlm.evaluation.stutter import stutter_report
+from gmlm.models import PadirModel
+from gmlm.translate import load
+
+
+@dataclasses.dataclass(frozen=True)
+class Configuration:
+    """One decoding of every pair: `oracle` decodes the reference length only."""
+
+    name: str
+    length_beam: int
+    length_weight: float = 0.0
+    oracle: bool = False
+
+
+def configurations(length_beam: int, length_weights: tuple[float, ...]) -> list[Configuration]:
+    found = [Configuration("predicted length (B=1)", 1)]
+    if length_beam > 1:
+        found += [
+            Configuration(f"top {length_beam} predicted lengths, weight {w:g}", length_beam, w)
+            for w in length_weights
+        ]
+    found.append(Configuration("reference length (oracle)", 1, oracle=True))
+    return found
+
+
+def length_analysis(
+    checkpoint: str | Path,
+    data: str | Path,
+    split: str = "test",
+    *,
+    sentences: int | None = None,
+    steps: int = 4,
+    length_beam: int = 5,
+    length_weights: tuple[float, ...] = (0.0, 0.5),
+    batch_size: int = 32,
+    bf16: bool = False,
+    seed: int = 0,
+    device: str = "auto",
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Length prediction and oracle-length decoding of a PaDIR `checkpoint` on the first
+    `sentences` (default all) pairs of `split` of the prepared dataset `data` (see the module
+    docstring). Returns a JSON-ready dict."""
+    if sentences is not None and sentences < 1:
+        raise GmlmError(f"sentences={sentences} must be at least 1")
+    if batch_size < 1:
+        raise GmlmError(f"batch_size={batch_size} must be at least 1")
+    if not length_weights:
+        raise GmlmError("length_weights needs at least one weight (0 is the paper's selection)")
+    started = time.perf_counter()
+    translator = load(checkpoint, device)
+    if translator.kind != "padir" or not isinstance(translator.model, PadirModel):
+        raise GmlmError(
+            f"{checkpoint}: an autoregressive checkpoint (kind '{translator.kind}'); length "
+            "prediction belongs to PaDIR, give a PaDIR checkpoint (kind 'padir')"
+        )
+    model, config, tokenizer = translator.model, translator.config, translator.tokenizer
+    runs = configurations(length_beam, tuple(length_weights))
+    options = {
+        c.name: translator.options(
+            steps=steps, length_beam=c.length_beam, length_weight=c.length_weight
+        )
+        for c in runs
+    }
+
+    prepared = load_dataset(data)
+    sources_text = prepared.read_text(split, "src")
+    references_text = prepared.read_text(split, "tgt")
+    if sentences is not None:
+        sources_text, references_text = sources_text[:sentences], references_text[:sentences]
+    encoded = encode_inputs(
+        tokenizer,
+        sources_text,
+        config.max_source_len,
+        on_over_length="report",
+        origin=f"{prepared.root}/{split}.src.txt",
+    )
+    over = set(encoded.over_length)
+    skipped = {"empty": 0, "source_over_length": 0, "reference_over_length": 0}
+    pairs: list[tuple[list[int], int, str]] = []  # source ids, reference length, reference
+    for i, (ids, reference) in enumerate(zip(encoded.ids, references_text, strict=True)):
+        target = len(tokenizer.encode(reference)) + 1
+        if not ids or target == 1:
+            skipped["empty"] += 1
+        elif i in over:
+            skipped["source_over_length"] += 1
+        elif target > config.max_target_len:
+            skipped["reference_over_length"] += 1
+        else:
+            pairs.append((ids, target, reference))
+    if not pairs:
+        raise GmlmError(f"{prepared.root}: no pair of split {split!r} can be analysed ({skipped})")
+    # Longest source first, as `Translator.translate_ids` batches.
+    order = sorted(range(len(pairs)), key=lambda i: -len(pairs[i][0]))
+
+    top1 = torch.zeros(len(pairs), dtype=torch.long)
+    rank = torch.zeros(len(pairs), dtype=torch.long)
+    in_beam = torch.zeros(len(pairs), dtype=torch.bool)
+    hypotheses = {c.name: [""] * len(pairs) for c in runs}
+    chosen_is_reference = {c.name: 0 for c in runs if c.length_beam > 1}
+    generators = {c.name: torch.Generator().manual_seed(seed) for c in runs}
+    with (
+        torch.no_grad(),
+        tqdm(
+            total=len(pairs), desc="length", unit="sent", disable=None if progress else True
+        ) as bar,
+    ):
+        for start in range(0, len(order), batch_size):
+            batch = order[start : start + batch_size]
+            src = translator._source_tensor([pairs[i][0] for i in batch])
+            targets = torch.tensor([pairs[i][1] for i in batch])
+            with torch.autocast(translator.device.type, dtype=torch.bfloat16, enabled=bf16):
+                logits = model.length_logits(model.encode(src)).float().cpu()
+                target_logit = logits.gather(1, (targets - 1).unsqueeze(1))
+                rows = torch.tensor(batch)
+                top1[rows] = logits.argmax(1) + 1
+                rank[rows] = (logits > target_logit).sum(1) + 1
+                in_beam[rows] = rank[rows] <= length_beam
+                for c in runs:
+                    opts = options[c.name]
+                    assert isinstance(opts, RefinementOptions)
+                    lengths = targets.unsqueeze(1).to(src.device) if c.oracle else None
+                    results = refine(model, src, opts, generators[c.name], lengths)
+                    for i, r in zip(batch, results, strict=True):
+                        hypotheses[c.name][i] = " ".join(tokenizer.decode(r.tokens).splitlines())
+                        if c.name in chosen_is_reference:
+                            chosen_is_reference[c.name] += r.length == pairs[i][1]
+            bar.update(len(batch))
+
+    references = [p[2] for p in pairs]
+    tokenize = default_tokenizer(prepared.stats().get("tgt_lang"))
+    reference_lengths = torch.tensor([p[1] for p in pairs])
+    error = (top1 - reference_lengths).float()
+    rows_out = []
+    for c in runs:
+        scores = corpus_scores(hypotheses[c.name], references, tokenize)
+        stutter = stutter_report(hypotheses[c.name], references, tokenize)
+        row: dict[str, Any] = {
+            "decoding": c.name,
+            "length_beam": c.length_beam,
+            "length_weight": c.length_weight,
+            "oracle": c.oracle,
+            "bleu": round(scores["bleu"].score, 2),
+            "chrf": round(scores["chrf"].score, 2),
+            "length_ratio": round(scores["bleu"].length_ratio or 0.0, 3),
+            "stutter_per_100_words": round(stutter.stutters_per_100_words, 3),
+        }
+        if c.name in chosen_is_reference:
+            row["chosen_is_reference_length"] = round(chosen_is_reference[c.name] / len(pairs), 4)
+        rows_out.append(row)
+    return {
+        "analysis": "length",
+        "checkpoint": str(checkpoint),
+        "data": str(data),
+        "split": split,
+        "sentences": {"in_split": len(sources_text), "analysed": len(pairs), "skipped": skipped},
+        "predictor": {
+            "top1_exact": round(float((error == 0).float().mean()), 4),
+            "top1_within_1": round(float((error.abs() <= 1).float().mean()), 4),
+            "top1_within_2": round(float((error.abs() <= 2).float().mean()), 4),
+            "top1_mean_abs_error": round(float(error.abs().mean()), 3),
+            "top1_mean_signed_error": round(float(error.mean()), 3),
+            f"reference_in_top_{length_beam}": round(float(in_beam.float().mean()), 4),
+            "reference_mean_rank": round(float(rank.float().mean()), 3),
+            "mean_reference_length": round(float(reference_lengths.float().mean()), 3),
+        },
+        "decoding": rows_out,
+        "settings": {
+            "steps": steps,
+            "length_beam": length_beam,
+            "length_weights": list(length_weights),
+            "batch_size": batch_size,
+            "seed": seed,
+            "bf16": bf16,
+            "tokenize": tokenize,
+            "device": str(translator.device),
+            "threads": torch.get_num_threads(),
+            "torch": torch.__version__,
+            "gmlm": gmlm.__version__,
+        },
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+
+
+def render_length_markdown(result: dict[str, Any]) -> str:
+    """The predictor's accuracy and the decoding table as Markdown."""
+    p, s = result["predictor"], result["settings"]
+    beam = s["length_beam"]
+    n = result["sentences"]
+    lines = [
+        f"{n['analysed']} pairs of split '{result['split']}' (skipped: "
+        + ", ".join(f"{k} {v}" for k, v in n["skipped"].items())
+        + f"); lengths in pieces with EOS (mean reference {p['mean_reference_length']:.1f}).",
+        "",
+        "| length predictor | value |",
+        "|---|---:|",
+        f"| top-1 = reference length | {100 * p['top1_exact']:.1f}% |",
+        f"| top-1 within 1 / within 2 | {100 * p['top1_within_1']:.1f}% / "
+        f"{100 * p['top1_within_2']:.1f}% |",
+        f"| top-1 mean absolute / signed error | {p['top1_mean_abs_error']:.2f} / "
+        f"{p['top1_mean_signed_error']:+.2f} |",
+        f"| reference among the top {beam} | {100 * p[f'reference_in_top_{beam}']:.1f}% |",
+        f"| mean rank of the reference length | {p['reference_mean_rank']:.2f} |",
+        "",
+        f"Decoding with T={s['steps']} passes ({'bf16' if s['bf16'] else 'fp32'}, seed "
+        f"{s['seed']}):",
+        "",
+        "| lengths decoded | BLEU | chrF | length ratio | stutter / 100 words | "
+        "chosen = reference length |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in result["decoding"]:
+        chosen = r.get("chosen_is_reference_length")
+        lines.append(
+            f"| {r['decoding']} | {r['bleu']:.2f} | {r['chrf']:.2f} | {r['length_ratio']:.3f} | "
+            f"{r['stutter_per_100_words']:.3f} | "
+            + ("n/a" if chosen is None else f"{100 * chosen:.1f}%")
+            + " |"
+        )
+    return "\n".join(lines) + "\n"

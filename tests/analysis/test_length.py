@@ -1,0 +1,105 @@
+"""The length analysis on a tiny trained PaDIR checkpoint: its decoding rows agree with
+`gmlm translate`, its predictor statistics with a sentence-by-sentence recomputation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+import gmlm
+from gmlm.analysis.length import length_analysis, render_length_markdown
+from gmlm.cli.main import main
+from gmlm.data.binarized import load_dataset
+from gmlm.errors import GmlmError
+from gmlm.evaluation.bleu import corpus_scores
+from gmlm.models import PadirModel
+
+
+def test_cli_rows_equal_translate(
+    padir_run: Path, word_task_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "length.json"
+    args = ["analyze", "length", "--checkpoint", str(padir_run), "--data", str(word_task_data)]
+    flags = ["--sentences", "16", "--steps", "2", "--length-beam", "3", "--batch-size", "8"]
+    assert main([*args, *flags, "--length-weights", "0,1", "--device", "cpu", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["sentences"]["analysed"] == 16
+    names = [r["decoding"] for r in result["decoding"]]
+    assert names == [
+        "predicted length (B=1)",
+        "top 3 predicted lengths, weight 0",
+        "top 3 predicted lengths, weight 1",
+        "reference length (oracle)",
+    ]
+    prepared = load_dataset(word_task_data)
+    sources = prepared.read_text("test", "src")[:16]
+    references = prepared.read_text("test", "tgt")[:16]
+    translator = gmlm.load(padir_run, device="cpu")
+    for row, beam, weight in zip(result["decoding"][:3], (1, 3, 3), (0.0, 0.0, 1.0), strict=True):
+        hyps = translator.translate(
+            sources, steps=2, length_beam=beam, length_weight=weight, batch_size=8
+        )
+        scores = corpus_scores(hyps, references)
+        assert row["bleu"] == round(scores["bleu"].score, 2), row
+        assert row["chrf"] == round(scores["chrf"].score, 2), row
+        assert row["length_ratio"] == round(scores["bleu"].length_ratio or 0.0, 3), row
+    for row in result["decoding"][1:3]:
+        assert 0.0 <= row["chosen_is_reference_length"] <= 1.0
+    assert "chosen_is_reference_length" not in result["decoding"][0]
+
+    # Markdown output and --out.
+    assert main([*args, *flags, "--device", "cpu", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "| top-1 = reference length |" in text and "| reference length (oracle) |" in text
+    assert json.loads(out.read_text(encoding="utf-8"))["analysis"] == "length"
+
+
+def test_predictor_statistics_match_a_per_sentence_recomputation(
+    padir_run: Path, word_task_data: Path
+) -> None:
+    result = length_analysis(
+        padir_run, word_task_data, sentences=12, steps=1, length_beam=2, device="cpu"
+    )
+    translator = gmlm.load(padir_run, device="cpu")
+    model = translator.model
+    assert isinstance(model, PadirModel)
+    prepared = load_dataset(word_task_data)
+    sources = prepared.read_text("test", "src")[:12]
+    references = prepared.read_text("test", "tgt")[:12]
+    errors, ranks = [], []
+    with torch.no_grad():
+        for source, reference in zip(sources, references, strict=True):
+            src = translator._source_tensor([translator.tokenizer.encode(source)])
+            logits = model.length_logits(model.encode(src))[0]
+            target = len(translator.tokenizer.encode(reference)) + 1
+            errors.append(int(logits.argmax()) + 1 - target)
+            ranks.append(int((logits > logits[target - 1]).sum()) + 1)
+    p = result["predictor"]
+    assert p["top1_exact"] == pytest.approx(sum(e == 0 for e in errors) / 12, abs=1e-4)
+    assert p["top1_within_1"] == pytest.approx(sum(abs(e) <= 1 for e in errors) / 12, abs=1e-4)
+    assert p["top1_mean_signed_error"] == pytest.approx(sum(errors) / 12, abs=1e-3)
+    assert p["reference_in_top_2"] == pytest.approx(sum(r <= 2 for r in ranks) / 12, abs=1e-4)
+    assert p["reference_mean_rank"] == pytest.approx(sum(ranks) / 12, abs=1e-3)
+    assert "reference length (oracle)" in render_length_markdown(result)
+
+
+def test_bad_input_is_a_clean_error(
+    padir_run: Path,
+    ar_checkpoint: Path,
+    word_task_data: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(GmlmError, match="kind 'padir'"):
+        length_analysis(ar_checkpoint, word_task_data, device="cpu")
+    with pytest.raises(GmlmError, match="at least 1"):
+        length_analysis(padir_run, word_task_data, sentences=0, device="cpu")
+    with pytest.raises(GmlmError, match="at least one weight"):
+        length_analysis(padir_run, word_task_data, length_weights=(), device="cpu")
+    args = ["analyze", "length", "--checkpoint", str(padir_run), "--data", str(word_task_data)]
+    with pytest.raises(SystemExit) as exit_info:
+        main([*args, "--length-weights", "a,b"])
+    assert exit_info.value.code == 2
+    assert "give numbers separated by commas" in capsys.readouterr().err
