@@ -1,6 +1,8 @@
-"""Analyses of trained models: the attention of stutter pairs (paper Tables 4 and 5).
+"""Analyses of trained models: the attention of stutter pairs (paper Tables 4 and 5) and
+the length predictor (`gmlm.analysis.length`).
 
 from gmlm.analysis import attention_analysis, render_markdown
+from gmlm.analysis.length import length_analysis, render_length_markdown
 """
 
 from gmlm.analysis.attention import PairCollector, attention_analysis, pair_metrics, render_markdown
