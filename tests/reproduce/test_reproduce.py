@@ -11,7 +11,7 @@ from gmlm.config import ConfigError
 from gmlm.errors import GmlmError
 from gmlm.reproduce.config import STAGES, load_reproduce_config, parse_stages
 from gmlm.reproduce.pipeline import run_reproduce
-from gmlm.reproduce.report import publish_report
+from gmlm.reproduce.report import NOTES_MARKER, publish_report
 from tests.data.datahelpers import make_pairs, write_lines
 
 QUICK_THEORY = [
@@ -157,6 +157,10 @@ def test_whole_pipeline_on_a_synthetic_corpus(corpus, tmp_path):
         and "RESULTS-figures/bleu_vs_steps.png" in links
     )
     assert all((published.parent / link).is_file() for link in links)
+    # Hand-written notes after the marker survive publishing again.
+    notes = f"{NOTES_MARKER}\n\n## Diagnosis\n\nwritten by hand\n"
+    published.write_text(text + "\n" + notes)
+    assert publish_report(out, published).read_text() == text.rstrip("\n") + "\n\n" + notes
     # A rerun skips every stage.
     again: list[str] = []
     run_reproduce(cfg, out, progress=False, log=again.append)

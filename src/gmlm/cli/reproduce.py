@@ -45,7 +45,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--publish",
         type=Path,
         default=None,
-        help="also copy REPORT.md here (e.g. docs/RESULTS.md) with its images beside it",
+        help="also copy REPORT.md here (e.g. docs/RESULTS.md) with its images beside it; "
+        "hand-written notes after the file's '<!-- gmlm: hand-written notes below ... -->' "
+        "line are kept",
     )
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides")
     p.set_defaults(func=run)
