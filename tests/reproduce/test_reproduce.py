@@ -133,12 +133,20 @@ def test_whole_pipeline_on_a_synthetic_corpus(corpus, tmp_path):
         "Stutter",
         "Speed",
         "Attention analysis",
+        "Training",
         "Theory",
         "Time per stage",
         "Resolved configuration",
     ):
         assert f"## {heading}" in report, heading
     assert (out / "figures" / "bleu_vs_steps.png").is_file()
+    training = report.split("## Training")[1].split("\n## ")[0]
+    metrics = (out / "teacher" / "metrics.jsonl").read_text().splitlines()
+    teacher = [json.loads(line) for line in metrics if "valid_loss" in line]
+    assert [r["step"] for r in teacher] == [20, 40]
+    for r in teacher:
+        assert f"| {r['step']} | {r['valid_bleu']:.2f} | {r['valid_loss']:.2f} |" in training
+    assert (out / "figures" / "valid_bleu_vs_step.png").is_file()
     rows = {r["system"]: r for r in scores["systems"]}
     gap = rows["ar-beam5"]["bleu"] - rows["padir-T4-B5"]["bleu"]
     assert all(r["length_ratio"] > 0.0 for r in scores["systems"])

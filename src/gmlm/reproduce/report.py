@@ -260,6 +260,93 @@ def plot_latency_vs_batch(bench: dict[str, Any], path: Path) -> Path | None:
     return path
 
 
+TRAINED_RUNS = (("teacher", "AR teacher"), ("ar", "AR"), ("padir", "PaDIR"))
+
+
+def validations(path: Path) -> list[dict[str, Any]]:
+    """The validation records of a run's metrics.jsonl, one per step (the last one written
+    wins: a resumed run may repeat steps)."""
+    if not path.is_file():
+        return []
+    by_step: dict[int, dict[str, Any]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line) if line.strip() else {}
+        if "valid_loss" in record:
+            by_step[int(record["step"])] = record
+    return [by_step[k] for k in sorted(by_step)]
+
+
+def training_section(cfg: ReproduceConfig, out: Path, figures: Path) -> list[str]:
+    """Validation BLEU and loss of each trained model over its steps, and which checkpoint
+    the evaluation used (too little training or overfitting shows here)."""
+    curves = {name: validations(out / name / "metrics.jsonl") for name, _ in TRAINED_RUNS}
+    curves = {k: v for k, v in curves.items() if v}
+    if not curves:
+        return []
+    labels = dict(TRAINED_RUNS)
+    steps = sorted({int(r["step"]) for records in curves.values() for r in records})
+    rows = []
+    for step in steps:
+        row: list[Any] = [step]
+        for name in curves:
+            record = next((r for r in curves[name] if int(r["step"]) == step), None)
+            bleu = None if record is None else record.get("valid_bleu")
+            loss = None if record is None else record["valid_loss"]
+            row += [None if bleu is None else round(bleu, 2), loss]
+        rows.append(row)
+    header = ["step"]
+    for name in curves:
+        header += [f"{labels[name]} BLEU", f"{labels[name]} loss"]
+    chosen = []
+    for name in curves:
+        meta = read_json(out / name / cfg.checkpoint / "meta.json")
+        if meta is not None:
+            chosen.append(f"{labels[name]} step {meta['step']}")
+    lines = [
+        "## Training",
+        "",
+        "Validation after every `valid_every` steps: BLEU of the first `valid_sentences` "
+        "validation sentences (AR greedy; PaDIR with `valid_steps` passes and 5 lengths) and "
+        "the validation loss (label-smoothed token loss, plus the length loss for PaDIR) "
+        f"over the whole validation split. The evaluation uses the `{cfg.checkpoint}` "
+        "checkpoint of each run: " + (", ".join(chosen) or "n/a") + ".",
+        "",
+        table(header, rows),
+        "",
+    ]
+    plot = plot_validation(curves, labels, figures / "valid_bleu_vs_step.png")
+    if plot:
+        lines += [f"![validation BLEU vs training step]({plot.relative_to(out)})", ""]
+    return lines
+
+
+def plot_validation(
+    curves: dict[str, list[dict[str, Any]]], labels: dict[str, str], path: Path
+) -> Path | None:
+    points = {
+        name: [(int(r["step"]), r["valid_bleu"]) for r in records if "valid_bleu" in r]
+        for name, records in curves.items()
+    }
+    if not any(points.values()):
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for name, pts in points.items():
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=labels[name])
+    ax.set_xlabel("training step")
+    ax.set_ylabel("validation BLEU")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    _save(fig, path)
+    return path
+
+
 def theory_section(out: Path) -> list[str]:
     verify = read_json(out / "theory" / "verify.json")
     if verify is None:
@@ -386,6 +473,7 @@ def write_report(
             attention_markdown.strip(),
             "",
         ]
+    lines += training_section(cfg, out, out / "figures")
     lines += theory_section(out)
     lines += stage_section(out)
     lines += commands_section(cfg, out)
