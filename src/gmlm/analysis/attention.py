@@ -42,6 +42,7 @@ from torch import Tensor
 from tqdm import tqdm
 
 import gmlm
+from gmlm.analysis.loading import load_padir
 from gmlm.analysis.metrics import (
     HEAD_AGGREGATES,
     TOP_K,
@@ -54,9 +55,6 @@ from gmlm.analysis.metrics import (
 from gmlm.data.binarized import load_dataset
 from gmlm.data.lengths import encode_inputs
 from gmlm.decoding.refinement import RefinementOptions, StutterRemask, refine
-from gmlm.errors import GmlmError
-from gmlm.models import PadirModel
-from gmlm.translate import load
 
 GROUPS = ("stutter", "non_stutter")
 TABLES = ("self_attention", "cross_attention")
@@ -181,19 +179,11 @@ def attention_analysis(
     than the model's max_source_len are skipped and counted. Returns a JSON-ready dict (see
     the module docstring; n/a statistics are None).
     """
-    if sentences is not None and sentences < 1:
-        raise GmlmError(f"sentences={sentences} must be at least 1")
-    if batch_size < 1:
-        raise GmlmError(f"batch_size={batch_size} must be at least 1")
     started = time.perf_counter()
-    translator = load(checkpoint, device)
-    if translator.kind != "padir" or not isinstance(translator.model, PadirModel):
-        raise GmlmError(
-            f"{checkpoint}: an autoregressive checkpoint (kind '{translator.kind}'); the "
-            "attention analysis studies PaDIR's parallel decoder, give a PaDIR checkpoint "
-            "(kind 'padir')"
-        )
-    model, config = translator.model, translator.config
+    translator, model = load_padir(
+        checkpoint, device, sentences, batch_size, "PaDIR's parallel decoder"
+    )
+    config = translator.config
     options = translator.options(
         steps=steps, length_beam=length_beam, stutter_remask=stutter_remask
     )

@@ -40,14 +40,13 @@ import torch
 from tqdm import tqdm
 
 import gmlm
+from gmlm.analysis.loading import load_padir
 from gmlm.data.binarized import load_dataset
 from gmlm.data.lengths import encode_inputs
 from gmlm.decoding.refinement import RefinementOptions, refine
 from gmlm.errors import GmlmError
-from gmlm.evaluation.bleu import corpus_scores, default_tokenizer
-from gmlm.evaluation.stutter import stutter_report
-from gmlm.models import PadirModel
-from gmlm.translate import load
+from gmlm.evaluation.bleu import default_tokenizer
+from gmlm.evaluation.summary import quality_row
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,20 +88,11 @@ def length_analysis(
     """Length prediction and oracle-length decoding of a PaDIR `checkpoint` on the first
     `sentences` (default all) pairs of `split` of the prepared dataset `data` (see the module
     docstring). Returns a JSON-ready dict."""
-    if sentences is not None and sentences < 1:
-        raise GmlmError(f"sentences={sentences} must be at least 1")
-    if batch_size < 1:
-        raise GmlmError(f"batch_size={batch_size} must be at least 1")
     if not length_weights:
         raise GmlmError("length_weights needs at least one weight (0 is the paper's selection)")
     started = time.perf_counter()
-    translator = load(checkpoint, device)
-    if translator.kind != "padir" or not isinstance(translator.model, PadirModel):
-        raise GmlmError(
-            f"{checkpoint}: an autoregressive checkpoint (kind '{translator.kind}'); length "
-            "prediction belongs to PaDIR, give a PaDIR checkpoint (kind 'padir')"
-        )
-    model, config, tokenizer = translator.model, translator.config, translator.tokenizer
+    translator, model = load_padir(checkpoint, device, sentences, batch_size, "length prediction")
+    config, tokenizer = translator.config, translator.tokenizer
     runs = configurations(length_beam, tuple(length_weights))
     options = {
         c.name: translator.options(
@@ -181,17 +171,13 @@ def length_analysis(
     error = (top1 - reference_lengths).float()
     rows_out = []
     for c in runs:
-        scores = corpus_scores(hypotheses[c.name], references, tokenize)
-        stutter = stutter_report(hypotheses[c.name], references, tokenize)
+        quality, _ = quality_row(hypotheses[c.name], references, tokenize)
         row: dict[str, Any] = {
             "decoding": c.name,
             "length_beam": c.length_beam,
             "length_weight": c.length_weight,
             "oracle": c.oracle,
-            "bleu": round(scores["bleu"].score, 2),
-            "chrf": round(scores["chrf"].score, 2),
-            "length_ratio": round(scores["bleu"].length_ratio or 0.0, 3),
-            "stutter_per_100_words": round(stutter.stutters_per_100_words, 3),
+            **quality,
         }
         if c.name in chosen_is_reference:
             row["chosen_is_reference_length"] = round(chosen_is_reference[c.name] / len(pairs), 4)

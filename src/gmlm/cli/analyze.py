@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from gmlm.io import atomic_write_json
 
@@ -83,23 +85,46 @@ def common_arguments(p: argparse.ArgumentParser) -> None:
 def run_attention(args: argparse.Namespace) -> int:
     from gmlm.analysis import attention_analysis, render_markdown
 
-    result = attention_analysis(
-        args.checkpoint,
-        args.data,
-        args.split,
-        sentences=args.sentences,
-        steps=args.steps,
-        length_beam=args.length_beam,
-        stutter_remask=args.stutter_remask,
-        batch_size=args.batch_size,
-        bf16=args.bf16,
-        seed=args.seed,
-        device=args.device,
-        progress=not args.no_progress,
+    return report(
+        args,
+        attention_analysis(**common_settings(args), stutter_remask=args.stutter_remask),
+        render_markdown,
     )
+
+
+def run_length(args: argparse.Namespace) -> int:
+    from gmlm.analysis.length import length_analysis, render_length_markdown
+
+    return report(
+        args,
+        length_analysis(**common_settings(args), length_weights=args.length_weights),
+        render_length_markdown,
+    )
+
+
+def common_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The keyword arguments of `common_arguments`, as both analyses name them."""
+    return {
+        "checkpoint": args.checkpoint,
+        "data": args.data,
+        "split": args.split,
+        "sentences": args.sentences,
+        "steps": args.steps,
+        "length_beam": args.length_beam,
+        "batch_size": args.batch_size,
+        "bf16": args.bf16,
+        "seed": args.seed,
+        "device": args.device,
+        "progress": not args.no_progress,
+    }
+
+
+def report(
+    args: argparse.Namespace, result: dict[str, Any], render: Callable[[dict[str, Any]], str]
+) -> int:
     if args.out is not None:
         atomic_write_json(args.out, result)
-    print(json.dumps(result) if args.json else render_markdown(result).rstrip("\n"))
+    print(json.dumps(result) if args.json else render(result).rstrip("\n"))
     return 0
 
 
@@ -111,26 +136,3 @@ def weights(text: str) -> tuple[float, ...]:
     if not values or any(v < 0 for v in values):
         raise argparse.ArgumentTypeError(f"{text!r}: give one or more weights >= 0")
     return values
-
-
-def run_length(args: argparse.Namespace) -> int:
-    from gmlm.analysis.length import length_analysis, render_length_markdown
-
-    result = length_analysis(
-        args.checkpoint,
-        args.data,
-        args.split,
-        sentences=args.sentences,
-        steps=args.steps,
-        length_beam=args.length_beam,
-        length_weights=args.length_weights,
-        batch_size=args.batch_size,
-        bf16=args.bf16,
-        seed=args.seed,
-        device=args.device,
-        progress=not args.no_progress,
-    )
-    if args.out is not None:
-        atomic_write_json(args.out, result)
-    print(json.dumps(result) if args.json else render_length_markdown(result).rstrip("\n"))
-    return 0

@@ -215,8 +215,9 @@ def systems(cfg: ReproduceConfig) -> list[System]:
 def evaluate(ctx: Context) -> dict[str, Any]:
     import gmlm
     from gmlm.data import load_dataset
-    from gmlm.evaluation.bleu import corpus_scores, default_tokenizer
+    from gmlm.evaluation.bleu import default_tokenizer
     from gmlm.evaluation.stutter import stutter_report
+    from gmlm.evaluation.summary import quality_row
 
     e = ctx.cfg.evaluate
     prepared = load_dataset(ctx.data_dir)
@@ -251,19 +252,13 @@ def evaluate(ctx: Context) -> dict[str, Any]:
             )
             seconds = time.perf_counter() - start
             atomic_write_text(hyp_path, "".join(h + "\n" for h in hyps))
-        scores = corpus_scores(hyps, references, tokenize)
-        signatures = {name: score.signature for name, score in scores.items()}
-        stutter = stutter_report(hyps, references, tokenize)
+        quality, signatures = quality_row(hyps, references, tokenize)
         row = {
             "system": system.key,
             "label": system.label,
             "run": system.run,
             **system.settings,
-            "bleu": round(scores["bleu"].score, 2),
-            "chrf": round(scores["chrf"].score, 2),
-            "length_ratio": round(scores["bleu"].length_ratio or 0.0, 3),
-            "stutter_per_100_words": round(stutter.stutters_per_100_words, 3),
-            "repeats_per_100_words": round(stutter.hypothesis_repeats_per_100_words, 3),
+            **quality,
             "decode_seconds": seconds,
         }
         rows.append(row)

@@ -1,0 +1,27 @@
+"""What every analysis of a PaDIR checkpoint starts with: checked sizes and the model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gmlm.errors import GmlmError
+from gmlm.models import PadirModel
+from gmlm.translate import Translator, load
+
+
+def load_padir(
+    checkpoint: str | Path, device: str, sentences: int | None, batch_size: int, studies: str
+) -> tuple[Translator, PadirModel]:
+    """The translator of a PaDIR `checkpoint` and its model, after checking the sizes; an
+    autoregressive checkpoint is an error that says what the analysis (`studies`) needs."""
+    if sentences is not None and sentences < 1:
+        raise GmlmError(f"sentences={sentences} must be at least 1")
+    if batch_size < 1:
+        raise GmlmError(f"batch_size={batch_size} must be at least 1")
+    translator = load(checkpoint, device)
+    if translator.kind != "padir" or not isinstance(translator.model, PadirModel):
+        raise GmlmError(
+            f"{checkpoint}: an autoregressive checkpoint (kind '{translator.kind}'); the "
+            f"analysis studies {studies}, give a PaDIR checkpoint (kind 'padir')"
+        )
+    return translator, translator.model
