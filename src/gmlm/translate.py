@@ -171,9 +171,12 @@ class Translator:
         outputs = self.translate_ids(segments, options, batch_size=batch_size, seed=seed, bf16=bf16)
         pieces: list[list[str]] = [[] for _ in sentences]
         for owner, ids in zip(owners, outputs, strict=True):
-            # Byte-fallback pieces can spell a line break; an output must stay one line.
-            pieces[owner].append(" ".join(self.tokenizer.decode(ids).splitlines()))
+            pieces[owner].append(self.text(ids))
         return [" ".join(p for p in parts if p) for parts in pieces]
+
+    def text(self, ids: Sequence[int]) -> str:
+        """Detokenized output ids on one line (byte-fallback pieces can spell a line break)."""
+        return " ".join(self.tokenizer.decode(ids).splitlines())
 
     @torch.no_grad()
     def translate_ids(

@@ -133,7 +133,6 @@ def length_analysis(
 
     top1 = torch.zeros(len(pairs), dtype=torch.long)
     rank = torch.zeros(len(pairs), dtype=torch.long)
-    in_beam = torch.zeros(len(pairs), dtype=torch.bool)
     hypotheses = {c.name: [""] * len(pairs) for c in runs}
     chosen_is_reference = {c.name: 0 for c in runs if c.length_beam > 1}
     generators = {c.name: torch.Generator().manual_seed(seed) for c in runs}
@@ -153,14 +152,13 @@ def length_analysis(
                 rows = torch.tensor(batch)
                 top1[rows] = logits.argmax(1) + 1
                 rank[rows] = (logits > target_logit).sum(1) + 1
-                in_beam[rows] = rank[rows] <= length_beam
                 for c in runs:
                     opts = options[c.name]
                     assert isinstance(opts, RefinementOptions)
                     lengths = targets.unsqueeze(1).to(src.device) if c.oracle else None
                     results = refine(model, src, opts, generators[c.name], lengths)
                     for i, r in zip(batch, results, strict=True):
-                        hypotheses[c.name][i] = " ".join(tokenizer.decode(r.tokens).splitlines())
+                        hypotheses[c.name][i] = translator.text(r.tokens)
                         if c.name in chosen_is_reference:
                             chosen_is_reference[c.name] += r.length == pairs[i][1]
             bar.update(len(batch))
@@ -169,6 +167,7 @@ def length_analysis(
     tokenize = default_tokenizer(prepared.stats().get("tgt_lang"))
     reference_lengths = torch.tensor([p[1] for p in pairs])
     error = (top1 - reference_lengths).float()
+    in_beam = rank <= length_beam
     rows_out = []
     for c in runs:
         quality, _ = quality_row(hypotheses[c.name], references, tokenize)
