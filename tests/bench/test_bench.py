@@ -153,7 +153,7 @@ def test_speedups_and_percentiles_arithmetic() -> None:
     ]
 
 
-def test_api_with_ar1_returns_the_result_and_renders_markdown(
+def test_api_with_teacher_and_ar1_returns_the_result_and_renders_markdown(
     checkpoints: dict[str, Path], word_task_data: Path, tmp_path: Path
 ) -> None:
     json_file = tmp_path / "out" / "bench.json"
@@ -161,6 +161,7 @@ def test_api_with_ar1_returns_the_result_and_renders_markdown(
         checkpoints["ar"],
         checkpoints["padir"],
         word_task_data,
+        teacher=checkpoints["ar"],
         ar1=checkpoints["ar1"],
         sentences=2,
         warmup=0,
@@ -173,9 +174,13 @@ def test_api_with_ar1_returns_the_result_and_renders_markdown(
     )
     assert json.loads(json_file.read_text(encoding="utf-8")) == result
     names = [r["system"] for r in result["results"]]
-    assert names == ["padir T=4 B=5", "ar greedy", "ar beam5", "ar1 greedy", "ar1 beam5"]
+    assert names == [
+        "padir T=4 B=5",
+        *("ar greedy", "ar beam5", "teacher greedy", "teacher beam5", "ar1 greedy", "ar1 beam5"),
+    ]
     assert result["settings"]["checkpoints"]["ar1"]["decoder_layers"] == 1
-    assert len(result["speedups"]) == 4
+    assert result["settings"]["checkpoints"]["teacher"]["path"] == str(checkpoints["ar"])
+    assert len(result["speedups"]) == 6
     markdown = render_markdown(result)
     for name in names:
         assert f"| fp32 | {name} |" in markdown
@@ -202,11 +207,15 @@ def test_wrong_checkpoint_kind_is_a_clean_error(
     assert f"{flag} {checkpoints[role]}" in err and f"(kind '{kind}')" in err
 
 
-def test_ar1_of_the_wrong_kind_and_bad_settings_are_errors(
+def test_optional_ar_of_the_wrong_kind_and_bad_settings_are_errors(
     checkpoints: dict[str, Path], word_task_data: Path
 ) -> None:
     with pytest.raises(GmlmError, match=r"--ar1 .*needs an autoregressive"):
         run_bench(checkpoints["ar"], checkpoints["padir"], word_task_data, ar1=checkpoints["padir"])
+    with pytest.raises(GmlmError, match=r"--teacher .*needs an autoregressive"):
+        run_bench(
+            checkpoints["ar"], checkpoints["padir"], word_task_data, teacher=checkpoints["padir"]
+        )
     with pytest.raises(GmlmError, match="precisions"):
         run_bench(checkpoints["ar"], checkpoints["padir"], word_task_data, precisions=["fp16"])
 

@@ -157,6 +157,9 @@ def test_whole_pipeline_on_a_synthetic_corpus(corpus, tmp_path):
     verdict = "met" if gap <= 1.0 else f"missed by {gap - 1.0:.2f} BLEU"
     assert f"(gap {gap:+.2f}) | {verdict} |" in targets
     assert (out / "theory" / "figure3.png").is_file()
+    theory = report.split("## Theory")[1].split("\n## ")[0]
+    verify = json.loads((out / "theory" / "verify.json").read_text())
+    assert verify["claims"] and all(f"| {claim} | " in theory for claim in verify["claims"])
     published = publish_report(out, tmp_path / "docs" / "RESULTS.md")
     text = published.read_text()
     links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
@@ -190,4 +193,10 @@ def test_smoke_preset_end_to_end(corpus, tmp_path):
     scores = json.loads((out / "eval" / "scores.json").read_text())
     assert len(scores["systems"]) == 4 + 4 and (out / "REPORT.md").is_file()
     bench = json.loads((out / "bench" / "bench.json").read_text())
-    assert {r["system"] for r in bench["results"]} >= {"ar greedy", "ar beam5", "padir T=4 B=5"}
+    assert {r["system"] for r in bench["results"]} >= {
+        "ar greedy",
+        "ar beam5",
+        "teacher greedy",
+        "teacher beam5",
+        "padir T=4 B=5",
+    }

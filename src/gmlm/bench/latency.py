@@ -2,12 +2,13 @@
 
     from gmlm.bench import run_bench
 
-    result = run_bench("runs/ar", "runs/padir", "runs/data", ar1="runs/ar-1layer",
-                       json_out="bench.json")
+    result = run_bench("runs/ar", "runs/padir", "runs/data", teacher="runs/teacher",
+                       ar1="runs/ar-1layer", json_out="bench.json")
 
 Systems: PaDIR with T passes and B predicted lengths (T = 1, 2, 4, 10; B = 1, 5), and each
-AR checkpoint (``ar``, optionally ``ar1``, a deep-encoder / 1-layer-decoder model) greedy
-and with beam 5, on its key/value cache. For every precision (fp32, bf16 autocast):
+AR checkpoint (``ar``; optionally ``teacher``, e.g. the AR teacher trained on the raw data
+that distilled ``ar``'s data, and ``ar1``, a deep-encoder / 1-layer-decoder model) greedy and
+with beam 5, on its key/value cache. For every precision (fp32, bf16 autocast):
 
 * batch-1 latency per sentence, median / p90 / p99, two ways: ``model`` (source ids in,
   output ids out: :meth:`Translator.translate_ids`, i.e. the torch work plus building the
@@ -62,6 +63,8 @@ DEFAULT_BATCH_SIZES = (1, 8, 64)
 DEFAULT_STEPS = (1, 2, 4, 10)
 DEFAULT_LENGTH_BEAMS = (1, 5)
 AR_BEAMS = (1, 5)
+# The optional AR models come after --ar, in this order, in the systems and tables.
+AR_ROLES = ("ar", "teacher", "ar1")
 FAIRNESS = (
     "same sentences and one fixed thread count for every system; systems interleaved "
     "sentence by sentence (latency, order rotating by one system per sentence) and batch by "
@@ -75,7 +78,7 @@ Log = Callable[[str], None]
 @dataclass(frozen=True)
 class System:
     """One decoding setting of one checkpoint: `name` (e.g. "padir T=4 B=5"), `model` (the
-    role: "padir", "ar" or "ar1") and its decoding options."""
+    role: "padir", "ar", "teacher" or "ar1") and its decoding options."""
 
     name: str
     model: str
@@ -105,7 +108,7 @@ def percentiles(values: Sequence[float]) -> dict[str, float]:
 
 
 def _load(path: str | Path, role: str, kind: str, device: str) -> tuple[Translator, float]:
-    flag = {"ar": "--ar", "ar1": "--ar1", "padir": "--padir"}[role]
+    flag = f"--{role}"
     start = time.perf_counter()
     translator = load(path, device=device)
     seconds = time.perf_counter() - start
@@ -130,7 +133,7 @@ def make_systems(
         for b in length_beams:
             options = padir.options(steps=t, length_beam=b)
             systems.append(System(f"padir T={t} B={b}", "padir", padir, options))
-    for role in ("ar", "ar1"):
+    for role in AR_ROLES:
         if role in translators:
             for beam in AR_BEAMS:
                 label = "greedy" if beam == 1 else f"beam{beam}"
@@ -268,6 +271,7 @@ def run_bench(
     padir: str | Path,
     data: str | Path,
     *,
+    teacher: str | Path | None = None,
     ar1: str | Path | None = None,
     split: str = "test",
     sentences: int = DEFAULT_SENTENCES,
@@ -296,8 +300,11 @@ def run_bench(
         translators: dict[str, Translator] = {}
         load_s: dict[str, float] = {}
         roles = [("ar", ar, "ar"), ("padir", padir, "padir")]
-        if ar1 is not None:
-            roles.append(("ar1", ar1, "ar"))
+        roles += [
+            (role, path, "ar")
+            for role, path in (("teacher", teacher), ("ar1", ar1))
+            if path is not None
+        ]
         for role, path, kind in roles:
             translators[role], load_s[role] = _load(path, role, kind, device)
         lines, ids = _inputs(texts, translators, sentences)

@@ -12,7 +12,8 @@ from pathlib import Path
 DESCRIPTION = """\
 Times every system on the same sentences in one process: PaDIR with T = 1, 2, 4, 10 passes
 and B = 1, 5 predicted lengths, and the AR model(s) greedy and with beam 5 on the key/value
-cache (--ar1: a deep-encoder / 1-layer-decoder AR, skipped with a note when not given).
+cache (optional: --teacher, the AR teacher trained on the raw data, and --ar1, a
+deep-encoder / 1-layer-decoder AR, skipped with a note when not given).
 
 For each precision: batch-1 latency per sentence (median, p90, p99 after a warm-up), both
 model-only (ids in, ids out) and end-to-end (raw text in, detokenized text out; model loading
@@ -21,11 +22,12 @@ batch size. Systems are interleaved sentence by sentence and batch by batch so b
 load hits all alike. Prints the settings, a table, the speed-up of every PaDIR setting over
 every AR system (median and p99 ratios), and one JSON line last.
 
-Cost: with the default 100 sentences, 5 warm-up sentences, 2 precisions, 12 systems and
-batch sizes 1, 8, 64, small (8-19M parameter) models take about 10 minutes on 2 idle CPU
-cores (estimated from a measured upper bound of about 21 s per sentence on one busy core,
-with a PaDIR that never stops early); time grows linearly with --sentences and with the
-number of precisions. Raise --sentences for steadier p99s when there is time."""
+Cost: with the default 100 sentences, 5 warm-up sentences, 2 precisions, 10 systems
+(--teacher and --ar1 add 2 each) and batch sizes 1, 8, 64, small (8-19M parameter) models
+take about 10 minutes on 2 idle CPU cores (estimated from a measured upper bound of about
+21 s per sentence on one busy core, with a PaDIR that never stops early); time grows
+linearly with --sentences, with the number of systems and with the number of precisions.
+Raise --sentences for steadier p99s when there is time."""
 
 
 def _ints(text: str) -> list[int]:
@@ -60,6 +62,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--ar", type=Path, required=True, help="AR checkpoint or run folder")
     p.add_argument("--padir", type=Path, required=True, help="PaDIR checkpoint or run folder")
+    p.add_argument(
+        "--teacher",
+        type=Path,
+        help="a second AR checkpoint timed alike, e.g. the teacher trained on the raw data "
+        "(optional)",
+    )
     p.add_argument(
         "--ar1", type=Path, help="AR with a 1-layer decoder (optional; skipped when absent)"
     )
@@ -105,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
         args.ar,
         args.padir,
         args.data,
+        teacher=args.teacher,
         ar1=args.ar1,
         split=args.split,
         sentences=args.sentences,

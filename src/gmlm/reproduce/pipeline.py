@@ -46,7 +46,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "ar": ("distill",),
     "padir": ("distill",),
     "evaluate": ("teacher", "ar", "padir"),
-    "bench": ("ar", "padir"),
+    "bench": ("teacher", "ar", "padir"),
     "attention": ("padir",),
     "report": (),
 }

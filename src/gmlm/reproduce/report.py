@@ -352,13 +352,22 @@ def theory_section(out: Path) -> list[str]:
     if verify is None:
         return []
     lines = ["## Theory", "", "Exact checks (`gmlm theory verify`):", ""]
-    worst = verify.get("worst", {})
     lines.append(
         table(
-            ["claim", "worst residual / margin", "passed"],
-            [[k, f"{v['worst']:.3e}", v["passed"]] for k, v in worst.items()],
+            ["claim", "measure", "worst", "where", "checks", "passed"],
+            [
+                [k, v["kind"], f"{v['worst']:.3e}", v["at"], v["checks"], v["passed"]]
+                for k, v in verify["claims"].items()
+            ],
         )
     )
+    lines += [
+        "",
+        "A residual (of a claimed identity) must not exceed the tolerance; a margin (the "
+        "slack of a claimed inequality, e.g. the smallest eigenvalue of the difference of its "
+        "two sides) must not fall below minus the tolerance. Tolerance "
+        f"{verify['settings']['tol']:g}; {verify['seconds']:.1f} s.",
+    ]
     lines.append("")
     for name, caption in (
         ("figure1", "Figure 1: pseudolikelihood estimation error vs samples, J = 0.05"),
@@ -430,7 +439,10 @@ def commands_section(cfg: ReproduceConfig, out: Path) -> list[str]:
         f"--input {out}/data/{cfg.evaluate.split}.src.txt > hyp.txt",
         f"gmlm evaluate --hyp hyp.txt --ref {out}/data/{cfg.evaluate.split}.tgt.txt",
         f"gmlm bench --ar {out}/ar/{cfg.checkpoint} --padir {out}/padir/{cfg.checkpoint} "
-        f"--data {out}/data --sentences {cfg.bench.sentences}",
+        + (f"--teacher {out}/teacher/{cfg.checkpoint} " if cfg.distill.enabled else "")
+        + f"--data {out}/data --sentences {cfg.bench.sentences} --warmup {cfg.bench.warmup} "
+        f"--threads {cfg.bench.threads} --precision {','.join(cfg.bench.precisions)} "
+        f"--batch-sizes {','.join(str(b) for b in cfg.bench.batch_sizes)}",
         f"gmlm analyze attention --checkpoint {out}/padir/{cfg.checkpoint} --data {out}/data",
         "```",
         "",

@@ -292,6 +292,7 @@ def bench(ctx: Context) -> dict[str, Any]:
         ar=ctx.checkpoint("ar"),
         padir=ctx.checkpoint("padir"),
         data=ctx.data_dir,
+        teacher=ctx.checkpoint("teacher") if ctx.cfg.distill.enabled else None,
         split=b.split,
         sentences=b.sentences,
         batch_sizes=b.batch_sizes,
