@@ -159,6 +159,9 @@ def quality_section(scores: dict[str, Any], figures: Path, out: Path) -> list[st
         "like-for-like comparison.",
         "",
     ]
+    from gmlm.decoding import RefinementOptions
+
+    defaults = RefinementOptions()
     plot = plot_bleu_vs_steps(scores, figures / "bleu_vs_steps.png")
     if plot:
         lines += [f"![BLEU vs refinement steps]({plot.relative_to(out)})", ""]
@@ -166,7 +169,11 @@ def quality_section(scores: dict[str, Any], figures: Path, out: Path) -> list[st
         "## Stutter",
         "",
         "Stutter: adjacent repeated words in a hypothesis beyond those in its reference, per "
-        "100 hypothesis words; repeats: all adjacent repeated words per 100 words.",
+        "100 hypothesis words; repeats: all adjacent repeated words per 100 words. PaDIR "
+        f"decodes with gmlm's defaults (stutter remasking '{defaults.stutter_remask}', "
+        f"adjacent duplicate tokens {'dropped' if defaults.dedup_final else 'kept'}), so its "
+        "rates are measured after those fixes; the attention analysis below counts stutter on "
+        "the raw output, before dedup.",
         "",
         table(
             ["model", "stutter / 100 words", "repeats / 100 words"],
