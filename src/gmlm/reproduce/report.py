@@ -389,9 +389,12 @@ def theory_section(out: Path) -> list[str]:
 def stage_section(out: Path) -> list[str]:
     rows = []
     for name in STAGES:
+        if name == "report":  # the stage writing this file; a record of it is a past run's
+            rows.append([name, "now", None, None])
+            continue
         info = read_json(out / "stages" / f"{name}.json")
-        if info is None:  # the report stage is the one writing this, so never finished yet
-            rows.append([name, "now" if name == "report" else "not run", None, None])
+        if info is None:
+            rows.append([name, "not run", None, None])
             continue
         summary = info.get("summary", {})
         train = summary.get("train_seconds") if isinstance(summary, dict) else None
