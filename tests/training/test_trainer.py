@@ -12,18 +12,23 @@ from safetensors.torch import load_file
 
 from gmlm.cli.main import main
 from gmlm.config import ConfigError
+from gmlm.data.binarized import load_dataset
+from gmlm.data.cleaning import normalize
+from gmlm.data.prepare import prepare_dataset
 from gmlm.errors import GmlmError
 from gmlm.training import checkpoint as ckpt
 from gmlm.training.config import OptimConfig, load_train_config
 from gmlm.training.optim import lr_at
 from gmlm.training.trainer import Trainer
+from gmlm.training.validation import validation_pairs
+from tests.data.datahelpers import make_pairs, tiny_config, write_lines
 
 FAST = ["valid_sentences=0", "log_every=1", "threads=1"]
 
 
-def train(data, out, kind="ar", *extra):
+def train(data, out, kind="ar", *extra, log=lambda _m: None):
     cfg = load_train_config(f"tiny-{kind}", [f"data={data}", f"out={out}", *FAST, *extra])
-    return Trainer(cfg, progress=False, log=lambda _m: None).run()
+    return Trainer(cfg, progress=False, log=log).run()
 
 
 def weights(path):
@@ -295,3 +300,104 @@ def test_export_bf16_halves_the_size_and_translates(word_task_data, tmp_path):
     assert len(gmlm.load(tmp_path / "x").translate(["der Hund läuft.", ""])) == 2
     with pytest.raises(GmlmError, match="not a checkpoint folder"):
         ckpt.export_checkpoint(tmp_path / "r", tmp_path / "r", torch.bfloat16)
+
+
+LONG_VALID, EMPTY_VALID = 2, 5  # the valid lines the preparation drops
+
+
+@pytest.fixture(scope="module")
+def long_valid_data(tmp_path_factory):
+    """Data prepared with max_len 64, the tiny models' maximum (as the reproduction presets
+    do), whose valid split holds a sentence longer than that and an empty one."""
+    root = tmp_path_factory.mktemp("longvalid")
+    src, tgt = make_pairs(1000, seed=1)
+    write_lines(root / "c.de", src)
+    write_lines(root / "c.en", tgt)
+    valid_src, valid_tgt = make_pairs(30, seed=7)
+    valid_src[LONG_VALID] = "Hund " * 80
+    valid_src[EMPTY_VALID] = ""
+    tsv = write_lines(
+        root / "v.tsv", [f"{s}\t{t}" for s, t in zip(valid_src, valid_tgt, strict=True)]
+    )
+    cfg = tiny_config(f"files:{root / 'c.de'},{root / 'c.en'}", valid=f"tsv:{tsv}")
+    assert cfg.filter.max_len == load_train_config("tiny-ar", []).model.max_source_len
+    return prepare_dataset(cfg, root / "data"), valid_src, valid_tgt
+
+
+def test_validation_scores_the_pairs_the_dataset_kept(long_valid_data):
+    data, valid_src, valid_tgt = long_valid_data
+    prepared = load_dataset(data)
+    kept = [i for i in range(30) if i not in (LONG_VALID, EMPTY_VALID)]
+    pairs = validation_pairs(prepared, 50)
+    assert (pairs.pairs, pairs.kept, pairs.skipped) == (30, 28, 2)
+    assert pairs.dropped == {"empty": 1, "too_long": 1, "length_ratio": 0}
+    assert pairs.references == [normalize(valid_tgt[i]) for i in kept]
+    decoded = [prepared.tokenizer.decode(ids) for ids in pairs.sources]
+    assert decoded == [normalize(valid_src[i]) for i in kept]
+    first = validation_pairs(prepared, 3)
+    assert first.references == pairs.references[:3] and first.sources == pairs.sources[:3]
+    assert "2 of the 30 valid pairs skipped" in pairs.describe()
+    assert "1 empty, 1 too_long" in pairs.describe()
+
+
+def test_over_length_valid_sentence_does_not_stop_training(long_valid_data, tmp_path):
+    data, _, _ = long_valid_data
+    messages = []
+    extra = ("max_steps=2", "valid_every=1", "valid_sentences=50")
+    result = train(data, tmp_path / "r", "ar", *extra, log=messages.append)
+    assert result.step == 2
+    assert [r["step"] for r in metrics(tmp_path / "r") if "valid_bleu" in r] == [1, 2]
+    assert any("2 of the 30 valid pairs skipped" in m for m in messages)
+
+
+def test_validation_error_loses_no_step(word_task_data, tmp_path, monkeypatch):
+    settings = ("max_steps=4", "valid_every=2", "valid_sentences=8")
+    train(word_task_data, tmp_path / "a", "padir", *settings)
+    from gmlm.training import trainer as trainer_module
+
+    original = trainer_module.validate
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("decoder exploded")
+
+    monkeypatch.setattr(trainer_module, "validate", broken)
+    with pytest.raises(
+        GmlmError,
+        match=r"validation at step 2 failed: RuntimeError: decoder "
+        r"exploded\. Training up to step 2 is saved in .*last.*repeats this",
+    ):
+        train(word_task_data, tmp_path / "b", "padir", *settings)
+    state = json.loads((tmp_path / "b" / "last" / "state.json").read_text())
+    assert state["step"] == 2 and state["validation_pending"] is True
+    monkeypatch.setattr(trainer_module, "validate", original)
+    resumed = train(word_task_data, tmp_path / "b", "padir", *settings)
+    assert resumed.step == 4
+    a, b = weights(tmp_path / "a" / "last"), weights(tmp_path / "b" / "last")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    timing = ("target_tokens_per_s", "elapsed_s")
+    rows = [{k: v for k, v in r.items() if k not in timing} for r in metrics(tmp_path / "a")]
+    assert [
+        {k: v for k, v in r.items() if k not in timing} for r in metrics(tmp_path / "b")
+    ] == rows
+    assert [r["step"] for r in rows if "valid_loss" in r] == [2, 4]  # step 2 validated once
+    final = json.loads((tmp_path / "b" / "last" / "state.json").read_text())
+    assert final["validation_pending"] is False
+    assert final["best"] == json.loads((tmp_path / "a" / "last" / "state.json").read_text())["best"]
+
+
+def test_data_must_fit_with_its_eos(word_task_data, tmp_path):
+    prepared = load_dataset(word_task_data)
+    splits = [prepared.split(name) for name in ("train", "valid")]
+    longest_src = max(int(s.src_lengths.max()) for s in splits)
+    longest_tgt = max(int(s.tgt_lengths.max()) for s in splits)
+
+    def trainer(*extra):
+        cfg = load_train_config("tiny-ar", [f"data={word_task_data}", f"out={tmp_path}", *extra])
+        return Trainer(cfg, progress=False, log=lambda _m: None)
+
+    fits = [f"model.max_source_len={longest_src + 1}", f"model.max_target_len={longest_tgt + 1}"]
+    trainer(*fits)
+    with pytest.raises(GmlmError, match=f"sources up to {longest_src + 1} .*max_source_len"):
+        trainer(fits[1], f"model.max_source_len={longest_src}")
+    with pytest.raises(GmlmError, match=f"targets up to {longest_tgt + 1} tokens"):
+        trainer(fits[0], f"model.max_target_len={longest_tgt}")

@@ -11,10 +11,14 @@ The `last` checkpoint of a run also holds the training state needed for an exact
 
     optimizer.safetensors + optimizer.json   optimizer tensors / everything else
     state.safetensors                        RNG states (torch, CUDA, PaDIR noise generator)
-    state.json                               step, data iterator position, clock
+    state.json                               step, data iterator position, clock, best
+                                             validation, and whether the validation of
+                                             its step is still to come
 
 Every folder is written to a temporary sibling and renamed into place, so a crash (even
-`kill -9`) leaves either the previous checkpoint or the new one, never a mix.
+`kill -9`) leaves either the previous checkpoint or the new one, never a mix. (`last` is
+written before the validation of its step; once that is done, its state.json alone is
+replaced, atomically, by one that records the outcome.)
 """
 
 from __future__ import annotations

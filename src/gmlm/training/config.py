@@ -54,7 +54,7 @@ class TrainConfig:
     threads: int = 0  # CPU threads for torch; 0 keeps torch's default
     log_every: int = 50
     valid_every: int = 500  # also writes the `last` checkpoint
-    valid_sentences: int = 200  # quick BLEU on this many validation sentences (0: loss only)
+    valid_sentences: int = 200  # quick BLEU on this many kept valid pairs (0: loss only)
     valid_steps: int = 4  # PaDIR refinement steps in the validation BLEU
     keep_history: int = 0  # keep the weights of the last N checkpoints for averaging
     average_last: int = 0  # at the end, average the last N kept checkpoints into `averaged`

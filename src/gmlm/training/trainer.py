@@ -8,6 +8,15 @@ give the gradient of one large batch, whatever the split into micro-batches and 
 Resume. The `last` checkpoint holds weights, optimizer state, RNG states and the data iterator
 position; a restarted run (after Ctrl-C or `kill -9`) continues from it with exactly the steps
 the uninterrupted run would have taken. Metrics logged after that checkpoint are discarded.
+
+Validation. Every `valid_every` steps the `last` checkpoint is written first, marked as awaiting
+the validation of its step, and only then is the model validated (with the random generators
+put back afterwards, so that validating never changes the training that follows). A validation
+that raises therefore loses no step: the run stops with an error that says so, and re-running
+the same command resumes at that step and repeats the validation before training on. Stopping
+is preferred to warning and training on because a failing validation would fail again at every
+later one, and a run whose `best` checkpoint was chosen without those validations would look
+finished while it is not.
 """
 
 from __future__ import annotations
@@ -45,6 +54,7 @@ from gmlm.training.distributed import (
     shutdown,
 )
 from gmlm.training.optim import build_optimizer, lr_at, set_lr
+from gmlm.training.validation import validate, validation_pairs
 
 Log = Callable[[str], None]
 
@@ -111,7 +121,8 @@ def autocast(device: torch.device, dtype: torch.dtype | None) -> Any:
 
 
 def check_data_fits(cfg: TrainConfig, data: PreparedDataset) -> None:
-    """The tokenizer's ids must be the model's; every sentence must fit the model's maxima."""
+    """The tokenizer's ids must be the model's; every sentence, with the EOS (AR targets: the
+    BOS) that batches add, must fit the model's maxima."""
     tok = data.tokenizer
     for name, value in cfg.model.special_ids().items():
         if getattr(tok, name) != value:
@@ -126,7 +137,8 @@ def check_data_fits(cfg: TrainConfig, data: PreparedDataset) -> None:
         ds = data.split(split)
         if len(ds) == 0:
             raise GmlmError(f"{cfg.data}: the {split} split is empty")
-        longest_src, longest_tgt = int(ds.src_lengths.max()), int(ds.tgt_lengths.max())
+        # Stored lengths exclude the EOS (BOS) that every batch appends to both sides.
+        longest_src, longest_tgt = int(ds.src_lengths.max()) + 1, int(ds.tgt_lengths.max()) + 1
         if longest_src > cfg.model.max_source_len or longest_tgt > cfg.model.max_target_len:
             raise GmlmError(
                 f"{cfg.data}: the {split} split has sources up to {longest_src} and targets up to "
@@ -166,6 +178,9 @@ class Trainer:
         self.optimizer = build_optimizer(self.model, cfg.optim)
         self.noise = torch.Generator(device=self.device)
         self.noise.manual_seed(cfg.seed * 7919 + self.dist.rank)
+        self.valid_pairs = (
+            validation_pairs(self.data, cfg.valid_sentences) if self.dist.is_main else None
+        )
         self.train_set = TranslationDataset(self.data, "train")
         self.batches = BatchIterator(
             self.train_set,
@@ -179,6 +194,10 @@ class Trainer:
         self.best: dict[str, Any] = {}
         self.elapsed = 0.0
         self._stream: Iterator[Batch] | None = None
+        # The main process's copy of last/state.json, and whether the validation of its step
+        # is still to be done (a crash or an error stopped it).
+        self._last_state: dict[str, Any] = {}
+        self._validation_pending = False
 
     # ----------------------------------------------------------------------------- state
     def _prepare_run_dir(self) -> bool:
@@ -219,17 +238,31 @@ class Trainer:
         self.step = int(state["step"])
         self.best = state.get("best", {})
         self.elapsed = float(state.get("elapsed", 0.0))
+        self._last_state = state
+        self._validation_pending = bool(state.get("validation_pending", False))
         self._truncate_metrics()
-        self.log(f"resumed {self.run_dir} at step {self.step}")
+        self.log(
+            f"resumed {self.run_dir} at step {self.step}"
+            + (", whose validation comes first" if self._validation_pending else "")
+        )
 
     def _truncate_metrics(self) -> None:
+        """Drop the rows logged after the `last` checkpoint (and the validation row of its own
+        step, when that validation is to be repeated)."""
         path = self.run_dir / "metrics.jsonl"
         if not path.is_file():
             return
+
+        def keep(row: dict[str, Any]) -> bool:
+            step = row.get("step", 0)
+            if step == self.step and self._validation_pending:
+                return not any(key.startswith("valid_") for key in row)
+            return bool(step <= self.step)
+
         kept = [
             line
             for line in path.read_text(encoding="utf-8").splitlines()
-            if line.strip() and json.loads(line).get("step", 0) <= self.step
+            if line.strip() and keep(json.loads(line))
         ]
         with atomic_open(path) as handle:
             handle.write("".join(line + "\n" for line in kept))
@@ -248,8 +281,9 @@ class Trainer:
         torch.distributed.all_gather_object(out, obj)
         return out
 
-    def save_last(self) -> None:
-        """Write the `last` checkpoint (every process contributes its RNG and data position)."""
+    def save_last(self, validation_pending: bool = False) -> None:
+        """Write the `last` checkpoint (every process contributes its RNG and data position);
+        `validation_pending` marks it as written before the validation of its step."""
         rngs = self._gather(self._rng_tensors())
         data_states = self._gather(self.batches.state_dict())
         if self.dist.is_main:
@@ -261,7 +295,9 @@ class Trainer:
                 "world_size": self.dist.world_size,
                 "data_fingerprint": self.train_set.fingerprint,
                 "data": {f"rank{r}": s for r, s in enumerate(data_states)},
+                "validation_pending": validation_pending,
             }
+            self._last_state = state
 
             def fill(tmp: Path) -> None:
                 ckpt.fill_inference_files(
@@ -400,6 +436,8 @@ class Trainer:
             f"{'bf16 autocast' if self.dtype else 'fp32'}, threads {torch.get_num_threads()}, "
             f"{len(self.train_set):,} training pairs, steps {self.step} -> {cfg.max_steps}"
         )
+        if self.valid_pairs is not None:
+            self.log(self.valid_pairs.describe())
         metrics_path = self.run_dir / "metrics.jsonl"
         writer = open(metrics_path, "a", encoding="utf-8") if self.dist.is_main else None  # noqa: SIM115
         tb = self._tensorboard()
@@ -414,6 +452,8 @@ class Trainer:
         window_tokens, window_start = 0.0, time.perf_counter()
         last: dict[str, Any] = {}
         try:
+            if self._validation_pending and self.dist.is_main:
+                self._validate(writer, tb)
             while self.step < cfg.max_steps:
                 started = time.perf_counter()
                 stats = self.train_step()
@@ -435,7 +475,7 @@ class Trainer:
                     self._write(writer, tb, last)
                     window_tokens, window_start = 0.0, time.perf_counter()
                 if self.step % cfg.valid_every == 0 or self.step == cfg.max_steps:
-                    self._validate_and_save(writer, tb)
+                    self._save_and_validate(writer, tb)
         finally:
             bar.close()
             if writer is not None:
@@ -467,35 +507,58 @@ class Trainer:
                 if key != "step" and isinstance(value, (int, float)) and math.isfinite(value):
                     tb.add_scalar(key, value, row["step"])
 
-    def _validate_and_save(self, writer: Any, tb: Any) -> None:
-        scores: dict[str, Any] = {}
+    def _save_and_validate(self, writer: Any, tb: Any) -> None:
+        """Save `last`, then validate: an error in the validation loses no training step."""
+        self.save_last(validation_pending=True)
         if self.dist.is_main:
-            from gmlm.training.validation import validate
+            self._validate(writer, tb)
+        barrier(self.dist)
 
-            scores = validate(self.model, self.cfg, self.data, self.device, self.dtype)
-            row = {
-                "step": self.step,
-                **{f"valid_{k}": v for k, v in scores.items() if not isinstance(v, str)},
-            }
-            self._write(writer, tb, row)
-            key = "bleu" if "bleu" in scores else "loss"
-            better = not self.best or (
-                scores[key] > self.best[key] if key == "bleu" else scores[key] < self.best[key]
-            )
-            if better:
-                self.best = {"step": self.step, **scores}
-                ckpt.write_checkpoint_dir(
-                    self.run_dir / "best",
-                    lambda tmp: ckpt.fill_inference_files(
-                        tmp, self.model, self.cfg, self.data.tokenizer, self._meta(valid=scores)
-                    ),
+    def _validate(self, writer: Any, tb: Any) -> None:
+        """Validate the model of this step (main process), write `best` if it is, and mark the
+        `last` checkpoint's validation done."""
+        last = self.run_dir / "last"
+        devices = [self.device] if self.device.type == "cuda" else []
+        try:
+            # Training goes on as if no validation ran (`last` was saved before it).
+            with torch.random.fork_rng(devices=devices):
+                scores = validate(
+                    self.model, self.cfg, self.data, self.device, self.dtype, self.valid_pairs
                 )
-            self.log(
-                f"step {self.step}: valid "
-                + ", ".join(f"{k} {v:.4g}" for k, v in scores.items() if isinstance(v, float))
-                + (" (best)" if better else "")
+        except Exception as err:
+            cause = str(err) if isinstance(err, GmlmError) else f"{type(err).__name__}: {err}"
+            raise GmlmError(
+                f"validation at step {self.step} failed: {cause}. Training up to step "
+                f"{self.step} is saved in {last}: fix the cause and run the same command again, "
+                "which resumes there and repeats this validation"
+            ) from err
+        row = {
+            "step": self.step,
+            **{f"valid_{k}": v for k, v in scores.items() if not isinstance(v, str)},
+        }
+        self._write(writer, tb, row)
+        key = "bleu" if "bleu" in scores else "loss"
+        better = not self.best or (
+            scores[key] > self.best[key] if key == "bleu" else scores[key] < self.best[key]
+        )
+        if better:
+            self.best = {"step": self.step, **scores}
+            ckpt.write_checkpoint_dir(
+                self.run_dir / "best",
+                lambda tmp: ckpt.fill_inference_files(
+                    tmp, self.model, self.cfg, self.data.tokenizer, self._meta(valid=scores)
+                ),
             )
-        self.save_last()
+        self.log(
+            f"step {self.step}: valid "
+            + ", ".join(f"{k} {v:.4g}" for k, v in scores.items() if isinstance(v, float))
+            + (" (best)" if better else "")
+        )
+        # Only the validation's outcome changes: rewriting state.json (atomically) keeps the
+        # folder a complete checkpoint at every moment.
+        self._last_state.update(best=self.best, validation_pending=False)
+        atomic_write_json(last / "state.json", self._last_state)
+        self._validation_pending = False
 
     def _average(self) -> None:
         files = sorted((self.run_dir / "history").glob("step-*.safetensors"))[

@@ -1,12 +1,17 @@
 """Validation during training: loss on the validation split and a quick SacreBLEU.
 
-The loss uses a fixed noise seed (PaDIR) so that successive validations are comparable. The
-BLEU decodes the first `valid_sentences` validation sources with the model's own decoder
-(AR greedy, PaDIR with `valid_steps` refinement steps and 5 length candidates).
+Both score the pairs the binarized valid split kept, nothing else: the data preparation drops
+empty pairs and pairs longer than its `max_len` from the binarized rows (the text files keep
+them, as evaluation references), and a model whose maximum is that `max_len` cannot take
+those. The loss uses every kept pair, with a fixed noise seed (PaDIR) so that successive
+validations are comparable. The BLEU decodes the source ids of the first `valid_sentences`
+kept pairs with the model's own decoder (AR greedy, PaDIR with `valid_steps` refinement steps
+and 5 length candidates) and scores them against those pairs' reference lines.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -18,6 +23,55 @@ from gmlm.models import AutoregressiveModel, PadirModel
 from gmlm.training.config import TrainConfig
 
 VALID_NOISE_SEED = 12345
+
+
+@dataclass(frozen=True)
+class ValidationPairs:
+    """The valid pairs the BLEU check decodes: the first rows of the binarized split.
+
+    `sources` are token ids without EOS, `references` the cleaned text lines of the same pairs.
+    `pairs` counts every pair of the split's text, `kept` its binarized rows; `dropped` says
+    why the preparation dropped the others ({reason: count}, from stats.json).
+    """
+
+    sources: list[list[int]]
+    references: list[str]
+    kept: int
+    pairs: int
+    dropped: dict[str, int]
+
+    @property
+    def skipped(self) -> int:
+        """Valid pairs no validation sees: the ones the data preparation dropped."""
+        return self.pairs - self.kept
+
+    def describe(self) -> str:
+        """One line for the training log."""
+        line = f"validation: loss on the {self.kept:,} kept valid pairs"
+        if self.sources:
+            line += f", BLEU on the first {len(self.sources):,}"
+        if not self.skipped:
+            return line
+        reasons = ", ".join(f"{n:,} {r}" for r, n in self.dropped.items() if n)
+        return (
+            f"{line}; {self.skipped:,} of the {self.pairs:,} valid pairs skipped, as the data "
+            f"preparation dropped them ({reasons or 'see stats.json'})"
+        )
+
+
+def validation_pairs(data: PreparedDataset, limit: int) -> ValidationPairs:
+    """The first `limit` kept pairs of the valid split (all of them when it has fewer)."""
+    split = data.split("valid")
+    references = data.read_text("valid", "tgt")
+    rows = range(min(max(limit, 0), len(split)))
+    dropped = data.stats().get("splits", {}).get("valid", {}).get("dropped", {})
+    return ValidationPairs(
+        sources=[split[i][0].tolist() for i in rows],
+        references=[references[int(split.lines[i])] for i in rows],
+        kept=len(split),
+        pairs=len(references),
+        dropped={str(k): int(v) for k, v in dropped.items()},
+    )
 
 
 @torch.no_grad()
@@ -58,18 +112,20 @@ def validate(
     data: PreparedDataset,
     device: torch.device,
     dtype: torch.dtype | None,
+    pairs: ValidationPairs | None = None,
 ) -> dict[str, Any]:
+    """Validation loss, and the BLEU of `pairs` (default: `validation_pairs(data,
+    cfg.valid_sentences)`) unless `cfg.valid_sentences` is 0."""
     scores: dict[str, Any] = validation_loss(model, cfg, data, device, dtype)
     if cfg.valid_sentences > 0:
         from gmlm.translate import Translator
 
-        sources = data.read_text("valid", "src")[: cfg.valid_sentences]
-        references = data.read_text("valid", "tgt")[: cfg.valid_sentences]
+        pairs = pairs or validation_pairs(data, cfg.valid_sentences)
         translator = Translator(cfg.kind, model, data.tokenizer)
-        # Validation sources passed the preparation's length filter, so "error" cannot fire.
-        steps = cfg.valid_steps if cfg.kind == "padir" else None
-        hyps = translator.translate(sources, bf16=dtype is not None, steps=steps)
-        bleu = corpus_scores(hyps, references)["bleu"]
+        options = translator.options(steps=cfg.valid_steps if cfg.kind == "padir" else None)
+        outputs = translator.translate_ids(pairs.sources, options, bf16=dtype is not None)
+        hyps = [translator.text(ids) for ids in outputs]
+        bleu = corpus_scores(hyps, pairs.references)["bleu"]
         scores["bleu"] = bleu.score
         scores["bleu_signature"] = bleu.signature
     model.train()
