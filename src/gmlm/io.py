@@ -63,3 +63,19 @@ def replace_dir(tmp: Path, target: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
     else:
         os.replace(tmp, target)
+
+
+def restore_replaced(target: Path) -> None:
+    """Undo a `replace_dir` that a crash cut between its two renames.
+
+    Then `target` is missing and the previous folder waits in `.NAME.old-*/NAME`: it is moved
+    back (it is complete, a leftover temporary folder need not be), so that cleaning up the
+    leftovers never deletes it. Call this before removing `.NAME.old-*` folders.
+    """
+    if target.exists() or target.is_symlink():
+        return
+    for old in sorted(target.parent.glob(f".{target.name}.old-*")):
+        previous = old / target.name
+        if previous.is_dir():
+            os.replace(previous, target)
+            return

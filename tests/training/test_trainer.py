@@ -1,5 +1,6 @@
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -163,6 +164,50 @@ def test_bad_configs_and_resume_errors(word_task_data, tmp_path):
     (tmp_path / "other" / "notes.txt").write_text("mine")
     with pytest.raises(GmlmError, match="not a gmlm run folder"):
         train(word_task_data, tmp_path / "other", "ar")
+
+
+def test_out_must_be_a_run_folder(word_task_data, tmp_path):
+    run = tmp_path / "r"
+    train(word_task_data, run, "ar", "max_steps=2", "valid_every=2")
+    dataset = tmp_path / "data"
+    shutil.copytree(word_task_data, dataset)
+    refused = {
+        run / "best": "is a checkpoint folder .*model.safetensors.*choose a new out=",
+        dataset: "is a prepared dataset folder .*manifest.json.*pass it as data=",
+        run / "config.yaml": "is a file, not a folder",
+        tmp_path / "mine": r"not a gmlm run folder \(it holds config.yaml, notes.txt;",
+        run / "config.yaml" / "sub": "cannot create the run folder",
+    }
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("mine")
+    (tmp_path / "mine" / "config.yaml").write_text("kind: ar\n")
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    for out, message in refused.items():
+        with pytest.raises(GmlmError, match=message):
+            train(word_task_data, out, "ar", "max_steps=4")
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+    assert ckpt.load_for_inference(run / "best").kind == "ar"
+    # A run folder resumes, also with a file of the user's in it; an empty folder starts one.
+    (run / "notes.txt").write_text("mine")
+    assert train(word_task_data, run, "ar", "max_steps=4", "valid_every=2").step == 4
+    assert [r["step"] for r in metrics(run) if "loss" in r] == [1, 2, 3, 4]
+    assert (run / "notes.txt").read_text() == "mine"
+    (tmp_path / "empty").mkdir()
+    assert train(word_task_data, tmp_path / "empty", "ar", "max_steps=1").step == 1
+
+
+def test_run_killed_while_replacing_last_resumes(word_task_data, tmp_path):
+    run = tmp_path / "r"
+    train(word_task_data, run, "ar", "max_steps=2", "valid_every=2")
+    # replace_dir's first rename done, its second not: `last` waits in .last.old-*/last.
+    (run / ".last.old-x").mkdir()
+    (run / "last").rename(run / ".last.old-x" / "last")
+    (run / ".last.tmp-y").mkdir()
+    messages = []
+    assert train(word_task_data, run, "ar", "max_steps=3", "valid_every=3", log=messages.append)
+    assert f"resumed {run} at step 2" in messages
+    assert [r["step"] for r in metrics(run) if "loss" in r] == [1, 2, 3]
+    assert sorted(p.name for p in run.iterdir() if p.name.startswith(".")) == []
 
 
 def test_nan_loss_stops_and_keeps_last_checkpoint(word_task_data, tmp_path, monkeypatch):

@@ -37,14 +37,17 @@ from safetensors.torch import load_file, load_model, save_file, save_model
 from torch import nn
 
 from gmlm.config import ConfigError, load_saved_config, save_config, to_dict
+from gmlm.data.binarized import MANIFEST
 from gmlm.data.tokenizer import Tokenizer
 from gmlm.errors import GmlmError
-from gmlm.io import atomic_write_json, current_umask, replace_dir
+from gmlm.io import atomic_write_json, current_umask, replace_dir, restore_replaced
 from gmlm.models import build_model
 from gmlm.nn.config import ModelConfig
 from gmlm.training.config import TrainConfig
 
 MODEL_FILE = "model.safetensors"
+# The checkpoint folders a run folder can hold (see the Trainer).
+RUN_CHECKPOINTS = ("last", "best", "averaged")
 
 
 @dataclass
@@ -73,6 +76,49 @@ def write_checkpoint_dir(path: Path, fill: Callable[[Path], None]) -> None:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def check_run_folder(run: Path) -> bool:
+    """Whether `out=run` may take a training run; True when it holds one to resume.
+
+    A run folder is what `gmlm train` writes: the resolved `config.yaml` beside `metrics.jsonl`
+    (written from the first step) or the `last/` checkpoint, and `best/`, `history/`, ... Other
+    files in it are left alone. Training starts in a missing or empty folder, resumes in a run
+    folder that has a `last/` checkpoint (starts over in one that has none yet) and refuses
+    anything else, saying what it looks like: training writes its own `config.yaml`, so a
+    checkpoint folder would stop loading and a dataset folder would lose its settings.
+    """
+    if not run.exists():
+        return False
+    if not run.is_dir():
+        raise GmlmError(f"out={run} is a file, not a folder; choose a folder path for the run")
+    entries = sorted(p.name for p in run.iterdir())
+    if not entries:
+        return False
+    if (run / MODEL_FILE).is_file():
+        raise GmlmError(
+            f"out={run} is a checkpoint folder (it holds {MODEL_FILE}), not a run folder: "
+            "training into it would replace its config.yaml and it would no longer load; "
+            "choose a new out= folder"
+        )
+    if (run / MANIFEST).is_file():
+        raise GmlmError(
+            f"out={run} is a prepared dataset folder (it holds {MANIFEST}), not a run folder: "
+            "pass it as data= and choose a new out= folder"
+        )
+    config = (run / "config.yaml").is_file()
+    if not (config and ((run / "metrics.jsonl").is_file() or (run / "last").is_dir())):
+        shown = ", ".join(entries[:5]) + (
+            f" and {len(entries) - 5} more" if len(entries) > 5 else ""
+        )
+        raise GmlmError(
+            f"out={run} exists and is not a gmlm run folder (it holds {shown}; a run folder "
+            "holds the config.yaml and metrics.jsonl or last/ that `gmlm train` writes); "
+            "choose a new or empty out= folder"
+        )
+    for name in RUN_CHECKPOINTS:
+        restore_replaced(run / name)  # a run killed while it replaced one
+    return (run / "last" / MODEL_FILE).is_file()
 
 
 def remove_stale(run_dir: Path) -> None:

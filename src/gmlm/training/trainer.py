@@ -203,14 +203,16 @@ class Trainer:
     def _prepare_run_dir(self) -> bool:
         """Create the run folder, or resume the run in it. Returns True when resuming."""
         run = self.run_dir
-        last = run / "last"
-        if (last / ckpt.MODEL_FILE).is_file():
-            saved = ckpt.read_config(last)
+        if ckpt.check_run_folder(run):
+            saved = ckpt.read_config(run / "last")
             ckpt.check_resume_compatible(saved, self.cfg, run)
             return True
-        if run.exists() and any(run.iterdir()) and not (run / "config.yaml").is_file():
-            raise GmlmError(f"out={run} exists and is not a gmlm run folder; choose another out=")
-        run.mkdir(parents=True, exist_ok=True)
+        try:
+            run.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise GmlmError(
+                f"out={run}: cannot create the run folder ({err.strerror}); choose another out="
+            ) from None
         return False
 
     def _restore(self) -> None:
