@@ -1,11 +1,12 @@
 import os
+import shutil
 from pathlib import Path
 
 import pytest
 
 from gmlm.config import load_saved_config, merge
 from gmlm.data import binarized
-from gmlm.data.binarized import load_dataset
+from gmlm.data.binarized import DATASET_FILES, load_dataset
 from gmlm.data.cleaning import normalize
 from gmlm.data.prepare import DataConfig, prepare_dataset
 from gmlm.data.tokenizer import Tokenizer
@@ -195,3 +196,73 @@ def test_invalid_settings(tmp_path: Path, override: dict, message: str) -> None:
     cfg = merge(tiny_config("tsv:unused.tsv"), override)
     with pytest.raises(GmlmError, match=message):
         prepare_dataset(cfg, tmp_path / "out")
+
+
+def test_rebuild_replaces_only_what_prepare_wrote(tmp_path: Path) -> None:
+    src, tgt = make_pairs(200)
+    cfg = tiny_config(files_spec(tmp_path, src, tgt))
+    out = prepare_dataset(cfg, tmp_path / "out")
+    assert {p.name for p in out.iterdir()} == DATASET_FILES  # the list knows every file
+    (out / "notes.txt").write_text("mine")
+    (out / "plots").mkdir()
+    (out / "plots" / "lengths.csv").write_text("1,2\n")
+    (out / "link").symlink_to("notes.txt")
+    messages: list[str] = []
+    prepare_dataset(cfg, out, force=True, log=messages.append)
+    assert "kept what prepare did not write: link, notes.txt, plots" in messages[-1]
+    # Without a test split now: its old files go, the user's files stay.
+    cfg.test_fraction = 0.0
+    prepare_dataset(cfg, out)
+    assert load_dataset(out).splits == ["train", "valid"]
+    assert not list(out.glob("test.*"))
+    assert (out / "notes.txt").read_text() == "mine"
+    assert (out / "plots" / "lengths.csv").read_text() == "1,2\n"
+    assert os.readlink(out / "link") == "notes.txt"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_killed_between_the_two_renames_loses_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src, tgt = make_pairs(200)
+    cfg = tiny_config(files_spec(tmp_path, src, tgt))
+    out = prepare_dataset(cfg, tmp_path / "out")
+    (out / "notes.txt").write_text("mine")
+    before = load_dataset(out).manifest
+
+    def killed(tmp: Path, target: Path) -> None:  # replace_dir's first rename, then kill -9
+        old = tmp_path / f".{target.name}.old-killed"
+        old.mkdir()
+        target.rename(old / target.name)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("gmlm.data.prepare.replace_dir", killed)
+    with pytest.raises(KeyboardInterrupt):
+        prepare_dataset(cfg, out, force=True)
+    assert not out.exists()
+    monkeypatch.undo()
+    messages: list[str] = []
+    prepare_dataset(cfg, out, log=messages.append)
+    assert "up to date" in messages[-1] and load_dataset(out).manifest == before
+    assert (out / "notes.txt").read_text() == "mine"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_a_file_that_cannot_be_kept_stops_the_rebuild(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src, tgt = make_pairs(200)
+    cfg = tiny_config(files_spec(tmp_path, src, tgt))
+    out = prepare_dataset(cfg, tmp_path / "out")
+    (out / "notes.txt").write_text("mine")
+    before = load_dataset(out).manifest
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(os, "link", refuse)
+    monkeypatch.setattr(shutil, "copy2", refuse)
+    with pytest.raises(GmlmError, match=r"cannot keep notes\.txt.*nothing was replaced: move"):
+        prepare_dataset(cfg, out, force=True)
+    assert load_dataset(out).manifest == before and (out / "notes.txt").read_text() == "mine"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []

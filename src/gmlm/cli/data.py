@@ -53,7 +53,11 @@ def add_parser(sub: Any) -> None:
     )
     _add_config_args(prep)
     prep.add_argument("--out", required=True, type=Path, help="dataset folder to write")
-    prep.add_argument("--force", action="store_true", help="rebuild even if up to date")
+    prep.add_argument(
+        "--force",
+        action="store_true",
+        help="rebuild even if up to date (other files in the folder are kept)",
+    )
     prep.add_argument("--no-progress", action="store_true", help="no progress bars")
     prep.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides")
     prep.set_defaults(func=run_prepare)

@@ -9,8 +9,9 @@ A prepared dataset folder holds, for each split S (train, valid, test):
     S.src.txt, S.tgt.txt    the split's cleaned text, every pair, one per line (including pairs
                             dropped from the binarized rows): the references for evaluation
 plus `tokenizer.model` / `tokenizer.json`, the resolved `config.yaml`, `stats.json` and
-`manifest.json`. The manifest is written last and the folder is renamed into place only once
-complete, so a folder with a manifest is a finished dataset; `open` also checks file sizes.
+`manifest.json` (`DATASET_FILES` names them all). The manifest is written last and the
+folder is renamed into place only once complete, so a folder with a manifest is a finished
+dataset; `open` also checks file sizes.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from gmlm.data.tokenizer import Tokenizer
+from gmlm.data.splits import SPLITS
+from gmlm.data.tokenizer import META_FILE, MODEL_FILE, Tokenizer
 from gmlm.errors import GmlmError
 from gmlm.io import atomic_open
 
@@ -34,6 +36,12 @@ STATS = "stats.json"
 CONFIG = "config.yaml"
 FORMAT = "gmlm-translation-data"
 FORMAT_VERSION = 1
+SPLIT_FILES = ("src.bin", "tgt.bin", "idx.npy", "src.txt", "tgt.txt")  # each S.<name>
+# Every name a prepared dataset folder can hold; anything else in it is someone else's.
+DATASET_FILES = frozenset(
+    {MANIFEST, STATS, CONFIG, MODEL_FILE, META_FILE}
+    | {f"{split}.{name}" for split in SPLITS for name in SPLIT_FILES}
+)
 
 
 def token_dtype(vocab_size: int) -> np.dtype[Any]:

@@ -12,6 +12,9 @@ Steps (timed, reported in `stats.json`):
    (their text files keep every pair, as evaluation references);
 6. write everything into a temporary sibling folder, `manifest.json` last, then rename it
    into place, so an interrupted run never leaves a dataset that a later run would trust.
+   Files of someone else's in a dataset folder being rebuilt are hard-linked (or copied) into
+   the new folder first: only what prepare writes is replaced, and at every moment the old or
+   the new folder holds them.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import shutil
 import tempfile
 import time
@@ -36,6 +40,7 @@ from gmlm import __version__
 from gmlm.config import save_config, to_dict
 from gmlm.data.binarized import (
     CONFIG,
+    DATASET_FILES,
     FORMAT,
     FORMAT_VERSION,
     MANIFEST,
@@ -50,7 +55,7 @@ from gmlm.data.corpora import Corpus, ParallelText, carve_splits, parse_spec, re
 from gmlm.data.stats import split_stats
 from gmlm.data.tokenizer import SPECIAL_IDS, Tokenizer
 from gmlm.errors import GmlmError
-from gmlm.io import atomic_write_json, current_umask, replace_dir
+from gmlm.io import atomic_write_json, current_umask, replace_dir, restore_replaced
 
 ENCODE_CHUNK = 50_000
 
@@ -163,10 +168,46 @@ def _holds_dataset(out: Path) -> bool:
 
 
 def _remove_stale(out: Path) -> None:
-    """Leftovers of runs killed before they could clean up (never trusted, just removed)."""
+    """Leftovers of runs killed before they could clean up (never trusted, just removed; a
+    previous dataset that a kill left in `.NAME.old-*` instead of `out` is put back first)."""
+    restore_replaced(out)
     for pattern in (f".{out.name}.tmp-*", f".{out.name}.old-*"):
         for stale in out.parent.glob(pattern):
             shutil.rmtree(stale, ignore_errors=True)
+
+
+def _keep_other_files(out: Path, tmp: Path) -> list[str]:
+    """Hard-link (or copy) into the new dataset folder `tmp` every entry of the dataset folder
+    `out` that is not a dataset file, so that replacing `out` by `tmp` keeps it; their names.
+
+    `out` is not touched: until the rename, a crash leaves it as it was."""
+    others = sorted(p.name for p in out.iterdir() if p.name not in DATASET_FILES)
+    for name in others:
+        try:
+            _link_or_copy(out / name, tmp / name)
+        except OSError as err:
+            raise GmlmError(
+                f"--out {out}: cannot keep {name}, which is not a dataset file, in the rebuilt "
+                f"folder ({err}); nothing was replaced: move {name} out of {out} and run again"
+            ) from None
+    return others
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    """`target` becomes `source` again: folders recreated, symbolic links recreated, files
+    hard-linked (copied where the file system cannot link)."""
+
+    def link(src: str, dst: str) -> str:
+        try:
+            os.link(src, dst, follow_symlinks=False)
+        except OSError:
+            shutil.copy2(src, dst, follow_symlinks=False)
+        return dst
+
+    if source.is_dir() and not source.is_symlink():
+        shutil.copytree(source, target, symlinks=True, copy_function=link)
+    else:
+        link(str(source), str(target))
 
 
 def _share_permissions(folder: Path) -> None:
@@ -207,6 +248,7 @@ def prepare_dataset(
     say = log or (lambda _msg: None)
     validate_config(cfg)
     out = Path(out_dir)
+    _remove_stale(out)
     existing = _holds_dataset(out)
     seconds: dict[str, float] = {}
     t_start = clock = time.perf_counter()
@@ -235,7 +277,6 @@ def prepare_dataset(
         say(f"{out}: up to date (content hash {digest[:12]}), reusing it")
         return out
 
-    _remove_stale(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
@@ -246,11 +287,15 @@ def prepare_dataset(
         seconds["total"] = round(time.perf_counter() - t_start, 3)
         _write_metadata(cfg, corpus, splits, tokenizer, tmp, stats, entries, digest, seconds)
         _share_permissions(tmp)
+        kept = _keep_other_files(out, tmp) if existing else []
         replace_dir(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    say(f"{out}: written (content hash {digest[:12]})")
+    say(
+        f"{out}: written (content hash {digest[:12]})"
+        + (f"; kept what prepare did not write: {', '.join(kept)}" if kept else "")
+    )
     return out
 
 
