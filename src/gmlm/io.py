@@ -11,14 +11,23 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
+from gmlm.errors import GmlmError
+
 
 @contextmanager
 def atomic_open(path: Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO[Any]]:
     """Open a temporary sibling of `path`; on success it replaces `path`, on error it is removed.
 
-    A crash mid-write therefore never leaves a half-written file under the final name.
+    A crash mid-write therefore never leaves a half-written file under the final name. An
+    existing `path` that is neither a regular file nor a folder (/dev/null, a named pipe) is
+    written directly: there is no file to replace, and renaming over it would replace the
+    device or pipe itself.
     """
     path = Path(path)
+    if path.exists() and not path.is_file() and not path.is_dir():
+        with open(path, mode, encoding=None if "b" in mode else encoding) as handle:
+            yield handle
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp creates 0600; give the usual permissions
@@ -32,6 +41,32 @@ def atomic_open(path: Path, mode: str = "w", encoding: str | None = "utf-8") -> 
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def check_output_file(path: Path, flag: str) -> None:
+    """Fail now, before any long work, where `atomic_open(path)` would fail at the end: `path`
+    is a folder, a folder on its way is a file, or the folder it goes in takes no new files
+    (tried by creating and removing a file there). Missing folders are fine: `atomic_open`
+    creates them. `flag` names the option in messages ("--output")."""
+    path = Path(path)
+    if path.is_dir():
+        raise GmlmError(f"{flag} {path} is a folder; give a file path, e.g. {path / 'out.txt'}")
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise GmlmError(f"{flag} {path}: {folder} is a file, not a folder; choose another path")
+    if path.exists() and not path.is_file():
+        return  # a device or pipe, written directly
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=folder)
+    except OSError as err:
+        raise GmlmError(
+            f"{flag} {path}: cannot create files in {folder} ({err.strerror}); choose a "
+            "writable location"
+        ) from None
+    os.close(fd)
+    os.unlink(probe)
 
 
 def current_umask() -> int:

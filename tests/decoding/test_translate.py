@@ -236,3 +236,29 @@ def test_cli_errors_are_clean(
     assert main([*base, "--input", str(long_input), "--over-length", "report"]) == 0
     assert "gmlm: warning:" in capsys.readouterr().err
     assert target.read_text(encoding="utf-8").split("\n")[1:] == ["", ""]
+
+
+def test_cli_checks_the_output_before_translating(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def load(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the model was loaded before the output was checked")
+
+    monkeypatch.setattr("gmlm.translate.load", load)
+    source = tmp_path / "in.de"
+    source.write_text("der Hund.\n", encoding="utf-8")
+    (tmp_path / "file.txt").write_text("mine", encoding="utf-8")
+    bad = {
+        tmp_path: "is a folder; give a file path",
+        tmp_path / "file.txt" / "hyp.en": "file.txt is a file, not a folder",
+        tmp_path / "file.txt" / "sub" / "hyp.en": "file.txt is a file, not a folder",
+    }
+    if Path("/proc/self").is_dir():  # Linux: no one, root included, creates files in /proc
+        bad[Path("/proc/gmlm-hyp.en")] = "cannot create files in /proc"
+    for output, message in bad.items():
+        args = ["translate", "--checkpoint", str(tmp_path), "--input", str(source)]
+        assert main([*args, "--output", str(output)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"gmlm: error: --output {output}") and message in err
+    assert (tmp_path / "file.txt").read_text(encoding="utf-8") == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file.txt", "in.de"]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from gmlm.data.textfiles import decode_utf8, read_lines
 from gmlm.errors import GmlmError
-from gmlm.io import atomic_open
+from gmlm.io import atomic_open, check_output_file
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -123,6 +123,8 @@ def _same_file(a: Path, b: Path) -> bool:
 def run(args: argparse.Namespace) -> int:
     from gmlm.translate import load
 
+    if args.output is not None:
+        check_output_file(args.output, "--output")  # not after the whole translation
     lines, origin = read_input(args.input)
     if args.input is not None and args.output is not None and _same_file(args.input, args.output):
         raise GmlmError(f"--output {args.output} is the input file; choose another path")
