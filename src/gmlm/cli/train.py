@@ -19,6 +19,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "  gmlm train --config small-padir data=runs/data/multi30k out=runs/padir\n"
         "  gmlm train --config tiny-ar data=DIR out=DIR max_steps=200 optim.lr=1e-3\n"
         "Re-running the same command resumes from OUT/last (exactly, also after kill -9).\n"
+        "OUT is a new or empty folder, or a run folder to resume; other folders (a checkpoint,\n"
+        "a prepared dataset) are refused.\n"
         "Data parallel: torchrun --nproc_per_node 2 -m gmlm train --config ... (gloo on CPU).\n\n"
         f"presets: {', '.join(list_presets())}",
     )

@@ -283,9 +283,9 @@ class Trainer:
         torch.distributed.all_gather_object(out, obj)
         return out
 
-    def save_last(self, validation_pending: bool = False) -> None:
-        """Write the `last` checkpoint (every process contributes its RNG and data position);
-        `validation_pending` marks it as written before the validation of its step."""
+    def save_last(self) -> None:
+        """Write the `last` checkpoint (every process contributes its RNG and data position),
+        marked as awaiting the validation of its step until `_validate` records its outcome."""
         rngs = self._gather(self._rng_tensors())
         data_states = self._gather(self.batches.state_dict())
         if self.dist.is_main:
@@ -297,7 +297,7 @@ class Trainer:
                 "world_size": self.dist.world_size,
                 "data_fingerprint": self.train_set.fingerprint,
                 "data": {f"rank{r}": s for r, s in enumerate(data_states)},
-                "validation_pending": validation_pending,
+                "validation_pending": True,
             }
             self._last_state = state
 
@@ -511,7 +511,7 @@ class Trainer:
 
     def _save_and_validate(self, writer: Any, tb: Any) -> None:
         """Save `last`, then validate: an error in the validation loses no training step."""
-        self.save_last(validation_pending=True)
+        self.save_last()
         if self.dist.is_main:
             self._validate(writer, tb)
         barrier(self.dist)
