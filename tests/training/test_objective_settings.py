@@ -12,6 +12,7 @@ from gmlm.config import ConfigError
 from gmlm.models import PadirModel
 from gmlm.training import checkpoint as ckpt
 from gmlm.training.config import load_train_config
+from gmlm.training.optim import build_optimizer
 from gmlm.training.trainer import Trainer
 
 RECIPE = [
@@ -53,6 +54,13 @@ def test_recipe_settings_train_and_the_checkpoint_keeps_the_relative_bias(
     for name in tables:
         assert torch.equal(state[name], saved[name])
         assert saved[name].abs().sum() > 0
+    # Like the embedding tables, the bias tables get no weight decay.
+    names = {id(p): n for n, p in loaded.model.named_parameters()}
+    optimizer = build_optimizer(loaded.model, loaded.config.optim)
+    undecayed = {
+        names[id(p)] for g in optimizer.param_groups if g["weight_decay"] == 0 for p in g["params"]
+    }
+    assert tables <= undecayed
 
 
 @pytest.mark.parametrize(
