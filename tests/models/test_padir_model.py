@@ -171,13 +171,13 @@ def test_padir_with_relative_bias_instead_of_absolute_decoder_positions_learns()
     optimizer = torch.optim.Adam(model.parameters(), lr=5e-3)
     generator = torch.Generator().manual_seed(0)
     losses = []
-    for _ in range(100):
+    for _ in range(60):
         optimizer.zero_grad()
         loss = padir_loss(model, src, tgt, generator=generator).total
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
-    # Measured over seeds 0-2: 7.1-7.6 at the start, 0.05-0.13 after 100 steps.
-    assert losses[-1] < 0.05 * losses[0]
+    # Measured over torch seeds 0-2: 7.1-7.6 at the start, 0.32-0.73 after 60 steps.
+    assert losses[-1] < 0.2 * losses[0]
     assert model.self_attention_bias is not None
     assert model.self_attention_bias.table.weight.grad is not None
