@@ -60,6 +60,11 @@ def test_tied_embeddings_count_once() -> None:
         ({"length_id": 7}, "n_special"),
         ({"vocab_size": 6}, "no ordinary tokens"),
         ({"dropout": 1.0}, "dropout"),
+        ({"attention_dropout": 1.0}, "model.attention_dropout"),
+        ({"activation_dropout": -0.1}, "model.activation_dropout"),
+        ({"relative_buckets": 5}, "model.relative_buckets must be even"),
+        ({"relative_buckets": 2}, "model.relative_buckets must be even and at least 4"),
+        ({"relative_max_distance": 8}, "model.relative_max_distance=8 must exceed"),
         ({"n_decoder_layers": 0}, "n_decoder_layers"),
         ({"widht": 3}, "unknown model config keys"),
     ],
@@ -82,6 +87,23 @@ def test_unknown_preset_and_config_file_keys_are_rejected() -> None:
 def test_padir_needs_some_decoder_position_information() -> None:
     with pytest.raises(ConfigError, match="no position information"):
         PadirModel(tiny(vocab_size=50, positional_attention=False, decoder_positions=False))
+    # The relative bias alone is a position signal.
+    PadirModel(
+        tiny(vocab_size=50, positional_attention=False, decoder_positions=False, relative_bias=True)
+    )
+
+
+def test_relative_bias_adds_one_table_per_attention_kind_and_is_padir_only() -> None:
+    config = tiny(vocab_size=50)
+    biased = tiny(vocab_size=50, relative_bias=True, relative_buckets=16)
+    # (buckets x heads) for self-attention and for positional attention, shared by the layers.
+    table = 16 * config.n_heads
+    assert parameters_of("padir", biased) - parameters_of("padir", config) == 2 * table
+    no_positional = tiny(vocab_size=50, relative_bias=True, positional_attention=False)
+    ablated = tiny(vocab_size=50, positional_attention=False)
+    assert parameters_of("padir", no_positional) - parameters_of("padir", ablated) == 32 * 2
+    with pytest.raises(ConfigError, match="relative_bias is a PaDIR option"):
+        AutoregressiveModel(biased)
 
 
 def test_too_long_inputs_and_empty_sources_raise_clear_errors() -> None:

@@ -93,3 +93,73 @@ def test_kv_cache_select_reorders_and_repeats_rows() -> None:
     assert picked.padding_mask is not None
     assert picked.padding_mask.flatten().tolist() == [False, False, False]
     assert KVCache().length == 0
+
+
+def padding() -> torch.Tensor:
+    mask = torch.zeros(B, TK, dtype=torch.bool)
+    mask[0, -3:] = True
+    mask[2, -1:] = True
+    return mask
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_bias_is_added_to_the_scaled_scores_in_both_paths(batched: bool) -> None:
+    attn, query, memory = make_inputs()
+    bias = torch.randn(B, H, TQ, TK) if batched else torch.randn(H, TQ, TK)
+    bias.requires_grad_(True)
+    kv = attn.project_kv(memory)
+    fused, _ = attn(query, kv, key_padding_mask=padding(), bias=bias)
+    explicit, weights = attn(query, kv, key_padding_mask=padding(), bias=bias, return_weights=True)
+    torch.testing.assert_close(explicit, fused, atol=1e-5, rtol=1e-5)
+    # The weights by hand: softmax(q k^T / sqrt(d) + bias) over the unpadded keys.
+    keys, _ = kv
+    queries = attn._split_heads(attn.q_proj(query))
+    scores = queries @ keys.transpose(-2, -1) / (D // H) ** 0.5 + bias
+    expected = scores.masked_fill(padding()[:, None, None, :], float("-inf")).softmax(-1)
+    assert weights is not None
+    torch.testing.assert_close(weights, expected, atol=1e-6, rtol=1e-6)
+    # The bias learns through the fused kernel as through the explicit softmax.
+    (fused_grad,) = torch.autograd.grad(fused.square().sum(), bias)
+    (explicit_grad,) = torch.autograd.grad(explicit.square().sum(), bias)
+    torch.testing.assert_close(fused_grad, explicit_grad, atol=1e-5, rtol=1e-5)
+    assert fused_grad.abs().sum() > 0
+
+
+def test_a_bias_with_a_causal_mask_keeps_the_mask() -> None:
+    attn, _, sequence = make_inputs()
+    bias = torch.randn(H, TK, TK)
+    kv = attn.project_kv(sequence)
+    fused, _ = attn(sequence, kv, causal=True, bias=bias)
+    explicit, weights = attn(sequence, kv, causal=True, bias=bias, return_weights=True)
+    assert weights is not None
+    assert torch.all(weights.triu(1) == 0)
+    torch.testing.assert_close(fused, explicit, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("explicit", [False, True])
+def test_attention_dropout_drops_whole_probabilities_in_training_only(explicit: bool) -> None:
+    # One key: every probability is 1, so with dropout 0.5 each head's output at each query
+    # is exactly 0 or 2 v; an identity output projection exposes the heads.
+    torch.manual_seed(0)
+    attn = MultiHeadAttention(D, H, dropout=0.5)
+    with torch.no_grad():
+        attn.out_proj.weight.copy_(torch.eye(D))
+    query, memory = torch.randn(B, 50, D), torch.randn(B, 1, D)
+    kv = attn.project_kv(memory)
+    value = kv[1].transpose(1, 2).reshape(B, 1, D)  # (B, 1, D): the single key's values
+    if explicit:
+        # The explicit softmax also runs when training in bf16 on CPU; force it by asking
+        # for the weights (which are the probabilities before dropout).
+        out, weights = attn.train()(query, kv, return_weights=True)
+        assert weights is not None and torch.all(weights == 1)
+    else:
+        out, _ = attn.train()(query, kv)
+    heads = out.view(B, 50, H, D // H)
+    doubled = (2 * value).view(B, 1, H, D // H).expand_as(heads)
+    kept = torch.isclose(heads, doubled, atol=1e-6, rtol=1e-6).all(-1)
+    dropped = (heads == 0).all(-1)
+    assert torch.all(kept ^ dropped)
+    # 600 coin flips: both outcomes occur, in roughly equal numbers.
+    assert 200 < int(kept.sum()) < 400
+    evaluated, _ = attn.eval()(query, kv)
+    torch.testing.assert_close(evaluated, value.expand(B, 50, D), atol=1e-6, rtol=1e-6)

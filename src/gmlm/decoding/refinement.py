@@ -58,7 +58,7 @@ from torch import Tensor
 
 from gmlm.decoding.scores import check_length_penalty, length_penalty
 from gmlm.errors import GmlmError
-from gmlm.models.padir import PadirModel, initial_hypothesis
+from gmlm.models.padir import PadirModel, initial_hypothesis, stutter_positions
 from gmlm.nn.attention import KVCache
 from gmlm.nn.config import ModelConfig
 
@@ -263,13 +263,6 @@ def refinement_init(
             else None
         ),
     )
-
-
-def stutter_positions(tokens: Tensor, content: Tensor) -> Tensor:
-    """(N, W) True where a content token equals its left neighbour (also content)."""
-    same = torch.zeros_like(content)
-    same[:, 1:] = (tokens[:, 1:] == tokens[:, :-1]) & content[:, 1:] & content[:, :-1]
-    return same
 
 
 def remask_counts(content_lengths: Tensor, step: int, options: RefinementOptions) -> Tensor:

@@ -22,6 +22,7 @@ from typing import cast
 import torch
 from torch import Tensor, nn
 
+from gmlm.config import ConfigError
 from gmlm.nn.attention import KVCache, MultiHeadAttention
 from gmlm.nn.config import ModelConfig
 from gmlm.nn.layers import (
@@ -72,11 +73,15 @@ class DecoderLayer(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.self_norm = nn.LayerNorm(config.d_model)
-        self.self_attn = MultiHeadAttention(config.d_model, config.n_heads)
+        self.self_attn = MultiHeadAttention(
+            config.d_model, config.n_heads, config.attention_dropout
+        )
         self.cross_norm = nn.LayerNorm(config.d_model)
-        self.cross_attn = MultiHeadAttention(config.d_model, config.n_heads)
+        self.cross_attn = MultiHeadAttention(
+            config.d_model, config.n_heads, config.attention_dropout
+        )
         self.ffn_norm = nn.LayerNorm(config.d_model)
-        self.ffn = FeedForward(config.d_model, config.d_ff)
+        self.ffn = FeedForward(config.d_model, config.d_ff, config.activation_dropout)
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(
@@ -116,6 +121,11 @@ class AutoregressiveModel(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         config.validate()
+        if config.relative_bias:
+            raise ConfigError(
+                "model.relative_bias is a PaDIR option; the autoregressive decoder uses "
+                "absolute positions: set model.relative_bias=false for kind=ar"
+            )
         self.config = config
         self.embeddings = TokenEmbeddings(config.vocab_size, config.d_model, config.tie_embeddings)
         self.encoder = Encoder(config, config.max_source_len, "model.max_source_len")

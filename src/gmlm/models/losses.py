@@ -2,6 +2,12 @@
 
 Targets are right-padded ``y_1 .. y_n EOS pad ..`` (B, T). Token losses are means over the
 non-pad target positions of the batch (every position, EOS included, weighs the same).
+
+PaDIR's length loss is a mean over sentences, so its weight against the per-token mean
+decides how hard the length head is pushed (PADIR_SPEC section 1): the authors' code adds it
+to per-token *sums* over the stages (relative weight about 1 / (stages x target length)),
+fairseq's NAT models weigh it 0.1; ``length_weight=1`` (the default, kept for older runs)
+weighs it about 30 times the authors' on Multi30k.
 """
 
 from __future__ import annotations
@@ -15,16 +21,21 @@ from torch import Tensor
 
 from gmlm.errors import GmlmError
 from gmlm.models.autoregressive import AutoregressiveModel, teacher_forcing_input
-from gmlm.models.padir import PadirModel, random_tokens
+from gmlm.models.padir import PadirModel, ordinary_argmax, random_tokens, stutter_positions
 from gmlm.nn.config import ModelConfig
+
+StageArgmax = Literal["any", "ordinary"]
+StageStutterRemask = Literal["none", "previous"]
 
 
 @dataclass
 class LossOutput:
-    """total: what to backpropagate (token_loss + length_loss for PaDIR, token_loss for AR).
+    """total: what to backpropagate (token_loss + length_weight * length_loss for PaDIR,
+    token_loss for AR).
 
     token_loss: mean over stages of the per-token cross-entropy (one stage for AR).
-    length_loss: PaDIR's length cross-entropy (mean over sentences), None for AR.
+    length_loss: PaDIR's (label-smoothed) length cross-entropy, mean over sentences and not
+        weighted; None for AR.
     stage_losses: each stage's token loss, in order.
     n_tokens: non-pad target tokens in the batch (for per-token averages across batches).
     """
@@ -81,12 +92,35 @@ def noise_targets(
     return torch.where(keep, targets, replacement)
 
 
-def next_stage_input(logits: Tensor, targets: Tensor, config: ModelConfig) -> Tensor:
-    """The argmax of one stage's logits (B, T, V) as the next stage's input (B, T), with the
-    gold EOS and pad put back where the targets (B, T) have them. argmax is not
-    differentiable, so no gradient flows from a stage's input into the previous stage."""
-    hyp = logits.argmax(dim=-1).masked_fill(targets == config.eos_id, config.eos_id)
-    return hyp.masked_fill(targets == config.pad_id, config.pad_id)
+def next_stage_input(
+    logits: Tensor,
+    stage_input: Tensor,
+    targets: Tensor,
+    config: ModelConfig,
+    *,
+    argmax: StageArgmax = "any",
+    stutter_remask: StageStutterRemask = "none",
+) -> Tensor:
+    """The next stage's input (B, T) from one stage's input (B, T) and logits (B, T, V).
+
+    argmax "any": the argmax over the whole vocabulary, with the gold EOS and pad of the
+        targets (B, T) put back where they have them. "ordinary": what an inference pass
+        proposes, the best ordinary token at content positions, EOS at the last, pad after.
+    stutter_remask "previous": as between inference passes, a content token equal to its
+        left content neighbour is replaced by that position's token in `stage_input`.
+    argmax is not differentiable, so no gradient flows from a stage's input into the
+    previous stage.
+    """
+    content = (targets != config.pad_id) & (targets != config.eos_id)
+    is_eos = targets == config.eos_id
+    if argmax == "ordinary":
+        hyp = ordinary_argmax(logits, content, is_eos, config)
+    else:
+        hyp = logits.argmax(dim=-1).masked_fill(is_eos, config.eos_id)
+        hyp = hyp.masked_fill(targets == config.pad_id, config.pad_id)
+    if stutter_remask == "previous":
+        hyp = torch.where(stutter_positions(hyp, content), stage_input, hyp)
+    return hyp
 
 
 def padir_loss(
@@ -96,16 +130,26 @@ def padir_loss(
     *,
     stages: int = 2,
     keep_rate: float = 0.15,
+    length_weight: float = 1.0,
+    length_label_smoothing: float = 0.0,
+    stage_argmax: StageArgmax = "any",
+    stage_stutter_remask: StageStutterRemask = "none",
     label_smoothing: float = 0.0,
     generator: torch.Generator | None = None,
 ) -> LossOutput:
     """Multi-stage PaDIR loss for src (B, S) and targets (B, T).
 
     Stage 1 decodes the noised targets; stage s + 1 decodes the argmax of stage s (taken
-    without gradient), with pad and EOS positions reset to the gold pad / EOS. The token loss
-    is the mean of the stage losses (the original code sums; the mean keeps the scale of
-    one stage whatever `stages` is); the length loss is added unweighted. All stages share
-    the parameters, the encoder pass and the dropout mode.
+    without gradient, see :func:`next_stage_input` for `stage_argmax` and
+    `stage_stutter_remask`), with pad and EOS positions reset to the gold pad / EOS. The
+    token loss is the mean of the stage losses (the original code sums; the mean keeps the
+    scale of one stage whatever `stages` is), label-smoothed by `label_smoothing`; the length
+    loss, label-smoothed by `length_label_smoothing` over the max_target_len length classes,
+    is added times `length_weight` (see the module docstring). All stages share the
+    parameters, the encoder pass and the dropout mode.
+
+    The keywords from `stages` to `stage_stutter_remask` are the training config's `padir`
+    section, field for field.
     """
     if stages < 1:
         raise GmlmError(f"stages must be at least 1, got {stages}")
@@ -119,13 +163,22 @@ def padir_loss(
         logits = model.decode(memory, hyp, padding_mask=padding_mask).logits
         stage_losses.append(token_cross_entropy(logits, targets, config.pad_id, label_smoothing))
         if stage + 1 < stages:
-            hyp = next_stage_input(logits, targets, config)
+            hyp = next_stage_input(
+                logits,
+                hyp,
+                targets,
+                config,
+                argmax=stage_argmax,
+                stutter_remask=stage_stutter_remask,
+            )
     token_loss = torch.stack(stage_losses).mean()
     length_loss = F.cross_entropy(
-        model.length_logits(enc).float(), length_targets(targets, config.pad_id)
+        model.length_logits(enc).float(),
+        length_targets(targets, config.pad_id),
+        label_smoothing=length_label_smoothing,
     )
     return LossOutput(
-        total=token_loss + length_loss,
+        total=token_loss + length_weight * length_loss,
         token_loss=token_loss,
         length_loss=length_loss,
         stage_losses=stage_losses,

@@ -5,7 +5,9 @@ learned length table, scores target lengths 1 .. max_target_len (a length counts
 The decoder is non-causal: every position sees the whole hypothesis (only padding is
 masked). Each decoder layer adds positional attention, in which queries and keys come from
 the layer-normed position table and values from the hidden states, so each layer can move
-information between positions by where they are rather than by what they hold.
+information between positions by where they are rather than by what they hold. Optionally
+(``relative_bias``) the decoder's self-attention and positional attention also add T5's
+relative position bias, one table for each, shared by every layer.
 
 Inference (the refinement loop lives in the decoding package)::
 
@@ -35,6 +37,7 @@ from gmlm.nn.layers import (
     EncoderOutput,
     FeedForward,
     PositionEmbedding,
+    RelativePositionBias,
     TokenEmbeddings,
     init_weights,
     source_padding_mask,
@@ -89,12 +92,41 @@ def initial_hypothesis(
     return hyp.masked_fill(positions > last, config.pad_id)
 
 
+def ordinary_argmax(logits: Tensor, content: Tensor, is_eos: Tensor, config: ModelConfig) -> Tensor:
+    """The hypothesis a decoder pass proposes, (B, T) from logits (B, T, V): the best
+    *ordinary* token (special ids are never proposed) at `content` positions (B, T), EOS
+    where `is_eos` (B, T), pad everywhere else."""
+    best = logits[..., config.n_special :].argmax(-1) + config.n_special
+    return torch.where(content, best, torch.where(is_eos, config.eos_id, config.pad_id))
+
+
+def stutter_positions(tokens: Tensor, content: Tensor) -> Tensor:
+    """(N, W) True where a content token equals its left neighbour (also content)."""
+    same = torch.zeros_like(content)
+    same[:, 1:] = (tokens[:, 1:] == tokens[:, :-1]) & content[:, 1:] & content[:, :-1]
+    return same
+
+
 @dataclass
 class PadirEncoderOutput(EncoderOutput):
     """The source encoding (memory and mask cover source tokens only, not [LENGTH]) and
     length_state: (B, D), the final encoder state at the [LENGTH] position."""
 
     length_state: Tensor
+
+
+@dataclass
+class DecoderPositions:
+    """What the decoder layers know about positions, computed once per pass over T positions.
+
+    table: (T, D) rows of the shared position table (positional attention's queries/keys).
+    self_bias, positional_bias: (H, T, T) relative position biases of self-attention and of
+        positional attention, or None without ``relative_bias``.
+    """
+
+    table: Tensor
+    self_bias: Tensor | None = None
+    positional_bias: Tensor | None = None
 
 
 class PositionalAttention(nn.Module):
@@ -104,14 +136,16 @@ class PositionalAttention(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.norm = nn.LayerNorm(config.d_model)
-        self.attn = MultiHeadAttention(config.d_model, config.n_heads)
+        self.attn = MultiHeadAttention(config.d_model, config.n_heads, config.attention_dropout)
 
-    def forward(self, x: Tensor, positions: Tensor, padding_mask: Tensor) -> Tensor:
-        """x: (B, T, D); positions: (T, D) shared table rows; padding_mask: (B, T) -> (B, T, D)."""
+    def forward(self, x: Tensor, positions: DecoderPositions, padding_mask: Tensor) -> Tensor:
+        """x: (B, T, D); padding_mask: (B, T) -> (B, T, D)."""
         # The same queries and keys for every row: (1, T, D), broadcast over the batch.
-        where = self.norm(positions).unsqueeze(0)
+        where = self.norm(positions.table).unsqueeze(0)
         kv = self.attn.project_kv(where, x)
-        attended, _ = self.attn(where, kv, key_padding_mask=padding_mask)
+        attended, _ = self.attn(
+            where, kv, key_padding_mask=padding_mask, bias=positions.positional_bias
+        )
         return attended
 
 
@@ -123,24 +157,28 @@ class DecoderLayer(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.self_norm = nn.LayerNorm(config.d_model)
-        self.self_attn = MultiHeadAttention(config.d_model, config.n_heads)
+        self.self_attn = MultiHeadAttention(
+            config.d_model, config.n_heads, config.attention_dropout
+        )
         self.positional = PositionalAttention(config) if config.positional_attention else None
         self.cross_norm = nn.LayerNorm(config.d_model)
-        self.cross_attn = MultiHeadAttention(config.d_model, config.n_heads)
+        self.cross_attn = MultiHeadAttention(
+            config.d_model, config.n_heads, config.attention_dropout
+        )
         self.ffn_norm = nn.LayerNorm(config.d_model)
-        self.ffn = FeedForward(config.d_model, config.d_ff)
+        self.ffn = FeedForward(config.d_model, config.d_ff, config.activation_dropout)
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(
         self,
         x: Tensor,
         padding_mask: Tensor,
-        positions: Tensor,
+        positions: DecoderPositions,
         cross: tuple[Tensor, Tensor],
         src_padding_mask: Tensor | None,
         return_weights: bool = False,
     ) -> tuple[Tensor, Tensor | None, Tensor | None]:
-        """x: (B, T, D); padding_mask: (B, T); positions: the shared table rows (T, D).
+        """x: (B, T, D); padding_mask: (B, T).
 
         Returns the new x and, if asked, the self- and cross-attention weights.
         """
@@ -149,6 +187,7 @@ class DecoderLayer(nn.Module):
             h,
             self.self_attn.project_kv(h),
             key_padding_mask=padding_mask,
+            bias=positions.self_bias,
             return_weights=return_weights,
         )
         x = x + self.dropout(attended)
@@ -171,10 +210,11 @@ class PadirModel(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         config.validate()
-        if not (config.positional_attention or config.decoder_positions):
+        if not (config.positional_attention or config.decoder_positions or config.relative_bias):
             raise ConfigError(
-                "model.positional_attention and model.decoder_positions are both false: the "
-                "PaDIR decoder would have no position information; enable at least one"
+                "model.positional_attention, model.decoder_positions and model.relative_bias "
+                "are all false: the PaDIR decoder would have no position information; enable "
+                "at least one"
             )
         self.config = config
         self.embeddings = TokenEmbeddings(config.vocab_size, config.d_model, config.tie_embeddings)
@@ -185,10 +225,32 @@ class PadirModel(nn.Module):
         self.target_positions = PositionEmbedding(
             config.max_target_len, config.d_model, "model.max_target_len"
         )
+        self.self_attention_bias = self._relative_bias() if config.relative_bias else None
+        self.positional_attention_bias = (
+            self._relative_bias() if config.relative_bias and config.positional_attention else None
+        )
         self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.n_decoder_layers))
         self.final_norm = nn.LayerNorm(config.d_model)
         self.dropout = nn.Dropout(config.dropout)
         init_weights(self)
+
+    def _relative_bias(self) -> RelativePositionBias:
+        config = self.config
+        return RelativePositionBias(
+            config.n_heads,
+            config.max_target_len,
+            config.relative_buckets,
+            config.relative_max_distance,
+        )
+
+    def positions(self, length: int) -> DecoderPositions:
+        """Position information for a pass over `length` target positions."""
+        self_bias, positional_bias = self.self_attention_bias, self.positional_attention_bias
+        return DecoderPositions(
+            self.target_positions(length),
+            None if self_bias is None else self_bias(length),
+            None if positional_bias is None else positional_bias(length),
+        )
 
     def encode(self, src: Tensor) -> PadirEncoderOutput:
         """src: (B, S) right-padded ids, without [LENGTH] (added here)."""
@@ -238,10 +300,10 @@ class PadirModel(nn.Module):
         cross = self.cross_memory(memory) if isinstance(memory, EncoderOutput) else memory
         if padding_mask is None:
             padding_mask = hyp == self.config.pad_id
-        positions = self.target_positions(hyp.shape[1])
+        positions = self.positions(hyp.shape[1])
         x = self.embeddings.embed_target(hyp)
         if self.config.decoder_positions:
-            x = x + positions
+            x = x + positions.table
         x = self.dropout(x)
         self_weights = cross_weights = None
         for index, layer in enumerate(self.layers):

@@ -26,14 +26,16 @@ class MultiHeadAttention(nn.Module):
 
     With ``return_weights=True`` the same softmax is computed explicitly so that the
     per-head weights (B, H, Tq, Tk) can be returned; otherwise the fused kernel runs, except
-    when training in half precision on CPU, where the explicit softmax is faster.
-    Attention weights get no dropout: the layers apply dropout to sublayer outputs only.
+    when training in half precision on CPU, where the explicit softmax is faster. Both paths
+    add the optional score bias after scaling, then mask, then (in training) drop attention
+    probabilities with rate `dropout` (returned weights are the probabilities before dropout).
     """
 
-    def __init__(self, d_model: int, n_heads: int) -> None:
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0) -> None:
         super().__init__()
         self.n_heads = n_heads
         self.head_dim = d_model // n_heads
+        self.dropout = dropout
         self.q_proj = nn.Linear(d_model, d_model, bias=False)
         self.k_proj = nn.Linear(d_model, d_model, bias=False)
         self.v_proj = nn.Linear(d_model, d_model, bias=False)
@@ -63,6 +65,7 @@ class MultiHeadAttention(nn.Module):
         *,
         key_padding_mask: Tensor | None = None,
         causal: bool = False,
+        bias: Tensor | None = None,
         return_weights: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
         """Attend from `query_input` (B, Tq, D) to projected keys/values (B, H, Tk, D/H).
@@ -70,6 +73,7 @@ class MultiHeadAttention(nn.Module):
         key_padding_mask: (B, Tk), True at keys to ignore.
         causal: query i may see keys up to i + Tk - Tq, so the last query is aligned with the
             last key (this is what incremental decoding with a cache needs).
+        bias: (H, Tq, Tk) or (B, H, Tq, Tk), added to the scaled scores (relative positions).
         A query input with batch size 1 is broadcast over the batch of `kv`.
         Returns the output (B, Tq, D) and, if asked, the weights (B, H, Tq, Tk).
         """
@@ -77,26 +81,40 @@ class MultiHeadAttention(nn.Module):
         batch = values.shape[0]
         queries = self._split_heads(self.q_proj(query_input)).expand(batch, -1, -1, -1)
         q_len, k_len = queries.shape[2], keys.shape[2]
+        drop = self.dropout if self.training else 0.0
         fused = not (return_weights or _slow_fused_backward(queries))
-        # The fused kernel's own causal flag is top-left aligned, which is only right when square.
-        fused_causal = fused and causal and key_padding_mask is None and q_len == k_len
+        # The fused kernel's own causal flag is top-left aligned, which is only right when
+        # square, and it takes no additive mask beside it.
+        fused_causal = (
+            fused and causal and key_padding_mask is None and bias is None and q_len == k_len
+        )
         allowed = None
         if not fused_causal:
             allowed = attention_mask(q_len, k_len, key_padding_mask, causal, queries.device)
         weights = None
         if fused:
+            mask = allowed if bias is None else _additive_mask(bias.to(queries.dtype), allowed)
             out = F.scaled_dot_product_attention(
-                queries, keys, values, attn_mask=allowed, is_causal=fused_causal
+                queries, keys, values, attn_mask=mask, dropout_p=drop, is_causal=fused_causal
             )
         else:
             scores = queries @ keys.transpose(-2, -1) / math.sqrt(self.head_dim)
+            if bias is not None:
+                scores = scores + bias
             if allowed is not None:
                 scores = scores.masked_fill(~allowed, float("-inf"))
             probs = scores.softmax(dim=-1)
-            out = probs.to(values.dtype) @ values
             weights = probs if return_weights else None
+            if drop:
+                probs = F.dropout(probs, drop)
+            out = probs.to(values.dtype) @ values
         out = out.transpose(1, 2).reshape(batch, q_len, -1)
         return self.out_proj(out), weights
+
+
+def _additive_mask(bias: Tensor, allowed: Tensor | None) -> Tensor:
+    """The bias with -inf where attention is not allowed: what the fused kernel adds."""
+    return bias if allowed is None else bias.masked_fill(~allowed, float("-inf"))
 
 
 def _slow_fused_backward(queries: Tensor) -> bool:

@@ -30,11 +30,25 @@ class ModelConfig:
 
     Positions: both encoders and the AR decoder add learned absolute position embeddings to
     their inputs. The paper's T5 code uses relative position bias instead; absolute tables are
-    simpler and cheaper. Because we drop the relative bias, the PaDIR decoder also adds the
-    absolute embeddings to its inputs by default (``decoder_positions``): positional
-    attention alone cannot tell positions apart when neighbouring hidden states are equal,
-    e.g. an all-[MASK] initial hypothesis would give the same prediction at every position.
-    The table is shared between that input embedding and every layer's positional attention.
+    simpler and cheaper. Without the relative bias (``relative_bias``, off by default) the
+    PaDIR decoder also adds the absolute embeddings to its inputs (``decoder_positions``):
+    positional attention alone cannot tell positions apart when neighbouring hidden states are
+    equal, e.g. an all-[MASK] initial hypothesis would give the same prediction at every
+    position. The table is shared between that input embedding and every layer's positional
+    attention.
+
+    Relative bias (PaDIR only, PADIR_SPEC section 1): T5's bucketed bias, a learned scalar per
+    head and bucket of key - query distance, added to the attention scores of the decoder's
+    self-attention and positional attention. Each of the two has its own table, shared by
+    every decoder layer: the T5 way (computed once per pass, no per-layer copies), and the
+    bias then acts as one position signal that every layer reads, like the shared position
+    table of positional attention. With it, ``decoder_positions`` may be switched off to match
+    the authors' decoder.
+
+    Dropout: ``dropout`` hits residual branches and the embeddings; ``attention_dropout`` the
+    attention probabilities of every attention (positional attention included);
+    ``activation_dropout`` the feed-forward activation. T5 uses one rate for all of them; the
+    two extra rates default to 0 so that older configs keep their meaning.
     """
 
     vocab_size: int = 8000
@@ -44,6 +58,8 @@ class ModelConfig:
     n_decoder_layers: int = 6
     d_ff: int = 2048
     dropout: float = 0.1
+    attention_dropout: float = 0.0
+    activation_dropout: float = 0.0
     # Longest source (without PaDIR's [LENGTH] token) and target (counting EOS) in tokens.
     max_source_len: int = 256
     max_target_len: int = 256
@@ -53,6 +69,12 @@ class ModelConfig:
     positional_attention: bool = True
     # PaDIR only: add absolute position embeddings to the decoder input (see class docstring).
     decoder_positions: bool = True
+    # PaDIR only: T5 relative position bias in decoder self- and positional attention: distances
+    # |key - query| below relative_buckets / 4 get a bucket each (per direction), longer ones
+    # share logarithmically wider buckets up to relative_max_distance (see class docstring).
+    relative_bias: bool = False
+    relative_buckets: int = 32
+    relative_max_distance: int = 128
     # PaDIR only: corrupt targets / start decoding from random tokens or from [MASK] tokens.
     init_hypothesis: Literal["random", "mask"] = "random"
     pad_id: int = 0
@@ -83,8 +105,20 @@ class ModelConfig:
             raise ConfigError(
                 f"model.d_model={self.d_model} is not divisible by model.n_heads={self.n_heads}"
             )
-        if not 0.0 <= self.dropout < 1.0:
-            raise ConfigError(f"model.dropout must be in [0, 1), got {self.dropout}")
+        for name in ("dropout", "attention_dropout", "activation_dropout"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ConfigError(f"model.{name} must be in [0, 1), got {getattr(self, name)}")
+        if self.relative_buckets < 4 or self.relative_buckets % 2:
+            raise ConfigError(
+                f"model.relative_buckets must be even and at least 4 (half for each direction, "
+                f"each half split into exact and logarithmic buckets), got {self.relative_buckets}"
+            )
+        if self.relative_max_distance <= self.relative_buckets // 4:
+            raise ConfigError(
+                f"model.relative_max_distance={self.relative_max_distance} must exceed "
+                f"model.relative_buckets / 4 = {self.relative_buckets // 4}, the distances that "
+                "get a bucket each"
+            )
         specials = self.special_ids()
         if len(set(specials.values())) != len(specials):
             raise ConfigError(f"special token ids must be distinct, got {specials}")

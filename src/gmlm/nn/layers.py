@@ -1,4 +1,5 @@
-"""Layers both models use unchanged: embeddings, feed-forward, the pre-LayerNorm encoder.
+"""Layers both models use unchanged: embeddings, feed-forward, the pre-LayerNorm encoder,
+and T5's relative position bias.
 
 Pre-LayerNorm everywhere: every sublayer reads ``LN(x)`` and adds its (dropped-out) output
 back to ``x``; each stack ends with a final LayerNorm. Linear layers have no bias (as in T5).
@@ -11,6 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import TypeVar
 
+import torch
 from torch import Tensor, nn
 
 from gmlm.errors import GmlmError
@@ -116,16 +118,69 @@ class PositionEmbedding(nn.Module):
         return self.table.weight[offset:end]
 
 
-class FeedForward(nn.Module):
-    """Linear -> GELU -> Linear, (B, T, D) -> (B, T, D)."""
+def relative_buckets(max_len: int, n_buckets: int, max_distance: int) -> Tensor:
+    """T5's bidirectional relative position buckets of every key - query distance r in
+    -(max_len - 1) .. max_len - 1, as a (2 * max_len - 1,) table indexed by r + max_len - 1.
 
-    def __init__(self, d_model: int, d_ff: int) -> None:
+    Keys to the left (r <= 0) take buckets [0, n_buckets / 2), keys to the right the other
+    half. Within a half, with exact = n_buckets / 4 and d = |r|: d < exact is bucket d; longer
+    distances get exact + floor(log(d / exact) / log(max_distance / exact) * (half - exact)),
+    capped at half - 1 (every d of max_distance or more shares the last bucket). The floor
+    is decided in integers, k <= m log(d/e) / log(M/e) iff d^m e^k >= M^k e^m, so no
+    platform's log rounding can move a boundary.
+    """
+    half = n_buckets // 2
+    exact = half // 2
+    steps = half - exact
+
+    def bucket(d: int) -> int:
+        if d < exact:
+            return d
+        # Logarithmic steps k = 1 .. steps - 1 passed: (d / exact)^steps >= (M / exact)^k.
+        passed = sum(d**steps * exact**k >= max_distance**k * exact**steps for k in range(1, steps))
+        return exact + passed
+
+    table = [(half if r > 0 else 0) + bucket(abs(r)) for r in range(-(max_len - 1), max_len)]
+    return torch.tensor(table, dtype=torch.long)
+
+
+class RelativePositionBias(nn.Module):
+    """T5 relative position bias: a learned scalar per head and bucket of the key - query
+    distance (see :func:`relative_buckets`), for attention among `max_len` positions.
+
+    The bucket of every distance is precomputed once (a buffer, not saved: it follows from
+    the config); only the (n_buckets, H) table is a parameter.
+    """
+
+    buckets: Tensor
+
+    def __init__(self, n_heads: int, max_len: int, n_buckets: int, max_distance: int) -> None:
+        super().__init__()
+        self.max_len = max_len
+        self.table = nn.Embedding(n_buckets, n_heads)
+        buckets = relative_buckets(max_len, n_buckets, max_distance)
+        self.register_buffer("buckets", buckets, persistent=False)
+
+    def forward(self, length: int) -> Tensor:
+        """The bias among positions 0 .. length - 1, (H, length, length): [h, q, k] is the
+        table entry of head h for the bucket of k - q."""
+        positions = torch.arange(length, device=self.buckets.device)
+        distance = positions.unsqueeze(0) - positions.unsqueeze(1) + self.max_len - 1
+        return self.table(self.buckets[distance]).permute(2, 0, 1)
+
+
+class FeedForward(nn.Module):
+    """Linear -> GELU -> dropout -> Linear, (B, T, D) -> (B, T, D); the dropout (rate
+    `dropout`, active in training) hits the activation."""
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0) -> None:
         super().__init__()
         self.up = nn.Linear(d_model, d_ff, bias=False)
         self.down = nn.Linear(d_ff, d_model, bias=False)
+        self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.down(nn.functional.gelu(self.up(x)))
+        return self.down(self.dropout(nn.functional.gelu(self.up(x))))
 
 
 class EncoderLayer(nn.Module):
@@ -134,9 +189,9 @@ class EncoderLayer(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.attn_norm = nn.LayerNorm(config.d_model)
-        self.attn = MultiHeadAttention(config.d_model, config.n_heads)
+        self.attn = MultiHeadAttention(config.d_model, config.n_heads, config.attention_dropout)
         self.ffn_norm = nn.LayerNorm(config.d_model)
-        self.ffn = FeedForward(config.d_model, config.d_ff)
+        self.ffn = FeedForward(config.d_model, config.d_ff, config.activation_dropout)
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, x: Tensor, padding_mask: Tensor) -> Tensor:

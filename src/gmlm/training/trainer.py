@@ -2,8 +2,9 @@
 
 Loss normalisation. Each optimizer step sums the token cross-entropy over every target token of
 its micro-batches on every process and divides by the global token count (the length loss
-likewise by the global sentence count). Gradient accumulation and data parallelism therefore
-give the gradient of one large batch, whatever the split into micro-batches and processes.
+likewise by the global sentence count, then weighs it by padir.length_weight). Gradient
+accumulation and data parallelism therefore give the gradient of one large batch, whatever the
+split into micro-batches and processes.
 
 Resume. The `last` checkpoint holds weights, optimizer state, RNG states and the data iterator
 position; a restarted run (after Ctrl-C or `kill -9`) continues from it with exactly the steps
@@ -21,6 +22,7 @@ finished while it is not.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
@@ -28,7 +30,7 @@ from collections.abc import Callable, Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch import Tensor, nn
@@ -57,6 +59,13 @@ from gmlm.training.optim import build_optimizer, lr_at, set_lr
 from gmlm.training.validation import validate, validation_pairs
 
 Log = Callable[[str], None]
+Loss = TypeVar("Loss", float, Tensor)
+
+
+def objective(token_loss: Loss, length_loss: Loss, cfg: TrainConfig) -> Loss:
+    """What training minimises, from the per-token mean of the token loss and the per-sentence
+    mean of the length loss (0 for AR): token_loss + padir.length_weight * length_loss."""
+    return token_loss + cfg.padir.length_weight * length_loss
 
 
 class LossModule(nn.Module):
@@ -70,14 +79,13 @@ class LossModule(nn.Module):
     def forward(
         self, src: Tensor, tgt: Tensor, generator: torch.Generator | None
     ) -> tuple[Tensor, Tensor]:
-        """(summed token loss, summed length loss) of one micro-batch."""
+        """(summed token loss, summed unweighted length loss) of one micro-batch."""
         if isinstance(self.model, PadirModel):
             out = padir_loss(
                 self.model,
                 src,
                 tgt,
-                stages=self.cfg.padir.stages,
-                keep_rate=self.cfg.padir.keep_rate,
+                **dataclasses.asdict(self.cfg.padir),
                 label_smoothing=self.cfg.label_smoothing,
                 generator=generator,
             )
@@ -375,7 +383,7 @@ class Trainer:
             with sync:
                 with autocast(self.device, self.dtype):
                     token_sum, length_sum = self.loss_module(batch.src, batch.tgt, self.noise)
-                loss = scale * (token_sum / tokens + length_sum / sents)
+                loss = scale * objective(token_sum / tokens, length_sum / sents, cfg)
                 if not torch.isfinite(loss):
                     lines = [int(self.train_set.lines[r]) + 1 for r in batch.indices[:20]]
                     raise GmlmError(
@@ -401,7 +409,7 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
         return {
-            "loss": token_total / tokens + length_total / sents,
+            "loss": objective(token_total / tokens, length_total / sents, cfg),
             "token_loss": token_total / tokens,
             "length_loss": length_total / sents,
             "lr": lr,

@@ -82,7 +82,7 @@ def validation_loss(
     device: torch.device,
     dtype: torch.dtype | None,
 ) -> dict[str, float]:
-    from gmlm.training.trainer import LossModule, autocast
+    from gmlm.training.trainer import LossModule, autocast, objective
 
     loss_module = LossModule(model, cfg)
     split = TranslationDataset(data, "valid")
@@ -102,7 +102,7 @@ def validation_loss(
     out = {"token_loss": token_sum / tokens}
     if cfg.kind == "padir":
         out["length_loss"] = length_sum / sentences
-    out["loss"] = out["token_loss"] + out.get("length_loss", 0.0)
+    out["loss"] = objective(out["token_loss"], out.get("length_loss", 0.0), cfg)
     return out
 
 

@@ -1,0 +1,92 @@
+"""The PaDIR recipe settings of issue 16 through the trainer: the length weight in the logged
+and validated objective, and a checkpoint trained with relative bias that saves and loads it."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from gmlm.config import ConfigError
+from gmlm.models import PadirModel
+from gmlm.training import checkpoint as ckpt
+from gmlm.training.config import load_train_config
+from gmlm.training.optim import build_optimizer
+from gmlm.training.trainer import Trainer
+
+RECIPE = [
+    "padir.length_weight=0.25",
+    "padir.length_label_smoothing=0.1",
+    "padir.stage_argmax=ordinary",
+    "padir.stage_stutter_remask=previous",
+    "model.relative_bias=true",
+    "model.decoder_positions=false",
+    "model.attention_dropout=0.1",
+    "model.activation_dropout=0.1",
+]
+
+
+def test_recipe_settings_train_and_the_checkpoint_keeps_the_relative_bias(
+    word_task_data: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "r"
+    overrides = [f"data={word_task_data}", f"out={run}", "max_steps=2", "valid_every=2"]
+    fast = ["valid_sentences=0", "threads=1", "log_every=1"]
+    cfg = load_train_config("tiny-padir", [*overrides, *fast, *RECIPE])
+    Trainer(cfg, progress=False, log=lambda _m: None).run()
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    trained = [r for r in rows if "loss" in r]
+    assert len(trained) == 2
+    for row in trained:
+        assert row["loss"] == pytest.approx(row["token_loss"] + 0.25 * row["length_loss"])
+    (valid,) = [r for r in rows if "valid_loss" in r]
+    expected = valid["valid_token_loss"] + 0.25 * valid["valid_length_loss"]
+    assert valid["valid_loss"] == pytest.approx(expected)
+
+    saved = load_file(str(run / "last" / ckpt.MODEL_FILE))
+    tables = {"self_attention_bias.table.weight", "positional_attention_bias.table.weight"}
+    assert tables <= set(saved)
+    loaded = ckpt.load_for_inference(run / "last")
+    assert isinstance(loaded.model, PadirModel)
+    assert loaded.model_config.relative_bias and loaded.config.padir.length_weight == 0.25
+    state = loaded.model.state_dict()
+    for name in tables:
+        assert torch.equal(state[name], saved[name])
+        assert saved[name].abs().sum() > 0
+    # Like the embedding tables, the bias tables get no weight decay.
+    names = {id(p): n for n, p in loaded.model.named_parameters()}
+    optimizer = build_optimizer(loaded.model, loaded.config.optim)
+    undecayed = {
+        names[id(p)] for g in optimizer.param_groups if g["weight_decay"] == 0 for p in g["params"]
+    }
+    assert tables <= undecayed
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("padir.length_weight=-1", "padir.length_weight must be a finite number >= 0"),
+        ("padir.length_weight=.nan", "padir.length_weight must be a finite number"),
+        ("padir.length_label_smoothing=1.0", r"padir.length_label_smoothing must be in \[0, 1\)"),
+        ("padir.stage_argmax=best", "is not one of"),
+        ("padir.stage_stutter_remask=initial", "is not one of"),
+        ("padir.length_wieght=0.1", "unknown config key 'padir.length_wieght'"),
+    ],
+)
+def test_bad_objective_settings_are_config_errors(override: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_train_config("tiny-padir", [override])
+
+
+def test_old_configs_mean_the_old_objective() -> None:
+    # A config saved before these settings existed (no such keys) loads with the old meaning.
+    cfg = ckpt.read_config(Path(__file__).resolve().parents[2] / "checkpoints/multi30k-de-en/padir")
+    assert (cfg.padir.length_weight, cfg.padir.length_label_smoothing) == (1.0, 0.0)
+    assert (cfg.padir.stage_argmax, cfg.padir.stage_stutter_remask) == ("any", "none")
+    model = cfg.model
+    assert (model.attention_dropout, model.activation_dropout, model.relative_bias) == (
+        0.0,
+        0.0,
+        False,
+    )
