@@ -1,7 +1,8 @@
 """Timings of the theory targets (`gmlm theory poincare` and `gmlm theory bench`), with memory.
 
 Memory is the process's peak resident set size (getrusage), which includes the interpreter and
-the libraries (~0.1 GiB); `gmlm theory bench` grows N, so after each N it is that N's peak.
+the libraries, printed beside the resident size before the computation: the difference is what
+the computation needed. `gmlm theory bench` grows N, so after each N the peak is that N's.
 Tracing numpy's allocations instead (tracemalloc) costs ~25% of the time being measured.
 """
 
@@ -57,7 +58,8 @@ class PoincareRun:
     poincare: float
     spectral_gap: float
     seconds: float
-    peak_rss_mib: float
+    start_rss_mib: float  # resident memory before the model was built
+    peak_rss_mib: float  # peak resident memory of the process so far
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -67,6 +69,7 @@ def poincare_run(settings: PoincareSettings, deadline: float | None = None) -> P
     """Poincare constant of k-Gibbs on IsingModel.random(n, scale, seed), timed (model included)."""
     settings.check()
     threads = default_threads() if settings.threads is None else settings.threads
+    start_rss = current_rss_mib()
     start = time.perf_counter()
     model = IsingModel.random(settings.n, settings.scale, settings.seed)
     chain = BlockDynamics(model.distribution, MaskingScheme.k_pl(settings.n, settings.k))
@@ -82,8 +85,18 @@ def poincare_run(settings: PoincareSettings, deadline: float | None = None) -> P
         gap.poincare,
         gap.gap,
         time.perf_counter() - start,
+        start_rss,
         peak_rss_mib(),
     )
+
+
+def current_rss_mib() -> float:
+    """Resident memory of this process now, in MiB (Linux /proc; NaN elsewhere)."""
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return float("nan")
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
 def peak_rss_mib() -> float:
@@ -191,7 +204,8 @@ def run_line(run: PoincareRun) -> str:
     return (
         f"Poincare, {run.k}-Gibbs, N={run.n:2d} ({run.states:>10,} states): C={run.poincare:.10g} "
         f"in {run.seconds:.2f} s ({run.method}, {run.threads} thread"
-        f"{'s' if run.threads > 1 else ''}), peak RSS {run.peak_rss_mib:,.0f} MiB"
+        f"{'s' if run.threads > 1 else ''}), peak RSS {run.peak_rss_mib:,.0f} MiB "
+        f"({run.start_rss_mib:,.0f} MiB before)"
     )
 
 

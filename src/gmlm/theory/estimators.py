@@ -419,14 +419,26 @@ def finite_minimiser_exists(
     data_probs: np.ndarray,
     pair_weights: np.ndarray | None = None,
 ) -> bool:
-    """Whether the PL loss under these weights attains its infimum (a linear program, exact).
+    """Whether the PL loss under these weights attains its infimum (see recession_direction)."""
+    return recession_direction(family, scheme, data_probs, pair_weights) is None
+
+
+def recession_direction(
+    family: ExponentialFamily,
+    scheme: MaskingScheme,
+    data_probs: np.ndarray,
+    pair_weights: np.ndarray | None = None,
+) -> np.ndarray | None:
+    """(d,) a direction along which the PL loss decreases forever, or None if it has a minimiser.
 
     The loss of (x, K) is log sum_{y in x's block} exp(theta.(T(y) - T(x))). It has no finite
-    minimiser iff some direction v has v.(T(y) - T(x)) <= 0 for every such (x, K, y) and < 0 for
-    one: along v the loss then decreases forever (the pseudolikelihood analogue of separation in
-    logistic regression). Directions with v.(T(y) - T(x)) = 0 throughout leave the loss constant:
-    a minimiser still exists, unique up to them. Small samples from strongly coupled models miss
-    whole blocks of states and have such directions.
+    minimiser iff some direction v has v.(T(y) - T(x)) <= 0 for every such (x, K, y) of positive
+    weight and < 0 for one (the pseudolikelihood analogue of separation in logistic regression):
+    along v every term is non-increasing and one decreases strictly, from any theta. Directions
+    with v.(T(y) - T(x)) = 0 throughout leave the loss constant: a minimiser still exists,
+    unique up to them. A linear program (max of -sum v.(T(y) - T(x)) over |v_i| <= 1 under those
+    constraints, which is positive iff such a v exists) decides it exactly. Small samples from
+    strongly coupled models, which miss whole blocks of states, have such directions.
     """
     space = family.space
     rows = []
@@ -437,11 +449,10 @@ def finite_minimiser_exists(
         t_blocks = space.to_blocks(family.features, mask)  # (B, b, d)
         block, member = np.nonzero(space.to_blocks(a, mask) > 0)
         rows.append((t_blocks[block] - t_blocks[block, member][:, None, :]).reshape(-1, family.dim))
-    diffs = np.unique(np.concatenate(rows), axis=0)
+    diffs = np.unique(np.concatenate(rows), axis=0) if rows else np.zeros((0, family.dim))
     diffs = diffs[np.any(diffs != 0, axis=1)]
     if diffs.size == 0:
-        return True
-    # min over |v| <= 1 of sum(diffs) . v subject to diffs v <= 0: negative iff such a v exists
+        return None
     res = scipy.optimize.linprog(
         diffs.sum(axis=0),
         A_ub=diffs,
@@ -451,8 +462,9 @@ def finite_minimiser_exists(
     )
     if res.status != 0:
         raise GmlmError(f"the existence check of the fit failed: {res.message}")
-    scale = float(np.abs(diffs).sum())
-    return bool(res.fun >= -1e-9 * scale)
+    if res.fun >= -1e-9 * float(np.abs(diffs).sum()):
+        return None
+    return np.asarray(res.x)
 
 
 def fit_samples(

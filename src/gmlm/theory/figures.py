@@ -225,12 +225,9 @@ def _plot_estimation(result: FigureResult, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(6.4, 4.8))
     s = result.settings
     reps = s["repetitions"]
-    partial, missing = [], []
     for k in s["ks"]:
         rows = [r for r in result.rows if r["k"] == k]
         kept = [r for r in rows if r["fits"] > 0]
-        partial += [f"k={k} n={r['n']}: {r['fits']}" for r in kept if r["fits"] < reps]
-        missing += [f"k={k} n={r['n']}" for r in rows if r["fits"] == 0]
         n = np.array([r["n"] for r in kept], dtype=float)
         mean = np.array([r["mse_mean"] for r in kept])
         std = np.array([r["mse_std"] for r in kept])
@@ -250,16 +247,42 @@ def _plot_estimation(result: FigureResult, path: Path) -> None:
         f"(all {reps} unless ringed)",
         fontsize=8,
     )
-    notes = []
-    if partial:
-        notes.append(f"ringed, runs averaged (of {reps}): " + ", ".join(partial))
-    if missing:
-        notes.append("no point, as no run has a finite minimiser: " + ", ".join(missing))
+    notes = estimation_notes(result)
     if notes:
         fig.text(0.01, 0.01, "\n".join(notes), fontsize=6, wrap=True)
     ax.legend()
     fig.tight_layout(rect=(0, 0.025 * len(notes), 1, 1))
     _save(fig, path)
+
+
+def estimation_notes(result: FigureResult) -> list[str]:
+    """The plot's footnotes: points averaging fewer than all runs, and (k, n) with no point."""
+    reps = result.settings["repetitions"]
+    partial = [f"k={r['k']} n={r['n']}: {r['fits']}" for r in result.rows if 0 < r["fits"] < reps]
+    missing = [f"k={r['k']} n={r['n']}" for r in result.rows if r["fits"] == 0]
+    notes = []
+    if partial:
+        notes.append(f"ringed, runs averaged (of {reps}): " + ", ".join(partial))
+    if missing:
+        notes.append("no point, as no run has a finite minimiser: " + ", ".join(missing))
+    return notes
+
+
+def hitting_notes(result: FigureResult) -> list[str]:
+    """The plot's footnote: each mean above its Proposition 4 bound, and whether that is noise."""
+    notes = []
+    for r in result.rows:
+        z = r["prop4_excess_se"]
+        if z is not None:
+            verdict = "sampling noise" if z <= NOISE_SE else "beyond sampling noise"
+            notes.append(f"{r['sampler']} at J={r['J']:g}: {z:.1f} SE ({verdict})")
+    if not notes:
+        return []
+    reps = result.settings["repetitions"]
+    return [
+        f"means above their Prop. 4 bound, in standard errors of a {reps}-run mean: "
+        + "; ".join(notes)
+    ]
 
 
 def _plot_hitting(result: FigureResult, path: Path) -> None:
@@ -290,28 +313,18 @@ def _plot_hitting(result: FigureResult, path: Path) -> None:
         f"{s['repetitions']} runs; dotted: Prop. 4 bound 1/s",
         fontsize=9,
     )
-    notes = []
     for r, color in above:
-        z = r["prop4_excess_se"]
         ax.annotate(
-            f"+{z:.1f} SE",
+            f"+{r['prop4_excess_se']:.1f} SE",
             (r["J"], r["steps_mean"]),
             textcoords="offset points",
             xytext=(4, -9),
             fontsize=6,
             color=color,
         )
-        verdict = "sampling noise" if z <= NOISE_SE else "beyond sampling noise"
-        notes.append(f"{r['sampler']} at J={r['J']:g}: {z:.1f} SE ({verdict})")
+    notes = hitting_notes(result)
     if notes:
-        fig.text(
-            0.01,
-            0.01,
-            f"means above their Prop. 4 bound, in standard errors of a {s['repetitions']}-run "
-            "mean: " + "; ".join(notes),
-            fontsize=6,
-            wrap=True,
-        )
+        fig.text(0.01, 0.01, notes[0], fontsize=6, wrap=True)
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout(rect=(0, 0.05 if notes else 0, 1, 1))
     _save(fig, path)

@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg
+from scipy.linalg import blas
 from scipy.special import expit
 
 from gmlm.errors import GmlmError
@@ -121,15 +122,15 @@ class SingleSiteGibbs:
             self._pool.shutdown()
             self._pool = None
 
-    def apply(self, v: np.ndarray) -> np.ndarray:
-        """(S,) -> (S,) P v in the symmetrised coordinates."""
+    def apply(self, v: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """(S,) -> (S,) P v in the symmetrised coordinates (into `out`, distinct from v)."""
         if self.deadline is not None and time.perf_counter() > self.deadline:
             raise DeadlineExceeded(
                 f"stopped after {self.matvecs} matrix-vector products: the time limit was reached"
             )
         self.matvecs += 1
         v = np.ascontiguousarray(v, dtype=np.float64).reshape(-1)
-        out = np.empty_like(v)
+        out = np.empty_like(v) if out is None else out
         rows = [
             (a, min(a + self.tile_rows, self.rows)) for a in range(0, self.rows, self.tile_rows)
         ]
@@ -228,11 +229,13 @@ class SingleSiteGibbs:
 
 
 def _flip_add(v: np.ndarray, out: np.ndarray, entries: np.ndarray, buf: np.ndarray) -> None:
-    """out[:, 0] += s * v[:, 1] and out[:, 1] += s * v[:, 0] (axis 1 is the flipped variable)."""
-    scratch = buf[: entries.size].reshape(entries.shape)
-    for src, dst in ((1, 0), (0, 1)):
-        np.multiply(entries, v[:, src], out=scratch)
-        np.add(out[:, dst], scratch, out=out[:, dst])
+    """out[:, 0] += s * v[:, 1] and out[:, 1] += s * v[:, 0] (axis 1 is the flipped variable).
+
+    Two ufunc calls over the whole tile: v[:, ::-1] is the flipped view, s broadcasts over it.
+    """
+    scratch = buf[: v.size].reshape(v.shape)
+    np.multiply(entries[:, None], v[:, ::-1], out=scratch)
+    np.add(out, scratch, out=out)
 
 
 @dataclass(frozen=True)
@@ -260,7 +263,7 @@ def single_site_gap(
 
     Plain Lanczos on P with sqrt(p) deflated, without reorthogonalisation: the top Ritz value
     of the three-term recurrence converges to lambda_2 to working accuracy (lost orthogonality
-    only adds copies of converged values), and it needs three vectors where a restarted
+    only adds copies of converged values), and it needs four vectors where a restarted
     Arnoldi basis needs twenty (2.7 GiB at N = 24) and reads all of them at every step.
     """
     op = SingleSiteGibbs(log_p, threads=default_threads() if threads is None else threads)
@@ -268,78 +271,98 @@ def single_site_gap(
     try:
         root = op.root
 
-        def matvec(v: np.ndarray) -> np.ndarray:
-            out = op.apply(v)
-            out -= root * float(root @ v)  # deflate sqrt(p), the eigenvalue 1
-            return out
+        def matvec(v: np.ndarray, out: np.ndarray) -> None:
+            op.apply(v, out)
+            _axpy(-float(root @ v), root, out)  # deflate sqrt(p), the eigenvalue 1
 
         v0 = np.random.default_rng(0).standard_normal(op.size)
-        v0 -= root * float(root @ v0)
-        theta, coeffs = lanczos_top(matvec, v0, tol, max_steps)
+        _axpy(-float(root @ v0), root, v0)
+        lanczos = Lanczos(matvec, v0)
+        theta, coeffs = lanczos.top(tol, max_steps, relative=REFINE_BELOW)
         steps = coeffs.size
         if 1.0 - theta >= REFINE_BELOW:
             return SingleSiteGap(1.0 - theta, theta, False, steps, op.nbytes)
-        vector = lanczos_vector(matvec, v0, coeffs)
-        vector -= root * float(root @ vector)
+        vector = lanczos.vector(coeffs)
+        _axpy(-float(root @ vector), root, vector)
         gap = op.dirichlet(vector) / float(vector @ vector)
         return SingleSiteGap(gap, theta, True, steps, op.nbytes)
     finally:
         op.close()
 
 
-def lanczos_top(
-    matvec: Callable[[np.ndarray], np.ndarray],
-    v0: np.ndarray,
-    tol: float,
-    max_steps: int,
-    check_every: int = 10,
-) -> tuple[float, np.ndarray]:
-    """Largest eigenvalue of a symmetric operator and its Ritz vector's coefficients (steps,).
+class Lanczos:
+    """The three-term Lanczos recurrence of a symmetric operator, in three reused (S,) buffers.
 
-    Stops when the residual norm of the top Ritz pair, beta_m |s_m|, is below tol.
+    matvec(v, out) writes A v into out. Every update is an in-place BLAS call: temporaries of
+    2^24 float64 would add a pass over memory and fresh pages at every step.
     """
-    alphas: list[float] = []
-    betas: list[float] = []
-    v = v0 / np.linalg.norm(v0)
-    previous = np.zeros_like(v)
-    beta = 0.0
-    for step in range(1, max_steps + 1):
-        w = matvec(v)
-        alpha = float(v @ w)
-        w -= alpha * v
-        w -= beta * previous
-        beta = float(np.linalg.norm(w))
-        alphas.append(alpha)
-        betas.append(beta)
-        if step % check_every == 0 or beta == 0.0 or step == max_steps:
+
+    def __init__(self, matvec: Callable[[np.ndarray, np.ndarray], None], v0: np.ndarray):
+        self.matvec = matvec
+        self.v0 = np.asarray(v0, dtype=np.float64) / float(np.linalg.norm(v0))
+
+    def _steps(self) -> Iterator[tuple[float, float, np.ndarray]]:
+        """Yields (alpha_j, beta_j, v_j) for j = 1, 2, ...; v_j is overwritten afterwards."""
+        v = self.v0.copy()
+        previous = np.zeros_like(v)
+        w = np.empty_like(v)
+        beta = 0.0
+        while True:
+            self.matvec(v, w)
+            alpha = float(v @ w)
+            _axpy(-alpha, v, w)
+            _axpy(-beta, previous, w)
+            next_beta = float(np.linalg.norm(w))
+            yield alpha, next_beta, v
+            if next_beta == 0.0:
+                return
+            w *= 1.0 / next_beta
+            previous, v, w = v, w, previous
+            beta = next_beta
+
+    def top(
+        self, tol: float, max_steps: int, check_every: int = 5, relative: float = 0.0
+    ) -> tuple[float, np.ndarray]:
+        """Largest eigenvalue and its Ritz vector's coefficients (steps,) in the Lanczos basis.
+
+        Stops when the residual norm r = beta_m |s_m| of the top Ritz pair is below tol and,
+        when the gap g = 1 - theta is below `relative`, below 1e-7 sqrt(g) (floored at 1e-15)
+        too: the Ritz vector's Rayleigh quotient is then off by r^2 / delta (delta the distance
+        to the next eigenvalue), which must stay within ~1e-10 g to refine a small gap.
+        """
+        alphas: list[float] = []
+        betas: list[float] = []
+        residual = float("inf")
+        for step, (alpha, beta, _) in enumerate(self._steps(), start=1):
+            alphas.append(alpha)
+            betas.append(beta)
+            if step % check_every and beta > 0.0 and step < max_steps:
+                continue
             theta, s = _top_ritz(alphas, betas)
-            if beta * abs(s[-1]) <= tol or beta == 0.0:
+            residual = beta * abs(s[-1])
+            target = tol
+            if 1.0 - theta < relative:
+                target = min(tol, max(1e-7 * np.sqrt(max(1.0 - theta, 0.0)), 1e-15))
+            if residual <= target or beta == 0.0:
                 return theta, s
-        previous, v = v, w
-        v /= beta
-    raise GmlmError(
-        f"Lanczos did not converge in {max_steps} steps (residual {beta * abs(s[-1]):.2g} > "
-        f"{tol:g}); the spectral gap may be too small to resolve"
-    )
+            if step >= max_steps:
+                break
+        raise GmlmError(
+            f"Lanczos did not converge in {max_steps} steps (residual {residual:.2g}); the "
+            "spectral gap may be too small to resolve"
+        )
+
+    def vector(self, coeffs: np.ndarray) -> np.ndarray:
+        """sum_j coeffs[j] v_j: the Ritz vector, by running the same recurrence again."""
+        out = np.zeros_like(self.v0)
+        for c, (_, _, v) in zip(coeffs, self._steps(), strict=False):
+            _axpy(float(c), v, out)
+        return out
 
 
-def lanczos_vector(
-    matvec: Callable[[np.ndarray], np.ndarray], v0: np.ndarray, coeffs: np.ndarray
-) -> np.ndarray:
-    """sum_j coeffs[j] v_j: the Ritz vector, by running the same recurrence again."""
-    v = v0 / np.linalg.norm(v0)
-    previous = np.zeros_like(v)
-    out = coeffs[0] * v
-    beta = 0.0
-    for c in coeffs[1:]:
-        w = matvec(v)
-        w -= float(v @ w) * v
-        w -= beta * previous
-        beta = float(np.linalg.norm(w))
-        previous, v = v, w
-        v /= beta
-        out += c * v
-    return out
+def _axpy(a: float, x: np.ndarray, y: np.ndarray) -> None:
+    """y += a x in place (BLAS daxpy: one pass, no temporary)."""
+    blas.daxpy(x, y, a=a)
 
 
 def _top_ritz(alphas: list[float], betas: list[float]) -> tuple[float, np.ndarray]:
