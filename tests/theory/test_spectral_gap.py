@@ -189,3 +189,25 @@ def test_k_gibbs_scheme_detection_needs_uniform_single_sites():
     chain = type(k_gibbs(model.distribution, 1))(model.distribution, weighted)
     with pytest.raises(GmlmError, match="1-Gibbs on binary variables only"):
         poincare_constant(chain, "single-site")
+
+
+@pytest.mark.slow
+def test_bench_end_to_end(tmp_path, capsys):
+    out = tmp_path / "bench"
+    argv = ["theory", "bench", "--limit", "2", "--max-n", "16", "--threads", "1", "--out", str(out)]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    data = json.loads(lines[-1])
+    assert data["verify_passed"] and set(data["figures_seconds"]) == {
+        "figure1",
+        "figure2",
+        "figure3",
+    }
+    saved = json.loads((out / "bench.json").read_text())
+    runs = saved["poincare"]
+    assert [r["n"] for r in runs] == list(range(12, 12 + 2 * len(runs), 2)) and runs
+    assert all(r["peak_rss_mib"] > 0 and r["method"] == "single-site" for r in runs)
+    assert saved["poincare_stopped"] and saved["environment"]["cpu"]
+    assert any("Poincare, 1-Gibbs, N=12" in line and "peak RSS" in line for line in lines)
+    for name in ("figure1", "figure2", "figure3"):
+        assert (out / f"{name}.png").stat().st_size > 0

@@ -222,7 +222,8 @@ def run_verify_cmd(args: argparse.Namespace) -> int:
             f"verify: N={settings.min_n}..{settings.max_n}, seed={settings.seed}, J scales "
             f"{_show(settings.coupling_scales)}, h scales {_show(settings.field_scales)}, "
             f"cliques J {_show(settings.clique_couplings)}: {len(report.rows)} (model, k) cases, "
-            f"tol={settings.tol:g} (generalised eigenvalues: scale-free)"
+            f"cond(I) up to {report.max_fisher_condition:.2g}, tol={settings.tol:g} (on "
+            "generalised eigenvalues: scale-free)"
         )
         print(f"{'claim':18s} {'kind':9s} {'worst':>12s} {'checks':>7s}  result  where")
         for claim, v in report.worst().items():

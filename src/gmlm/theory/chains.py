@@ -28,6 +28,7 @@ import scipy.sparse.linalg as spla
 from scipy.sparse.csgraph import connected_components
 
 from gmlm.errors import GmlmError
+from gmlm.theory.asymptotics import root_eigenvalues
 from gmlm.theory.distributions import Distribution
 from gmlm.theory.estimators import ExponentialFamily, MaskingScheme, pl_statistics
 from gmlm.theory.single_site import DeadlineExceeded, single_site_gap
@@ -237,8 +238,7 @@ def ritz_gap(chain: BlockDynamics, vectors: np.ndarray) -> float:
     var = pl_statistics(family, zero, MaskingScheme.mle(dist.space.n_vars), dist.probs, roots=True)
     dirichlet = pl_statistics(family, zero, chain.scheme, dist.probs, roots=True)
     assert var.hessian_root is not None and dirichlet.hessian_root is not None
-    ratio = scipy.linalg.solve_triangular(var.hessian_root, dirichlet.hessian_root.T, trans="T")
-    return float(np.min(np.linalg.svd(ratio, compute_uv=False)) ** 2)
+    return float(root_eigenvalues(var.hessian_root, dirichlet.hessian_root)[0])
 
 
 def k_gibbs(dist: Distribution, k: int) -> BlockDynamics:

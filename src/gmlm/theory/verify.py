@@ -184,11 +184,17 @@ class VerifyReport:
     def passed(self) -> bool:
         return all(bool(v["passed"]) for v in self.worst().values())
 
+    @property
+    def max_fisher_condition(self) -> float:
+        """The largest cond(I) of the grid: how hard its worst model is for float64."""
+        return max((r.fisher_condition for r in self.rows), default=float("nan"))
+
     def to_json(self) -> dict[str, object]:
         return {
             "settings": asdict(self.settings),
             "seconds": self.seconds,
             "passed": self.passed,
+            "max_fisher_condition": self.max_fisher_condition,
             "claims": self.worst(),
             "rows": [asdict(r) for r in self.rows],
         }
