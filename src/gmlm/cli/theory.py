@@ -1,8 +1,8 @@
 """`gmlm theory ...`: exact checks of the paper's theory and its Figures 1-3.
 
-Parses arguments and prints; the work is in :mod:`gmlm.theory`, imported when a command runs
-(so that `gmlm --help` loads neither numpy nor scipy). Flags and defaults come from the settings
-dataclasses of :mod:`gmlm.theory.settings`.
+Parses arguments and prints; the work is in :mod:`gmlm.theory`, imported when a command runs,
+so building this parser (for `gmlm --help`) loads neither numpy nor scipy nor torch. Flags and
+defaults come from the settings dataclasses of :mod:`gmlm.theory.settings`.
 """
 
 from __future__ import annotations

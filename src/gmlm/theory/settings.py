@@ -1,7 +1,7 @@
 """The settings of every `gmlm theory` target: plain frozen dataclasses, importable without numpy.
 
-The command line builds its flags and defaults from these fields (so `gmlm --help` loads neither
-numpy nor scipy), and the library validates them where they are used.
+The command line builds its flags and defaults from these fields without loading numpy or scipy
+(for `gmlm --help`), and the library validates them where they are used.
 """
 
 from __future__ import annotations
