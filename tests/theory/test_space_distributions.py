@@ -25,7 +25,7 @@ def test_index_matches_enumeration():
 
 
 def test_state_space_limit_names_the_limit():
-    with pytest.raises(GmlmError, match="N <= 22"):
+    with pytest.raises(GmlmError, match="N <= 24"):
         StateSpace(30, 2)
 
 

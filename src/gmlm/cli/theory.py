@@ -1,32 +1,25 @@
-"""`gmlm theory ...`: exact checks of the paper's theory and its Figures 1-3."""
+"""`gmlm theory ...`: exact checks of the paper's theory and its Figures 1-3.
+
+Parses arguments and prints; the work is in :mod:`gmlm.theory`, imported when a command runs,
+so building this parser (for `gmlm --help`) loads neither numpy nor scipy nor torch. Flags and
+defaults come from the settings dataclasses of :mod:`gmlm.theory.settings`.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
-import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from gmlm.errors import GmlmError
 from gmlm.io import atomic_write_json
-from gmlm.theory.chains import BlockDynamics, poincare_constant
-from gmlm.theory.distributions import IsingModel
-from gmlm.theory.estimators import MaskingScheme
-from gmlm.theory.figures import (
+from gmlm.theory.settings import (
+    BenchSettings,
     EstimationSettings,
-    FigureResult,
     HittingSettings,
-    estimation_figure,
-    hitting_figure,
-    summary_lines,
-    write_figure,
+    PoincareSettings,
+    VerifySettings,
 )
-from gmlm.theory.verify import VerifySettings, run_verify
 
 DEFAULT_OUT = Path("runs/theory")
 
@@ -41,88 +34,126 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     tsub = parser.add_subparsers(dest="theory_command", metavar="SUBCOMMAND")
     tsub.required = True
 
+    v = VerifySettings()
     p = tsub.add_parser(
         "verify",
         help="check Lemma 2 and Theorems 1-3 on a seeded grid of models",
-        description="Exit status 1 if any claim fails beyond the tolerance.",
+        description="Exit status 1 if any claim fails beyond the tolerance. Every measure is "
+        "scale-free (generalised eigenvalues of the two matrices compared).",
     )
-    p.add_argument("--min-n", type=int, default=2, help="smallest N in the grid (default 2)")
-    p.add_argument("--max-n", type=int, default=8, help="largest N in the grid (default 8, max 14)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random models (default 0)")
+    p.add_argument("--min-n", type=int, default=v.min_n, help=f"smallest N (default {v.min_n})")
+    p.add_argument("--max-n", type=int, default=v.max_n, help=f"largest N (default {v.max_n})")
+    p.add_argument("--seed", type=int, default=v.seed, help=f"seed of the models ({v.seed})")
+    p.add_argument(
+        "--couplings",
+        type=_float_list,
+        default=v.coupling_scales,
+        help="comma-separated std of the random models' J_ij (default "
+        f"{_show(v.coupling_scales)}; 1.0 is strongly coupled, cond(I) up to 2e10 at N=8)",
+    )
+    p.add_argument(
+        "--fields",
+        type=_float_list,
+        default=v.field_scales,
+        help=f"comma-separated std of their h_i (default {_show(v.field_scales)})",
+    )
+    p.add_argument(
+        "--clique-couplings",
+        type=_float_list,
+        default=v.clique_couplings,
+        help=f"comma-separated J of the clique models (default {_show(v.clique_couplings)})",
+    )
     p.add_argument(
         "--tol",
         type=float,
-        default=1e-8,
-        help="relative tolerance for residuals and PSD margins (default 1e-8)",
+        default=v.tol,
+        help=f"tolerance of residuals and margins, in (0, 1e-4] (default {v.tol:g})",
     )
     _common(p, seeds=False)
     p.set_defaults(func=run_verify_cmd)
 
+    e = EstimationSettings()
     for name, coupling, fig in (("figure1", 0.05, "Figure 1"), ("figure2", 0.3, "Figure 2")):
         p = tsub.add_parser(
             name,
             help=f"the paper's {fig}: k-PL error vs samples (J={coupling})",
             description=f"{fig}: fit a full Ising model by k-PL on samples of a "
-            f"4-clique with J={coupling}, h=0; the exact prediction Tr(Gamma^k)/(n d) "
-            "is drawn over each empirical curve.",
+            f"{e.clique_size}-clique with J={coupling}, h={e.field:g}; the exact prediction "
+            "Tr(Gamma^k)/(n d) is drawn over each empirical curve.",
         )
         p.add_argument("--coupling", type=float, default=coupling, help=f"J (default {coupling})")
         p.add_argument(
             "--sizes",
             type=_int_list,
-            default=EstimationSettings.sample_sizes,
-            help="comma-separated sample sizes n",
+            default=e.sample_sizes,
+            help=f"comma-separated sample sizes n (default {_show(e.sample_sizes)})",
         )
         p.add_argument(
             "--masks-per-sample",
             choices=("one", "all"),
-            default="one",
+            default=e.masks_per_sample,
             help="one random mask per sample (the theory's setting, default) or every "
             "mask applied to every sample",
         )
         _common(p, seeds=True)
         p.set_defaults(func=run_estimation_cmd, figure=name)
 
+    h = HittingSettings()
     p = tsub.add_parser(
         "figure3",
         help="the paper's Figure 3: k-Gibbs vs independent parallel",
-        description="Steps from R_-1 to R_1 (N=10, |C_G|=4, h=5) for k-Gibbs and "
-        "the independent parallel sampler, with Propositions 4 and 5.",
+        description=f"Steps from R_-1 to R_1 (N={h.n_vars}, |C_G|={h.clique_size}, "
+        f"h={h.field:g}) for k-Gibbs and the independent parallel sampler, with Propositions "
+        "4 and 5.",
     )
     p.add_argument(
         "--couplings",
         type=_float_list,
-        default=HittingSettings.couplings,
-        help="comma-separated clique couplings J",
+        default=h.couplings,
+        help=f"comma-separated clique couplings J (default {_show(h.couplings)})",
     )
-    p.add_argument("--ks", type=_int_list, default=HittingSettings.ks, help="comma-separated k")
-    p.add_argument("--budget", type=int, default=1000, help="step budget (default 1000)")
+    p.add_argument(
+        "--ks", type=_int_list, default=h.ks, help=f"comma-separated k (default {_show(h.ks)})"
+    )
+    p.add_argument("--budget", type=int, default=h.budget, help=f"step budget ({h.budget})")
     _common(p, seeds=True)
     p.set_defaults(func=run_hitting_cmd)
 
+    q = PoincareSettings()
     p = tsub.add_parser(
-        "poincare", help="exact Poincare constant of k-Gibbs on a random Ising model"
+        "poincare",
+        help="exact Poincare constant of k-Gibbs on a random Ising model (N <= 24)",
+        description="J_ij and h_i i.i.d. N(0, scale^2). Prints the constant, the time and the "
+        "peak memory. 1-Gibbs beyond 2^11 states uses the dedicated matrix-free operator.",
     )
-    p.add_argument("--n", type=int, default=16, help="number of spins N (default 16)")
-    p.add_argument("--k", type=int, default=1, help="block size k (default 1)")
-    p.add_argument("--scale", type=float, default=0.2, help="std of J_ij and h_i (default 0.2)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--method", choices=("auto", "dense", "lanczos"), default="auto")
+    p.add_argument("--n", type=int, default=q.n, help=f"number of spins N (default {q.n})")
+    p.add_argument("--k", type=int, default=q.k, help=f"block size k (default {q.k})")
+    p.add_argument("--scale", type=float, default=q.scale, help=f"std of J_ij, h_i ({q.scale})")
+    p.add_argument("--seed", type=int, default=q.seed, help=f"seed of the model ({q.seed})")
+    p.add_argument(
+        "--method", choices=("auto", "dense", "lanczos", "single-site"), default=q.method
+    )
+    _threads(p)
     p.add_argument("--json", action="store_true", help="print one JSON object only")
     p.set_defaults(func=run_poincare_cmd)
 
+    b = BenchSettings()
     p = tsub.add_parser(
         "bench",
         help="time verify, the figures and Poincare constants vs N",
-        description="Prints the settings and times of every theory target, then one JSON line.",
+        description="Prints the settings, time and memory of every theory target, then one "
+        "JSON line. N grows while the next N is predicted to fit in --limit.",
     )
     p.add_argument("--out", type=Path, default=Path("runs/theory-bench"))
     p.add_argument(
         "--limit",
         type=float,
-        default=60.0,
-        help="stop growing N once one Poincare computation exceeds this many seconds",
+        default=b.limit,
+        help="seconds one Poincare computation may take: N stops growing once the next N is "
+        f"predicted to exceed it, and a computation is stopped at twice it (default {b.limit:g})",
     )
+    p.add_argument("--max-n", type=int, default=b.max_n, help=f"largest N ({b.max_n})")
+    _threads(p)
     p.set_defaults(func=run_bench_cmd)
 
 
@@ -134,6 +165,19 @@ def _common(p: argparse.ArgumentParser, seeds: bool) -> None:
         "--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})"
     )
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+
+
+def _threads(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="threads of the 1-Gibbs product (default: OMP_NUM_THREADS, else all usable CPUs)",
+    )
+
+
+def _show(values: tuple[float, ...] | tuple[int, ...]) -> str:
+    return ",".join(f"{v:g}" for v in values)
 
 
 def _int_list(text: str) -> tuple[int, ...]:
@@ -154,17 +198,19 @@ def _float_list(text: str) -> tuple[float, ...]:
         ) from None
 
 
-def environment() -> dict[str, Any]:
-    return {
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "machine": platform.machine(),
-        "cpus": os.cpu_count(),
-    }
-
-
 def run_verify_cmd(args: argparse.Namespace) -> int:
-    settings = VerifySettings(min_n=args.min_n, max_n=args.max_n, seed=args.seed, tol=args.tol)
+    from gmlm.theory.bench import environment
+    from gmlm.theory.verify import run_verify
+
+    settings = VerifySettings(
+        min_n=args.min_n,
+        max_n=args.max_n,
+        seed=args.seed,
+        coupling_scales=args.couplings,
+        field_scales=args.fields,
+        clique_couplings=args.clique_couplings,
+        tol=args.tol,
+    )
     report = run_verify(settings, progress=not args.json)
     data = report.to_json()
     data["environment"] = environment()
@@ -173,8 +219,11 @@ def run_verify_cmd(args: argparse.Namespace) -> int:
         print(json.dumps({k: v for k, v in data.items() if k != "rows"}))
     else:
         print(
-            f"verify: N={settings.min_n}..{settings.max_n}, seed={settings.seed}, "
-            f"{len(report.rows)} (model, k) cases, tol={settings.tol:g} (relative)"
+            f"verify: N={settings.min_n}..{settings.max_n}, seed={settings.seed}, J scales "
+            f"{_show(settings.coupling_scales)}, h scales {_show(settings.field_scales)}, "
+            f"cliques J {_show(settings.clique_couplings)}: {len(report.rows)} (model, k) cases, "
+            f"cond(I) up to {report.max_fisher_condition:.2g}, tol={settings.tol:g} (on "
+            "generalised eigenvalues: scale-free)"
         )
         print(f"{'claim':18s} {'kind':9s} {'worst':>12s} {'checks':>7s}  result  where")
         for claim, v in report.worst().items():
@@ -190,6 +239,8 @@ def run_verify_cmd(args: argparse.Namespace) -> int:
 
 
 def run_estimation_cmd(args: argparse.Namespace) -> int:
+    from gmlm.theory.figures import estimation_figure
+
     settings = EstimationSettings(
         coupling=args.coupling,
         sample_sizes=args.sizes,
@@ -197,13 +248,14 @@ def run_estimation_cmd(args: argparse.Namespace) -> int:
         seed=args.seed,
         masks_per_sample=args.masks_per_sample,
     )
-    result = estimation_figure(settings, args.figure)
-    return _report(
-        result, args, ["k", "n", "mse_mean", "mse_std", "predicted_mse", "not_converged"]
-    )
+    columns = ["k", "n", "mse_mean", "mse_std", "predicted_mse", "fits"]
+    columns += ["no_finite_minimiser", "not_converged"]
+    return _report(estimation_figure(settings, args.figure), args, columns)
 
 
 def run_hitting_cmd(args: argparse.Namespace) -> int:
+    from gmlm.theory.figures import hitting_figure
+
     settings = HittingSettings(
         couplings=args.couplings,
         ks=args.ks,
@@ -211,23 +263,15 @@ def run_hitting_cmd(args: argparse.Namespace) -> int:
         repetitions=args.reps,
         seed=args.seed,
     )
-    result = hitting_figure(settings)
-    return _report(
-        result,
-        args,
-        [
-            "J",
-            "sampler",
-            "hit_fraction",
-            "steps_mean",
-            "steps_median",
-            "prop4_expected_bound",
-            "prop5_hit_probability_bound",
-        ],
-    )
+    columns = ["J", "sampler", "hit_fraction", "steps_mean", "steps_median"]
+    columns += ["prop4_expected_bound", "prop4_excess_se", "prop5_hit_probability_bound"]
+    return _report(hitting_figure(settings), args, columns)
 
 
-def _report(result: FigureResult, args: argparse.Namespace, columns: list[str]) -> int:
+def _report(result: Any, args: argparse.Namespace, columns: list[str]) -> int:
+    from gmlm.theory.bench import environment
+    from gmlm.theory.figures import summary_lines, write_figure
+
     result.extra["environment"] = environment()
     paths = write_figure(result, args.out)
     if args.json:
@@ -248,93 +292,37 @@ def _report(result: FigureResult, args: argparse.Namespace, columns: list[str]) 
     return 0
 
 
-def random_ising(n: int, scale: float, seed: int) -> IsingModel:
-    rng = np.random.default_rng(seed)
-    upper = np.triu(rng.normal(0.0, scale, (n, n)), 1)
-    return IsingModel(upper + upper.T, rng.normal(0.0, scale, n))
-
-
-def poincare_timing(
-    n: int, k: int, scale: float, seed: int, method: str = "auto"
-) -> dict[str, Any]:
-    start = time.perf_counter()
-    model = random_ising(n, scale, seed)
-    gap = poincare_constant(BlockDynamics(model.distribution, MaskingScheme.k_pl(n, k)), method)
-    return {
-        "n": n,
-        "k": k,
-        "states": 2**n,
-        "scale": scale,
-        "seed": seed,
-        "method": gap.method,
-        "poincare": gap.poincare,
-        "spectral_gap": gap.gap,
-        "seconds": time.perf_counter() - start,
-    }
-
-
 def run_poincare_cmd(args: argparse.Namespace) -> int:
-    row = poincare_timing(args.n, args.k, args.scale, args.seed, args.method)
+    from gmlm.theory.bench import environment, poincare_run, run_line
+
+    settings = PoincareSettings(
+        n=args.n,
+        k=args.k,
+        scale=args.scale,
+        seed=args.seed,
+        method=args.method,
+        threads=args.threads,
+    )
+    run = poincare_run(settings)
     if args.json:
-        print(json.dumps(row))
+        print(json.dumps({**run.to_json(), "environment": environment()}))
     else:
         print(
-            f"{args.k}-Gibbs on a random Ising model, N={args.n} ({2**args.n:,} states), "
-            f"J_ij, h_i ~ N(0, {args.scale}^2), seed {args.seed}"
+            f"{run.k}-Gibbs on a random Ising model, N={run.n} ({run.states:,} states), "
+            f"J_ij, h_i ~ N(0, {run.scale}^2), seed {run.seed}"
         )
-        print(
-            f"Poincare constant C = {row['poincare']:.10g} (spectral gap {row['spectral_gap']:.6g},"
-            f" {row['method']}) in {row['seconds']:.2f} s"
-        )
+        print(f"{run_line(run)}; spectral gap {run.spectral_gap:.10g}")
     return 0
 
 
 def run_bench_cmd(args: argparse.Namespace) -> int:
-    import torch  # only to report the thread count used by the process
+    from gmlm.errors import GmlmError
+    from gmlm.theory.bench import run_bench
 
-    results: dict[str, Any] = {
-        "environment": environment(),
-        "torch_threads": torch.get_num_threads(),
-    }
-    start = time.perf_counter()
-    report = run_verify(VerifySettings())
-    results["verify_default_seconds"] = report.seconds
-    results["verify_passed"] = report.passed
-    print(
-        f"verify (N=2..8, seed 0): {report.seconds:.1f} s, passed={report.passed} [target < 60 s]"
-    )
-    fig_seconds = 0.0
-    for name, coupling in (("figure1", 0.05), ("figure2", 0.3)):
-        res = estimation_figure(EstimationSettings(coupling=coupling), name)
-        write_figure(res, args.out)
-        fig_seconds += res.seconds
-        print(f"{name} (paper settings): {res.seconds:.1f} s")
-    res = hitting_figure(HittingSettings())
-    write_figure(res, args.out)
-    fig_seconds += res.seconds
-    print(f"figure3 (paper settings): {res.seconds:.1f} s")
-    print(f"figures 1+2+3 together: {fig_seconds:.1f} s [target < 120 s]")
-    results["figures_seconds"] = fig_seconds
-    rows = []
-    n = 12
-    while True:
-        row = poincare_timing(n, 1, 0.2, 0)
-        rows.append(row)
-        print(
-            f"Poincare, 1-Gibbs, N={n:2d} ({2**n:>9,} states): C={row['poincare']:.6g} "
-            f"in {row['seconds']:.1f} s ({row['method']})"
-        )
-        if row["seconds"] > args.limit or n >= 22:
-            break
-        n += 2
-    within = [r["n"] for r in rows if r["seconds"] <= args.limit]
-    results["poincare"] = rows
-    results["poincare_n16_seconds"] = next((r["seconds"] for r in rows if r["n"] == 16), None)
-    results["largest_n_within_limit"] = max(within) if within else None
-    results["total_seconds"] = time.perf_counter() - start
-    print(f"largest N within {args.limit:.0f} s: {results['largest_n_within_limit']}")
-    atomic_write_json(args.out / "bench.json", results)
-    print(json.dumps({k: v for k, v in results.items() if k != "poincare"}))
-    if not report.passed:
+    settings = BenchSettings(limit=args.limit, max_n=args.max_n, threads=args.threads)
+    data = run_bench(settings, args.out, progress=print)
+    print(f"largest N within {settings.limit:g} s: {data['largest_n_within_limit']}")
+    print(json.dumps({k: v for k, v in data.items() if k != "poincare"}))
+    if not data["verify_passed"]:
         raise GmlmError("verify failed during the benchmark; run `gmlm theory verify` for details")
     return 0

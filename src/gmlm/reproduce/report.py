@@ -370,9 +370,10 @@ def theory_section(out: Path) -> list[str]:
     )
     lines += [
         "",
-        "A residual (of a claimed identity) must not exceed the tolerance; a margin (the "
-        "slack of a claimed inequality, e.g. the smallest eigenvalue of the difference of its "
-        "two sides) must not fall below minus the tolerance. Tolerance "
+        "Measures are scale-free, from the generalised eigenvalues of the two sides A, B (those "
+        "of A^-1/2 B A^-1/2): a residual of a claimed identity (max |eigenvalue - 1|) must not "
+        "exceed the tolerance; a margin of a claimed inequality A >= B (1 - the largest "
+        "eigenvalue) must not fall below minus the tolerance. Tolerance "
         f"{verify['settings']['tol']:g}; {verify['seconds']:.1f} s.",
     ]
     lines.append("")

@@ -11,21 +11,27 @@ Gamma_adaptive <= C I^-1 (Theorem 3) by the same argument as Theorem 2.
 Each P_K is a conditional expectation, hence self-adjoint and positive semi-definite in L2(p);
 so is P = sum_K p_K P_K, whose eigenvalues lie in [0, 1]. The Poincare constant is
 C = 1 / (1 - lambda_2) with lambda_2 the second largest eigenvalue; it is computed from the
-symmetrised matrix D^1/2 P D^-1/2 (dense for small S, Lanczos on a matrix-free operator beyond).
+symmetrised matrix D^1/2 P D^-1/2: dense for small S, Lanczos on a matrix-free operator beyond,
+and for 1-Gibbs on binary variables the dedicated operator of :mod:`gmlm.theory.single_site`.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
 import scipy.linalg
+import scipy.sparse
 import scipy.sparse.linalg as spla
+from scipy.sparse.csgraph import connected_components
 
 from gmlm.errors import GmlmError
+from gmlm.theory.asymptotics import root_eigenvalues
 from gmlm.theory.distributions import Distribution
-from gmlm.theory.estimators import MaskingScheme
+from gmlm.theory.estimators import ExponentialFamily, MaskingScheme, pl_statistics
+from gmlm.theory.single_site import DeadlineExceeded, single_site_gap
 from gmlm.theory.space import MAX_DENSE_STATES, block_log_softmax
 
 #: Conditionals of all masks are cached up to this many float64 entries (256 MiB).
@@ -99,39 +105,140 @@ class SpectralGap:
     lambda2: float  # second largest eigenvalue of P
     gap: float  # 1 - lambda2
     poincare: float  # 1 / gap (inf for a reducible chain)
-    method: str  # "dense" or "lanczos"
+    method: str  # "dense", "lanczos" or "single-site"
+
+
+#: Eigenvectors of the slowest modes that the dense method refines (Rayleigh-Ritz).
+RITZ_VECTORS = 8
+#: Gaps below this are not resolved in float64 (the Ritz gap's error is ~(eps * ||E||)^2 there).
+UNRESOLVED_GAP = 1e-28
 
 
 def poincare_constant(
-    chain: BlockDynamics, method: str = "auto", tol: float = 1e-12
+    chain: BlockDynamics,
+    method: str = "auto",
+    tol: float = 1e-12,
+    deadline: float | None = None,
+    threads: int | None = None,
 ) -> SpectralGap:
-    """Exact Poincare constant of a reversible block dynamics from its spectral gap."""
+    """Exact Poincare constant of a reversible block dynamics from its spectral gap.
+
+    Methods: "dense" (eigendecomposition, S <= MAX_DENSE_STATES), "lanczos" (ARPACK on the
+    matrix-free :meth:`BlockDynamics.apply`, any scheme), "single-site" (the dedicated 1-Gibbs
+    operator of :mod:`gmlm.theory.single_site`, binary variables only, up to N = 24 with
+    `threads`); "auto" picks dense up to DENSE_LIMIT states, then single-site where it applies,
+    else lanczos. `deadline` (a time.perf_counter() value) stops the matrix-free methods with
+    :class:`DeadlineExceeded`.
+
+    The eigensolver finds the slowest modes to an absolute accuracy ~eps in lambda, which is a
+    relative error ~eps / gap in C: 1e-6 for the gaps ~1e-10 of strongly coupled models. So its
+    eigenvectors are only used as a subspace, in which the gap is recomputed (Rayleigh-Ritz) from
+    the Dirichlet form E(f) = E_K E_x Var(f | x_-K, K) and Var(f), each through the root of its
+    block-centred rows (:func:`gmlm.theory.estimators.pl_statistics`): the gap then carries a
+    relative error ~eps / sqrt(gap) at worst. A Ritz value can only overestimate the gap, and the
+    error is quadratic in the eigenvectors' error, which is why a rough subspace suffices.
+    """
     p = chain.dist.probs
     if np.any(p <= 0):
         raise GmlmError("the Poincare constant needs p(x) > 0 for every state (restrict the space)")
     size = chain.dist.space.size
+    single = is_single_site(chain)
     if method == "auto":
-        method = "dense" if size <= DENSE_LIMIT else "lanczos"
+        method = "dense" if size <= DENSE_LIMIT else "single-site" if single else "lanczos"
+    if method == "single-site":
+        if not single:
+            raise GmlmError(
+                "method 'single-site' is 1-Gibbs on binary variables only (k = 1, uniform over "
+                "the sites, q = 2); use lanczos for other block dynamics"
+            )
+        result = single_site_gap(chain.dist.log_p, threads=threads, deadline=deadline)
+        return _spectral_gap(chain, result.gap, method)
+    if method not in ("dense", "lanczos"):
+        raise GmlmError(f"unknown method '{method}': choose auto, dense, lanczos or single-site")
     root = np.sqrt(p)
     if method == "dense":
+        if size > MAX_DENSE_STATES:
+            raise GmlmError(
+                f"method 'dense' over {size:,} states is too large (limit {MAX_DENSE_STATES:,}); "
+                "use lanczos or single-site"
+            )
         sym = root[:, None] * chain.matrix() / root[None, :]
         sym = 0.5 * (sym + sym.T) - np.outer(root, root)  # deflate the top eigenvector sqrt(p)
-        lam = float(scipy.linalg.eigvalsh(sym)[-1])
-    elif method == "lanczos":
+        m = min(RITZ_VECTORS, size - 1)
+        vectors = scipy.linalg.eigh(sym, subset_by_index=[size - m, size - 1])[1]
+    else:
 
         def matvec(v: np.ndarray) -> np.ndarray:
+            if deadline is not None and time.perf_counter() > deadline:
+                raise DeadlineExceeded("the Lanczos iteration was stopped at its time limit")
             v = np.asarray(v).reshape(-1)
             out = root * chain.apply(v / root)
             return np.asarray(out - root * float(root @ v))
 
         op = spla.LinearOperator((size, size), matvec=matvec, dtype=np.float64)
         v0 = np.random.default_rng(0).standard_normal(size)
-        lam = float(spla.eigsh(op, k=1, which="LA", tol=tol, v0=v0, return_eigenvectors=False)[0])
-    else:
-        raise GmlmError(f"unknown method '{method}': choose auto, dense or lanczos")
-    lam = min(lam, 1.0)
-    gap = 1.0 - lam
-    return SpectralGap(lam, gap, 1.0 / gap if gap > 0 else float("inf"), method)
+        vectors = spla.eigsh(op, k=1, which="LA", tol=tol, v0=v0)[1]
+    return _spectral_gap(chain, ritz_gap(chain, vectors), method)
+
+
+def _spectral_gap(chain: BlockDynamics, gap: float, method: str) -> SpectralGap:
+    """The result, after telling an exactly zero gap (reducible) from one float64 cannot resolve."""
+    if gap <= UNRESOLVED_GAP:
+        if not reducible(chain):
+            raise GmlmError(
+                f"the spectral gap is below {UNRESOLVED_GAP:g}, where float64 no longer resolves "
+                "it: the chain is irreducible but metastable beyond double precision (C > "
+                f"{1 / UNRESOLVED_GAP:g}); use weaker couplings"
+            )
+        gap = 0.0
+    return SpectralGap(1.0 - gap, gap, 1.0 / gap if gap > 0 else float("inf"), method)
+
+
+def reducible(chain: BlockDynamics) -> bool:
+    """Whether the chain's transition graph over the states (all with p > 0) is disconnected."""
+    scheme = chain.scheme
+    if scheme.adaptive and not np.all(scheme.weights > 0):
+        if chain.dist.space.size > MAX_DENSE_STATES:
+            raise GmlmError(
+                "cannot decide whether an adaptive scheme with zero mask probabilities is "
+                f"irreducible over more than {MAX_DENSE_STATES:,} states"
+            )
+        graph = scipy.sparse.csr_matrix(chain.matrix() > 0)
+        return int(connected_components(graph, directed=False)[0]) > 1
+    # every block redraw has full support (p > 0), so the chain moves every variable some mask
+    # with positive probability contains, and only those
+    weights = scheme.weights.min(axis=1) if scheme.adaptive else scheme.weights
+    covered = {i for mask, w in zip(scheme.masks, weights, strict=True) if w > 0 for i in mask}
+    return len(covered) < chain.dist.space.n_vars
+
+
+def is_single_site(chain: BlockDynamics) -> bool:
+    """Whether the chain is 1-Gibbs on binary variables (the single-site operator applies)."""
+    scheme, n = chain.scheme, chain.dist.space.n_vars
+    return (
+        chain.dist.space.q == 2
+        and not scheme.adaptive
+        and scheme.masks == tuple((i,) for i in range(n))
+        and bool(np.all(scheme.weights == scheme.weights[0]))
+    )
+
+
+def ritz_gap(chain: BlockDynamics, vectors: np.ndarray) -> float:
+    """min over f in span(vectors / sqrt(p)), f not constant, of E(f) / Var(f).
+
+    vectors: (S, m) in the symmetrised coordinates sqrt(p) f.
+    """
+    dist = chain.dist
+    root = np.sqrt(dist.probs)
+    v = vectors - root[:, None] * (root @ vectors)[None, :]  # drop the constant direction
+    basis, sv, _ = np.linalg.svd(v, full_matrices=False)
+    f = basis[:, sv > 0.5 * sv[0]] / root[:, None]  # (S, m') orthonormal in L2(p)
+    family = ExponentialFamily(dist.space, f, base=dist.log_p)
+    zero = np.zeros(f.shape[1])
+    var = pl_statistics(family, zero, MaskingScheme.mle(dist.space.n_vars), dist.probs, roots=True)
+    dirichlet = pl_statistics(family, zero, chain.scheme, dist.probs, roots=True)
+    assert var.hessian_root is not None and dirichlet.hessian_root is not None
+    return float(root_eigenvalues(var.hessian_root, dirichlet.hessian_root)[0])
 
 
 def k_gibbs(dist: Distribution, k: int) -> BlockDynamics:

@@ -8,11 +8,18 @@ Tr(Gamma^k) / (n d) of the estimator actually run. By default each sample carrie
 mask (the setting of Lemma 2 and Theorem 1, Gamma^k = H^-1); with masks_per_sample="all" every
 mask is applied to every sample and the prediction is Tr(Gamma_avg^k). On this model the second
 estimator is nearly as efficient as the MLE for every k, so the gap between k all but vanishes:
-the paper's "larger k is better" is a statement about one mask per sample.
+the paper's "larger k is better" is a statement about one mask per sample. A sample can leave
+the k-PL loss without a finite minimiser (small n, strong J: whole blocks of states unseen); such
+runs are decided exactly (:func:`gmlm.theory.estimators.finite_minimiser_exists`), counted in
+`no_finite_minimiser` and left out of the mean, and the plot marks every point that averages
+fewer than all runs, and lists the (k, n) that have no point at all.
 
 Figure 3: N = 10, |C_G| = 4, h_i = 5 for every vertex, several J; start in R_-1 and count steps
 of k-Gibbs until the state is in R_1 (budget 1000 steps, 10 repetitions), for several k, next to
-the independent parallel sampler and the Proposition 4/5 predictions.
+the independent parallel sampler and the Proposition 4/5 predictions. Proposition 4 bounds the
+expected hitting time, so a mean of few runs can exceed it by chance: the rows give the excess
+in standard errors of the mean, and the plot labels each such point noise (at most NOISE_SE) or
+not.
 """
 
 from __future__ import annotations
@@ -29,41 +36,16 @@ import numpy as np
 
 from gmlm.errors import GmlmError
 from gmlm.io import atomic_open, atomic_write_json
-from gmlm.theory.asymptotics import asymptotics, inverse_fisher, psd_margin
+from gmlm.theory.asymptotics import asymptotics, inverse_fisher_roots, psd_margin
 from gmlm.theory.chains import BlockDynamics, independent_parallel_report, poincare_constant
 from gmlm.theory.distributions import Distribution, IsingModel, clique_region
 from gmlm.theory.estimators import ExponentialFamily, MaskingScheme, fit_samples
 from gmlm.theory.propositions import proposition4, proposition5
 from gmlm.theory.samplers import hitting_times, independent_parallel_step, k_gibbs_step
+from gmlm.theory.settings import EstimationSettings, HittingSettings
 
-
-@dataclass(frozen=True)
-class EstimationSettings:
-    """Figures 1/2. Defaults are the paper's settings."""
-
-    coupling: float = 0.05
-    n_vars: int = 4
-    clique_size: int = 4
-    field: float = 0.0
-    ks: tuple[int, ...] = (1, 2, 3, 4)
-    sample_sizes: tuple[int, ...] = (100, 200, 500, 1000, 2000, 5000, 10000, 20000)
-    repetitions: int = 10
-    seed: int = 0
-    masks_per_sample: str = "one"
-
-
-@dataclass(frozen=True)
-class HittingSettings:
-    """Figure 3. Defaults are the paper's settings; the J and k grids are our choice."""
-
-    n_vars: int = 10
-    clique_size: int = 4
-    field: float = 5.0
-    couplings: tuple[float, ...] = (1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0)
-    ks: tuple[int, ...] = (1, 2, 4, 6, 8, 10)
-    budget: int = 1000
-    repetitions: int = 10
-    seed: int = 0
+#: A mean above its Proposition 4 bound by at most this many standard errors is read as noise.
+NOISE_SE = 3.0
 
 
 @dataclass
@@ -85,23 +67,23 @@ def estimation_figure(settings: EstimationSettings, name: str) -> FigureResult:
     family = ExponentialFamily.ising(settings.n_vars)
     theta = model.theta
     d = family.dim
-    i_inv = inverse_fisher(family, theta)
-    exact: dict[str, Any] = {"trace_inverse_fisher": float(np.trace(i_inv))}
+    i_inv = inverse_fisher_roots(family, theta)
+    exact: dict[str, Any] = {"trace_inverse_fisher": float(np.trace(i_inv.matrix))}
     schemes = {k: MaskingScheme.k_pl(settings.n_vars, k) for k in settings.ks}
     predictions = {}
     gammas = {}
     for k, scheme in schemes.items():
         asym = asymptotics(family, theta, scheme)
         c_k = poincare_constant(BlockDynamics(model.distribution, scheme)).poincare
-        one = settings.masks_per_sample == "one"
-        predictions[k] = float(np.trace(asym.gamma if one else asym.gamma_avg))
-        gammas[k] = asym.gamma
+        one, every = float(np.trace(asym.gamma)), float(np.trace(asym.gamma_avg))
+        predictions[k] = one if settings.masks_per_sample == "one" else every
+        gammas[k] = asym.gamma_roots
         exact[f"k={k}"] = {
-            "trace_gamma_one_mask_per_sample": float(np.trace(asym.gamma)),
-            "trace_gamma_all_masks_per_sample": predictions[k],
+            "trace_gamma_one_mask_per_sample": one,
+            "trace_gamma_all_masks_per_sample": every,
             "poincare_constant": c_k,
             "lemma2_residual": asym.lemma2_residual,
-            "theorem2_margin": psd_margin(c_k * i_inv, asym.gamma),
+            "theorem2_margin": psd_margin(i_inv.scaled(c_k), asym.gamma_roots),
         }
     ordered = sorted(gammas)
     for a, b in itertools.pairwise(ordered):
@@ -110,15 +92,14 @@ def estimation_figure(settings: EstimationSettings, name: str) -> FigureResult:
     rows = []
     for n in settings.sample_sizes:
         errors: dict[int, list[float]] = {k: [] for k in settings.ks}
-        failed = dict.fromkeys(settings.ks, 0)
+        status: dict[int, list[str]] = {k: [] for k in settings.ks}
         for _ in range(settings.repetitions):
             samples = model.distribution.sample(n, rng)
             for k, scheme in schemes.items():
                 fit = fit_samples(family, scheme, samples, settings.masks_per_sample, rng)
+                status[k].append(fit.status)
                 if fit.converged:
                     errors[k].append(float(np.sum((fit.theta - theta) ** 2)) / d)
-                else:
-                    failed[k] += 1
         for k in settings.ks:
             errs = np.array(errors[k])
             rows.append(
@@ -129,7 +110,8 @@ def estimation_figure(settings: EstimationSettings, name: str) -> FigureResult:
                     "mse_std": float(errs.std()) if errs.size else float("nan"),
                     "predicted_mse": predictions[k] / (n * d),
                     "fits": int(errs.size),
-                    "not_converged": failed[k],
+                    "not_converged": status[k].count("not converged"),
+                    "no_finite_minimiser": status[k].count("no finite minimiser"),
                 }
             )
     return FigureResult(name, asdict(settings), rows, exact, time.perf_counter() - start)
@@ -170,13 +152,18 @@ def hitting_figure(settings: HittingSettings) -> FigureResult:
             times = hitting_times(dist, step, x0, target, s.budget, rng)
             capped = times.capped()
             prop4 = proposition4(model, clique, k) if k else None
+            mean = float(capped.mean())
+            sem = float(capped.std(ddof=1) / np.sqrt(capped.size)) if capped.size > 1 else np.inf
+            excess = None
+            if prop4 is not None and mean > prop4.expected_steps_bound:
+                excess = (mean - prop4.expected_steps_bound) / sem if sem > 0 else float("inf")
             rows.append(
                 {
                     "J": coupling,
                     "sampler": label,
                     "k": k,
                     "hit_fraction": float(times.hit.mean()),
-                    "steps_mean": float(capped.mean()),
+                    "steps_mean": mean,
                     "steps_std": float(capped.std()),
                     "steps_median": float(np.median(capped)),
                     "prop4_expected_bound": prop4.expected_steps_bound if prop4 else None,
@@ -184,6 +171,8 @@ def hitting_figure(settings: HittingSettings) -> FigureResult:
                     "prop5_hit_probability_bound": (
                         prop5.hit_probability_bound(s.budget) if not k else None
                     ),
+                    # a mean above the bound 1/s, in standard errors of the mean (else None)
+                    "prop4_excess_se": excess,
                 }
             )
         if s.n_vars <= 12:
@@ -233,34 +222,75 @@ def write_figure(result: FigureResult, out_dir: Path) -> list[Path]:
 
 def _plot_estimation(result: FigureResult, path: Path) -> None:
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 4.6))
+    fig, ax = plt.subplots(figsize=(6.4, 4.8))
     s = result.settings
+    reps = s["repetitions"]
     for k in s["ks"]:
         rows = [r for r in result.rows if r["k"] == k]
-        n = np.array([r["n"] for r in rows], dtype=float)
-        mean = np.array([r["mse_mean"] for r in rows])
-        std = np.array([r["mse_std"] for r in rows])
+        kept = [r for r in rows if r["fits"] > 0]
+        n = np.array([r["n"] for r in kept], dtype=float)
+        mean = np.array([r["mse_mean"] for r in kept])
+        std = np.array([r["mse_std"] for r in kept])
         line = ax.errorbar(n, mean, yerr=0.5 * std, marker="o", ms=3, capsize=3, label=f"k={k}")
-        ax.plot(n, [r["predicted_mse"] for r in rows], "--", color=line[0].get_color(), lw=1)
+        color = line[0].get_color()
+        ax.plot([r["n"] for r in rows], [r["predicted_mse"] for r in rows], "--", color=color, lw=1)
+        few = [r for r in kept if r["fits"] < reps]  # ringed: averages fewer than all runs
+        ax.plot([r["n"] for r in few], [r["mse_mean"] for r in few], "o", ms=8, mfc="none", c=color)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("number of samples n")
     ax.set_ylabel("mean squared parameter error")
     ax.set_title(
-        f"k-PL on an Ising clique, N={s['n_vars']}, J={s['coupling']}, h={s['field']}\n"
-        f"mean ± 0.5 std over {s['repetitions']} runs; dashed: exact Tr(Γ_k)/(n d)",
-        fontsize=9,
+        f"k-PL on an Ising clique, N={s['n_vars']}, J={s['coupling']}, h={s['field']}; "
+        "dashed: exact Tr(Γ_k)/(n d)\n"
+        "mean ± 0.5 std over the runs whose loss has a finite minimiser "
+        f"(all {reps} unless ringed)",
+        fontsize=8,
     )
+    notes = estimation_notes(result)
+    if notes:
+        fig.text(0.01, 0.01, "\n".join(notes), fontsize=6, wrap=True)
     ax.legend()
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.025 * len(notes), 1, 1))
     _save(fig, path)
+
+
+def estimation_notes(result: FigureResult) -> list[str]:
+    """The plot's footnotes: points averaging fewer than all runs, and (k, n) with no point."""
+    reps = result.settings["repetitions"]
+    partial = [f"k={r['k']} n={r['n']}: {r['fits']}" for r in result.rows if 0 < r["fits"] < reps]
+    missing = [f"k={r['k']} n={r['n']}" for r in result.rows if r["fits"] == 0]
+    notes = []
+    if partial:
+        notes.append(f"ringed, runs averaged (of {reps}): " + ", ".join(partial))
+    if missing:
+        notes.append("no point, as no run has a finite minimiser: " + ", ".join(missing))
+    return notes
+
+
+def hitting_notes(result: FigureResult) -> list[str]:
+    """The plot's footnote: each mean above its Proposition 4 bound, and whether that is noise."""
+    notes = []
+    for r in result.rows:
+        z = r["prop4_excess_se"]
+        if z is not None:
+            verdict = "sampling noise" if z <= NOISE_SE else "beyond sampling noise"
+            notes.append(f"{r['sampler']} at J={r['J']:g}: {z:.1f} SE ({verdict})")
+    if not notes:
+        return []
+    reps = result.settings["repetitions"]
+    return [
+        f"means above their Prop. 4 bound, in standard errors of a {reps}-run mean: "
+        + "; ".join(notes)
+    ]
 
 
 def _plot_hitting(result: FigureResult, path: Path) -> None:
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.8, 4.6))
+    fig, ax = plt.subplots(figsize=(6.8, 4.8))
     s = result.settings
     labels = list(dict.fromkeys(r["sampler"] for r in result.rows))
+    above = []
     for label in labels:
         rows = [r for r in result.rows if r["sampler"] == label]
         coupling = [r["J"] for r in rows]
@@ -271,6 +301,9 @@ def _plot_hitting(result: FigureResult, path: Path) -> None:
         bound = [r["prop4_expected_bound"] for r in rows]
         if all(b is not None for b in bound):
             ax.plot(coupling, np.minimum(bound, s["budget"]), ":", color=line[0].get_color(), lw=1)
+        for r in rows:
+            if r["prop4_excess_se"] is not None:
+                above.append((r, line[0].get_color()))
     ax.axhline(s["budget"], color="grey", lw=0.8)
     ax.set_yscale("log")
     ax.set_xlabel("clique coupling J")
@@ -280,8 +313,20 @@ def _plot_hitting(result: FigureResult, path: Path) -> None:
         f"{s['repetitions']} runs; dotted: Prop. 4 bound 1/s",
         fontsize=9,
     )
+    for r, color in above:
+        ax.annotate(
+            f"+{r['prop4_excess_se']:.1f} SE",
+            (r["J"], r["steps_mean"]),
+            textcoords="offset points",
+            xytext=(4, -9),
+            fontsize=6,
+            color=color,
+        )
+    notes = hitting_notes(result)
+    if notes:
+        fig.text(0.01, 0.01, notes[0], fontsize=6, wrap=True)
     ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.05 if notes else 0, 1, 1))
     _save(fig, path)
 
 

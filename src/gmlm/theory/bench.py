@@ -1,0 +1,234 @@
+"""Timings of the theory targets (`gmlm theory poincare` and `gmlm theory bench`), with memory.
+
+Memory is the process's peak resident set size (getrusage), which includes the interpreter and
+the libraries, printed beside the resident size before the computation: the difference is what
+the computation needed. `gmlm theory bench` grows N, so after each N the peak is that N's.
+Tracing numpy's allocations instead (tracemalloc) costs ~25% of the time being measured.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import resource
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy
+
+from gmlm import __version__
+from gmlm.io import atomic_write_json
+from gmlm.theory.chains import BlockDynamics, poincare_constant
+from gmlm.theory.distributions import IsingModel
+from gmlm.theory.estimators import MaskingScheme
+from gmlm.theory.figures import estimation_figure, hitting_figure, write_figure
+from gmlm.theory.settings import (
+    BenchSettings,
+    EstimationSettings,
+    HittingSettings,
+    PoincareSettings,
+    VerifySettings,
+)
+from gmlm.theory.single_site import DeadlineExceeded, default_threads
+from gmlm.theory.verify import run_verify
+
+#: Assumed growth of the time from N to N + 2 until two runs have measured it (4x the states,
+#: more sites, a few more Lanczos steps).
+DEFAULT_GROWTH = 5.0
+#: Runs shorter than this time too noisily to extrapolate from.
+MIN_EXTRAPOLATE_SECONDS = 0.5
+
+
+@dataclass(frozen=True)
+class PoincareRun:
+    """One exact Poincare constant, with how it was computed and what it cost."""
+
+    n: int
+    k: int
+    states: int
+    scale: float
+    seed: int
+    method: str
+    threads: int
+    poincare: float
+    spectral_gap: float
+    seconds: float
+    start_rss_mib: float  # resident memory before the model was built
+    peak_rss_mib: float  # peak resident memory of the process so far
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def poincare_run(settings: PoincareSettings, deadline: float | None = None) -> PoincareRun:
+    """Poincare constant of k-Gibbs on IsingModel.random(n, scale, seed), timed (model included)."""
+    settings.check()
+    threads = default_threads() if settings.threads is None else settings.threads
+    start_rss = current_rss_mib()
+    start = time.perf_counter()
+    model = IsingModel.random(settings.n, settings.scale, settings.seed)
+    chain = BlockDynamics(model.distribution, MaskingScheme.k_pl(settings.n, settings.k))
+    gap = poincare_constant(chain, settings.method, deadline=deadline, threads=threads)
+    return PoincareRun(
+        settings.n,
+        settings.k,
+        2**settings.n,
+        settings.scale,
+        settings.seed,
+        gap.method,
+        threads,
+        gap.poincare,
+        gap.gap,
+        time.perf_counter() - start,
+        start_rss,
+        peak_rss_mib(),
+    )
+
+
+def current_rss_mib() -> float:
+    """Resident memory of this process now, in MiB (Linux /proc; NaN elsewhere)."""
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return float("nan")
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def peak_rss_mib() -> float:
+    """Peak resident set size of this process so far, in MiB."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 2**10  # bytes on macOS, else KiB
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """1-Gibbs Poincare constants for growing N, and why the growth stopped."""
+
+    runs: list[PoincareRun]
+    stopped: str
+
+    def largest_n_within(self, limit: float) -> int | None:
+        within = [r.n for r in self.runs if r.seconds <= limit]
+        return max(within) if within else None
+
+
+def poincare_sweep(
+    settings: BenchSettings, progress: Callable[[PoincareRun], None] | None = None
+) -> Sweep:
+    """N = min_n, min_n + 2, ... while the next N is predicted to fit in settings.limit.
+
+    The prediction multiplies the last time by the growth measured over the last two runs
+    (DEFAULT_GROWTH before that). A run is also stopped at twice the limit, so the sweep ends in
+    bounded time even when the prediction is wrong.
+    """
+    settings.check()
+    runs: list[PoincareRun] = []
+    growth = DEFAULT_GROWTH
+    for n in range(settings.min_n, settings.max_n + 1, 2):
+        if runs:
+            last = runs[-1]
+            if len(runs) >= 2 and runs[-2].seconds >= MIN_EXTRAPOLATE_SECONDS:
+                growth = max(last.seconds / runs[-2].seconds, 1.0)
+            predicted = last.seconds * growth
+            if last.seconds > settings.limit:
+                return Sweep(runs, f"N={last.n} took {last.seconds:.0f} s > {settings.limit:g} s")
+            if predicted > settings.limit:
+                return Sweep(
+                    runs,
+                    f"N={n} not run: predicted {predicted:.0f} s (x{growth:.1f} per step of 2) "
+                    f"> limit {settings.limit:g} s",
+                )
+        run_settings = PoincareSettings(
+            n=n, k=1, scale=settings.scale, seed=settings.seed, threads=settings.threads
+        )
+        try:
+            run = poincare_run(run_settings, deadline=time.perf_counter() + 2 * settings.limit)
+        except DeadlineExceeded:
+            return Sweep(runs, f"N={n} stopped at twice the limit ({2 * settings.limit:g} s)")
+        runs.append(run)
+        if progress is not None:
+            progress(run)
+    return Sweep(runs, f"reached max N = {settings.max_n}")
+
+
+def run_bench(
+    settings: BenchSettings, out: Path, progress: Callable[[str], None] | None = None
+) -> dict[str, Any]:
+    """Time verify, the three figures (written to `out`) and the Poincare sweep; write bench.json.
+
+    Returns the JSON written, whose `verify_passed` says whether verify passed on the way.
+    """
+    settings.check()
+
+    def say(line: str) -> None:
+        if progress is not None:
+            progress(line)
+
+    start = time.perf_counter()
+    report = run_verify(VerifySettings())
+    say(f"verify (default grid, N=2..8): {report.seconds:.1f} s, passed={report.passed}")
+    figure_seconds = {}
+    for name, coupling in (("figure1", 0.05), ("figure2", 0.3)):
+        result = estimation_figure(EstimationSettings(coupling=coupling), name)
+        write_figure(result, out)
+        figure_seconds[name] = result.seconds
+        say(f"{name} (paper settings): {result.seconds:.1f} s")
+    result = hitting_figure(HittingSettings())
+    write_figure(result, out)
+    figure_seconds["figure3"] = result.seconds
+    say(f"figure3 (paper settings): {result.seconds:.1f} s")
+    sweep = poincare_sweep(settings, lambda run: say(run_line(run)))
+    say(f"Poincare sweep stopped: {sweep.stopped}")
+    data = {
+        "settings": asdict(settings),
+        "environment": environment(),
+        "verify_default_seconds": report.seconds,
+        "verify_passed": report.passed,
+        "figures_seconds": figure_seconds,
+        "poincare": [r.to_json() for r in sweep.runs],
+        "poincare_stopped": sweep.stopped,
+        "largest_n_within_limit": sweep.largest_n_within(settings.limit),
+        "total_seconds": time.perf_counter() - start,
+    }
+    atomic_write_json(out / "bench.json", data)
+    return data
+
+
+def run_line(run: PoincareRun) -> str:
+    """One line for people: what was computed, how, and what it cost."""
+    return (
+        f"Poincare, {run.k}-Gibbs, N={run.n:2d} ({run.states:>10,} states): C={run.poincare:.10g} "
+        f"in {run.seconds:.2f} s ({run.method}, {run.threads} thread"
+        f"{'s' if run.threads > 1 else ''}), peak RSS {run.peak_rss_mib:,.0f} MiB "
+        f"({run.start_rss_mib:,.0f} MiB before)"
+    )
+
+
+def environment() -> dict[str, Any]:
+    """How the numbers were made: versions, machine, CPU and the threads numerical code may use."""
+    return {
+        "gmlm": __version__,
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+        "machine": platform.machine(),
+        "cpu": cpu_model(),
+        "cpus": os.cpu_count(),
+        "threads": default_threads(),
+        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+    }
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
