@@ -240,6 +240,32 @@ def test_early_stop_when_the_next_input_repeats(
     assert state.passes.tolist() == [2]
 
 
+def test_identical_hypotheses_are_one_candidate_at_the_lowest_index(
+    untrained_padir: PadirModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two random starts per length converge to the same argmax; float noise (here 1e-6,
+    # 6e-8 was seen from a row's place in the batch) must not pick the later one.
+    fixed_predictions(untrained_padir, monkeypatch, [[10, 11, 12, 13]])
+    options = dataclasses.replace(PLAIN, steps=1, length_beam=2, random_starts=2)
+    lengths = torch.tensor([[4, 5]])
+    state = run(untrained_padir, torch.tensor([[7, 8, EOS]]), options, lengths=lengths)
+    assert torch.equal(state.tokens[0], state.tokens[1])
+    assert torch.equal(state.tokens[2], state.tokens[3])
+    assert not torch.equal(state.tokens[1], state.tokens[2])  # same prefix, another length
+    # Selection scores (log-probabilities summed over positions) set by hand: pair (0, 1)
+    # differs by noise only; pair (2, 3) clearly, but is one hypothesis with 2's score.
+    for sums in ([-2.0, -2.0 + 1e-6, -3.0, -3.0], [-2.0, -2.0, -3.0, -1.0]):
+        log_probs = torch.zeros_like(state.token_log_probs)
+        log_probs[:, 0] = torch.tensor(sums)
+        (result,) = refinement_finish(
+            dataclasses.replace(state, token_log_probs=log_probs), options
+        )
+        first = log_probs.sum(1).tolist()
+        assert result.candidate == 0 and result.raw == [10, 11, 12]
+        assert result.candidate_scores == [first[0], first[0], first[2], first[2]]
+        assert (result.score, result.log_prob) == (first[0], first[0])
+
+
 def random_filter_reference(
     tokens: list[int], initial: list[int], length: int, drop: bool, dedup: bool
 ) -> list[bool]:

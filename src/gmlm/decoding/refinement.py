@@ -32,7 +32,10 @@ linear schedule changes the input by design, so with it every candidate runs all
 
 Each candidate is scored by the summed log-probability of its last argmax (every position,
 EOS included) under its last pass, divided by the GNMT length penalty of its length (alpha =
-0 by default), and each sentence keeps its best candidate. Then tokens still equal to their
+0 by default), and each sentence keeps its best candidate. Candidates of a sentence with
+the same last argmax (same length, same tokens: several random starts that converged) are
+one candidate with the score of the lowest-index one, which wins their tie; so the choice
+never rests on float noise between equal hypotheses. Then tokens still equal to their
 random initial token are dropped (the model never changed them), and tokens equal to the
 previous kept token (stutter). The authors' release scores only the tokens that survive this
 filtering; we score before it, because otherwise a candidate gains from every position the
@@ -173,7 +176,8 @@ class Refined:
     tokens: output ids (no EOS), after post-processing. score: the selection score, i.e.
     log_prob / length_penalty(length); log_prob: summed log-probability of `raw` and the EOS.
     candidate: index (0 .. K-1) of the chosen candidate; length: its length with EOS;
-    passes: decoder passes it ran; candidate_scores: all K scores.
+    passes: decoder passes it ran; candidate_scores: all K scores (a candidate whose final
+    argmax equals a lower-index one's carries that one's score, see `merge_identical`).
     raw: the chosen candidate's last argmax before post-processing (no EOS, length - 1 ids);
     attention positions refer to it. steps: with return_steps, its initial hypothesis then
     its hypothesis after each of the T passes (repeated after an early stop), without EOS.
@@ -410,6 +414,22 @@ def output_mask(
     return keep
 
 
+def merge_identical(scores: Tensor, tokens: Tensor, k: int) -> Tensor:
+    """(C,) scores of candidates with final argmax tokens (C, W), K per sentence -> (B, K):
+    a candidate whose tokens equal those of a lower-index candidate of its sentence (so also
+    its length) takes that candidate's score.
+
+    Identical hypotheses are one candidate, kept at its lowest index: their scores can differ
+    by float noise alone (e.g. by a row's place in the batch), which must not decide which of
+    them (and so which initial tokens and trajectory) is returned.
+    """
+    hyp = tokens.view(-1, k, tokens.shape[1])
+    same = (hyp.unsqueeze(2) == hyp.unsqueeze(1)).all(3)  # (B, K, K): i's tokens == j's
+    index = torch.arange(k, device=tokens.device)
+    first = torch.where(same, index, k).min(2).values  # (B, K): lowest j equal to i
+    return scores.view(-1, k).gather(1, first)
+
+
 def refinement_finish(state: RefinementState, options: RefinementOptions) -> list[Refined]:
     """Score every candidate, keep each sentence's best and post-process it (call once no
     candidate is active)."""
@@ -419,8 +439,8 @@ def refinement_finish(state: RefinementState, options: RefinementOptions) -> lis
     scores = log_prob / length_penalty(lengths, options.length_penalty)
     if options.length_weight:
         scores = scores + options.length_weight * state.length_log_probs
-    per_sentence = scores.view(-1, state.candidates)
-    picked = per_sentence.argmax(1)
+    per_sentence = merge_identical(scores, state.tokens, state.candidates)
+    picked = per_sentence.argmax(1)  # the first of equal maxima: the lowest index
     chosen = torch.arange(per_sentence.shape[0], device=picked.device) * state.candidates + picked
     history = (state.initial, *state.history)
     if options.return_steps:
