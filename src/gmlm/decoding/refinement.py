@@ -2,7 +2,8 @@
 
 Pure ``init`` / ``step`` / ``finish`` functions over a small frozen state, plus a driver::
 
-    state = refinement_init(model, src, options, generator)   # encode once, C candidates
+    generators = sentence_generators(seed, lines=range(len(src)))  # one per sentence
+    state = refinement_init(model, src, options, generators)  # encode once, C candidates
     while state.rows.numel():                                  # candidates still refining
         state = refinement_step(model, state, options)         # one decoder pass over them
     results = refinement_finish(state, options)                # post-process, pick the best
@@ -11,6 +12,19 @@ Candidates: the top ``length_beam`` predicted lengths N of each sentence, each a
 every ``length_offsets`` entry, each started from ``random_starts`` different initial
 hypotheses (N - 1 random ordinary tokens then EOS, or [MASK] tokens); K = length_beam *
 (1 + len(length_offsets)) * random_starts candidates per sentence, sharing the encoding.
+
+Randomness, so that a sentence's result never depends on its batch: each sentence has its
+own generator, and its K initial hypotheses are drawn from it alone, as one (K, N_max) draw
+at the width N_max of its own longest candidate, then padded to the batch's width. So they
+depend on the generator and the sentence's candidate lengths only, not on the other rows,
+the batch width or the order in which sentences are decoded. Files are decoded with one CPU
+``torch.Generator`` per line, seeded with ``sentence_seed(seed, line, piece)``: the BLAKE2b
+digest of 8 bytes (``hashlib.blake2b(text, digest_size=8)``) of the ASCII text
+``f"{seed},{line},{piece}"``, read as an unsigned little-endian integer, where ``line`` is
+the 0-based line index in the input and ``piece`` the 0-based piece of a line split because
+it is too long (0 otherwise). (A proper mix, unlike seed + line, under which seed 1 line 0
+would be seed 0 line 1.) What can still differ with the batch is float rounding (padding
+changes the width of every matrix product), which moves an argmax only at a near-tie.
 
 A pass feeds a hypothesis x_t to the decoder and takes the argmax y_t at every position:
 positions past the length stay pad, the last one stays EOS, the others take the best
@@ -52,7 +66,9 @@ to off; we enable it because the spec lists it as part of inference.)
 
 from __future__ import annotations
 
+import hashlib
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -199,6 +215,51 @@ class Refined:
     cross_attention: Tensor | None = None
 
 
+def sentence_seed(seed: int, line: int, piece: int = 0) -> int:
+    """The seed (0 .. 2**64 - 1) of the initial random tokens of piece `piece` of line `line`
+    (both 0-based) under the run's `seed` (see the module docstring for the rule)."""
+    text = f"{seed},{line},{piece}".encode("ascii")
+    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little")
+
+
+def sentence_generators(
+    seed: int, lines: Sequence[int], pieces: Sequence[int] | None = None
+) -> list[torch.Generator]:
+    """One CPU generator per sentence, seeded with ``sentence_seed(seed, line, piece)`` for
+    its line (and piece, default 0)."""
+    pieces = [0] * len(lines) if pieces is None else pieces
+    if len(pieces) != len(lines):
+        raise GmlmError(f"{len(lines)} line indices but {len(pieces)} piece indices")
+    return [
+        torch.Generator().manual_seed(sentence_seed(seed, line, piece))
+        for line, piece in zip(lines, pieces, strict=True)
+    ]
+
+
+def initial_hypotheses(
+    lengths: Tensor,
+    config: ModelConfig,
+    generators: Sequence[torch.Generator] | None,
+    mode: Literal["random", "mask"] | None,
+) -> Tensor:
+    """Candidate lengths (B, K) -> initial hypotheses (B * K, W), W the longest length.
+
+    Sentence b's K rows are one `initial_hypothesis` draw from generators[b] (None: torch's
+    global generator, sentence by sentence) at that sentence's own width, padded to W.
+    """
+    if generators is not None and len(generators) != lengths.shape[0]:
+        raise GmlmError(
+            f"{len(generators)} generators for {lengths.shape[0]} sentences; give one per "
+            "sentence (see sentence_generators)"
+        )
+    width = int(lengths.max())
+    rows = []
+    for b, own in enumerate(lengths):
+        hyp = initial_hypothesis(own, config, None if generators is None else generators[b], mode)
+        rows.append(torch.nn.functional.pad(hyp, (0, width - hyp.shape[1]), value=config.pad_id))
+    return torch.cat(rows)
+
+
 def candidate_lengths(lengths: Tensor, options: RefinementOptions, config: ModelConfig) -> Tensor:
     """Predicted lengths (B, L) -> candidate lengths (B, L * (1 + len(length_offsets)) *
     random_starts): for each length its offsets (0 first), each repeated random_starts times;
@@ -213,14 +274,16 @@ def refinement_init(
     model: PadirModel,
     src: Tensor,
     options: RefinementOptions,
-    generator: torch.Generator | None = None,
+    generators: Sequence[torch.Generator] | None = None,
     lengths: Tensor | None = None,
 ) -> RefinementState:
     """Encode src (B, S) once and set up the candidates.
 
     lengths: (B, L) target lengths (EOS counted) to decode instead of the predicted top
     ``length_beam``, e.g. the reference lengths for an oracle-length experiment.
-    generator: draws the initial random tokens (on its own device, see `random_tokens`).
+    generators: one per sentence, drawing its initial random tokens (on the generator's own
+    device, see `random_tokens`); None draws from torch's global generator. See the module
+    docstring and `sentence_generators`.
     """
     config = model.config
     options.validate(config)
@@ -239,7 +302,7 @@ def refinement_init(
     else:  # not used by the selection: skip the length softmax
         length_log_probs = torch.zeros(flat.shape, device=src.device)
     memory = model.cross_memory(enc).select(sentence)
-    initial = initial_hypothesis(flat, config, generator, options.init)
+    initial = initial_hypotheses(per_sentence, config, generators, options.init)
     count = flat.numel()
     attention_shape = (count, config.n_heads, initial.shape[1])
     return RefinementState(
@@ -472,12 +535,12 @@ def refine(
     model: PadirModel,
     src: Tensor,
     options: RefinementOptions | None = None,
-    generator: torch.Generator | None = None,
+    generators: Sequence[torch.Generator] | None = None,
     lengths: Tensor | None = None,
 ) -> list[Refined]:
     """PaDIR decoding of src (B, S): one result per sentence (see :func:`refinement_init`)."""
     options = options or RefinementOptions()
-    state = refinement_init(model, src, options, generator, lengths)
+    state = refinement_init(model, src, options, generators, lengths)
     while state.rows.numel():
         state = refinement_step(model, state, options)
     return refinement_finish(state, options)
