@@ -14,8 +14,10 @@ hypotheses (N - 1 random ordinary tokens then EOS, or [MASK] tokens); K = length
 (1 + len(length_offsets)) * random_starts candidates per sentence, sharing the encoding.
 
 Randomness, so that a sentence's result never depends on its batch: each sentence has its
-own generator, and its K initial hypotheses are drawn from it alone, as one (K, N_max) draw
-at the width N_max of its own longest candidate, then padded to the batch's width. So they
+own generator, and its K initial hypotheses are drawn from it alone, as one draw
+``torch.randint(n_special, vocab_size, (K, N_max), generator=...)`` at the width N_max of
+its own longest candidate (row k: candidate k, EOS and padding then set by its length),
+padded to the batch's width. So they
 depend on the generator and the sentence's candidate lengths only, not on the other rows,
 the batch width or the order in which sentences are decoded. Files are decoded with one CPU
 ``torch.Generator`` per line, seeded with ``sentence_seed(seed, line, piece)``: the BLAKE2b
