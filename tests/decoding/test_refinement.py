@@ -333,6 +333,8 @@ def test_sentence_seeds_follow_the_documented_rule() -> None:
     assert g.initial_seed() == sentence_seed(0, 1)
     with pytest.raises(GmlmError, match="2 line indices but 1 piece"):
         sentence_generators(0, [1, 2], [0])
+    with pytest.raises(GmlmError, match=r"integers, got seed=0, line=1.0"):
+        sentence_seed(0, 1.0)  # type: ignore[arg-type]  # "1.0" would silently be another seed
 
 
 def test_a_sentence_draws_its_initial_tokens_alone(

@@ -70,6 +70,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -220,6 +221,12 @@ class Refined:
 def sentence_seed(seed: int, line: int, piece: int = 0) -> int:
     """The seed (0 .. 2**64 - 1) of the initial random tokens of piece `piece` of line `line`
     (both 0-based) under the run's `seed` (see the module docstring for the rule)."""
+    try:
+        seed, line, piece = (operator.index(value) for value in (seed, line, piece))
+    except TypeError:
+        raise GmlmError(
+            f"sentence_seed needs integers, got seed={seed!r}, line={line!r}, piece={piece!r}"
+        ) from None
     text = f"{seed},{line},{piece}".encode("ascii")
     return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little")
 
