@@ -180,7 +180,10 @@ class Translator:
             length_weight=length_weight,
         )
         if lines is not None and len(lines) != len(sentences):
-            raise GmlmError(f"{len(lines)} line indices for {len(sentences)} sentences")
+            raise GmlmError(
+                f"lines: {len(lines)} line indices for {len(sentences)} sentences; give one "
+                "per sentence"
+            )
         segments, owners = self._segments(sentences, on_over_length, origin)
         numbers = range(len(sentences)) if lines is None else lines
         seen: Counter[int] = Counter()
@@ -231,7 +234,8 @@ class Translator:
         pieces = [0] * len(sources) if pieces is None else pieces
         if not len(lines) == len(pieces) == len(sources):
             raise GmlmError(
-                f"{len(sources)} sources but {len(lines)} line and {len(pieces)} piece indices"
+                f"{len(sources)} sources but {len(lines)} line and {len(pieces)} piece "
+                "indices; give one of each per source"
             )
         order = sorted(range(len(sources)), key=lambda i: -len(sources[i]))
         outputs: list[list[int]] = [[] for _ in sources]
