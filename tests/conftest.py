@@ -1,10 +1,12 @@
-"""Fixtures shared across test folders: a tiny prepared translation dataset."""
+"""Fixtures shared across test folders: a tiny prepared translation dataset and a tiny PaDIR
+run trained on it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+import torch
 
 from tests.data.datahelpers import make_pairs, tiny_config, write_lines
 
@@ -19,3 +21,25 @@ def word_task_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     write_lines(root / "c.de", src)
     write_lines(root / "c.en", tgt)
     return prepare_dataset(tiny_config(f"files:{root / 'c.de'},{root / 'c.en'}"), root / "data")
+
+
+@pytest.fixture(scope="session")
+def padir_run(word_task_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny PaDIR trained for 40 steps on `word_task_data` (its run folder), in fp32: bf16
+    autocast (precision=auto) rounds differently on every kind of CPU, and was measured 5x
+    slower than fp32 on a CPU without bf16 hardware. Poor (it stutters, its top length is 13
+    for every sentence), but on the first 64 test sentences, T=4 and the top 4 lengths stay
+    clear of float near-ties: measured on one CPU, the smallest top-2 gap of a token's logits
+    was 5e-5 and of the length logits at ranks 1-5 1e-2, against about 1e-6 of rounding noise
+    from a sentence's batch. (Ranks 5 and 6 of the length logits nearly tie, by 4e-7.)"""
+    from gmlm.training.config import load_train_config
+    from gmlm.training.trainer import Trainer
+
+    out = tmp_path_factory.mktemp("padir") / "padir"
+    overrides = ["max_steps=40", "valid_every=40", "valid_sentences=0", "log_every=10"]
+    overrides += ["threads=1", "precision=fp32"]
+    cfg = load_train_config("tiny-padir", [f"data={word_task_data}", f"out={out}", *overrides])
+    threads = torch.get_num_threads()
+    Trainer(cfg, progress=False, log=lambda _message: None).run()
+    torch.set_num_threads(threads)
+    return out

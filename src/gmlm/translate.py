@@ -13,6 +13,13 @@ is never cut silently: by default it is an error naming the line and the limit;
 their translations with a space; ``"report"`` leaves its output empty and names it in a
 warning.
 
+A line's translation depends only on the line, the checkpoint, the seed and the decoding
+settings, not on the batch size or the other lines of the input: PaDIR draws each line's
+initial random tokens from its own generator, seeded from (seed, line index, piece of a
+split line) by :func:`gmlm.decoding.refinement.sentence_seed` (the rule is in that module's
+docstring). Batching can still change float rounding (padding widens the matrix products),
+which moves an output only where two tokens' scores nearly tie.
+
 Decoding settings are keyword arguments; a setting of the other model kind (``beam`` for a
 PaDIR model, ``steps`` for an autoregressive one) is an error that names the checkpoint's
 kind. Unset ones keep the defaults of :class:`gmlm.decoding.SearchOptions` (greedy, GNMT
@@ -24,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import warnings
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -35,7 +43,7 @@ from gmlm.data.cleaning import normalize
 from gmlm.data.lengths import SHOWN, OverLengthError, encode_inputs
 from gmlm.data.tokenizer import Tokenizer
 from gmlm.decoding.autoregressive import SearchOptions, beam_search, greedy_search
-from gmlm.decoding.refinement import RefinementOptions, refine
+from gmlm.decoding.refinement import RefinementOptions, refine, sentence_generators
 from gmlm.errors import GmlmError
 from gmlm.models import AutoregressiveModel, ModelKind, PadirModel
 from gmlm.nn.config import ModelConfig
@@ -127,6 +135,7 @@ class Translator:
         bf16: bool = False,
         on_over_length: OverLengthPolicy = "error",
         origin: str = "input",
+        lines: Sequence[int] | None = None,
         length_penalty: float | None = None,
         beam: int | None = None,
         max_len_a: float | None = None,
@@ -145,10 +154,13 @@ class Translator:
         """Detokenized translations of raw `sentences`, one per sentence, in order.
 
         batch_size: sentences per decoder batch (sorted by length, order restored).
-        seed: PaDIR's initial random tokens (a CPU torch.Generator seeded with it).
+        seed: PaDIR's initial random tokens (see the module docstring).
         bf16: run the model under bfloat16 autocast.
         on_over_length: "error", "split" or "report" (see the module docstring).
         origin: names the input (a file) in error messages; lines are counted from 1.
+        lines: each sentence's 0-based line index in its file, which keys its random tokens
+        (default 0, 1, ...): give it when translating part of a file, so that each line gets
+        what it gets when the whole file is translated.
         The other keywords are decoding settings (see :meth:`options`).
         """
         options = self.options(
@@ -167,8 +179,27 @@ class Translator:
             dedup_final=dedup_final,
             length_weight=length_weight,
         )
+        if lines is not None and len(lines) != len(sentences):
+            raise GmlmError(
+                f"lines: {len(lines)} line indices for {len(sentences)} sentences; give one "
+                "per sentence"
+            )
         segments, owners = self._segments(sentences, on_over_length, origin)
-        outputs = self.translate_ids(segments, options, batch_size=batch_size, seed=seed, bf16=bf16)
+        numbers = range(len(sentences)) if lines is None else lines
+        seen: Counter[int] = Counter()
+        piece_numbers = []
+        for owner in owners:  # a split line's pieces are 0, 1, ...
+            piece_numbers.append(seen[owner])
+            seen[owner] += 1
+        outputs = self.translate_ids(
+            segments,
+            options,
+            batch_size=batch_size,
+            seed=seed,
+            bf16=bf16,
+            lines=[numbers[owner] for owner in owners],
+            pieces=piece_numbers,
+        )
         pieces: list[list[str]] = [[] for _ in sentences]
         for owner, ids in zip(owners, outputs, strict=True):
             pieces[owner].append(self.text(ids))
@@ -187,29 +218,49 @@ class Translator:
         batch_size: int = 32,
         seed: int = 0,
         bf16: bool = False,
+        lines: Sequence[int] | None = None,
+        pieces: Sequence[int] | None = None,
     ) -> list[list[int]]:
         """Output ids (no EOS) of source ids (no EOS, each non-empty and within
-        max_source_len - 1), in order; the best hypothesis of each sentence."""
+        max_source_len - 1), in order; the best hypothesis of each sentence.
+
+        Sources are decoded longest first in batches of `batch_size`. PaDIR's initial tokens
+        of source i come from ``sentence_seed(seed, lines[i], pieces[i])`` (defaults: i, 0),
+        whatever its batch (see the module docstring).
+        """
         if batch_size < 1:
             raise GmlmError(f"batch_size={batch_size} must be at least 1")
-        generator = torch.Generator().manual_seed(seed)
+        lines = range(len(sources)) if lines is None else lines
+        pieces = [0] * len(sources) if pieces is None else pieces
+        if not len(lines) == len(pieces) == len(sources):
+            raise GmlmError(
+                f"{len(sources)} sources but {len(lines)} line and {len(pieces)} piece "
+                "indices; give one of each per source"
+            )
         order = sorted(range(len(sources)), key=lambda i: -len(sources[i]))
         outputs: list[list[int]] = [[] for _ in sources]
         for start in range(0, len(order), batch_size):
             batch = order[start : start + batch_size]
             src = self._source_tensor([sources[i] for i in batch])
+            keys = [lines[i] for i in batch], [pieces[i] for i in batch]
             with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=bf16):
-                decoded = self._decode(src, options, generator)
+                decoded = self._decode(src, options, seed, *keys)
             for i, ids in zip(batch, decoded, strict=True):
                 outputs[i] = ids
         return outputs
 
     def _decode(
-        self, src: Tensor, options: DecodingOptions, generator: torch.Generator
+        self,
+        src: Tensor,
+        options: DecodingOptions,
+        seed: int,
+        lines: Sequence[int],
+        pieces: Sequence[int],
     ) -> list[list[int]]:
         if isinstance(options, RefinementOptions):
             assert isinstance(self.model, PadirModel)
-            return [r.tokens for r in refine(self.model, src, options, generator)]
+            generators = sentence_generators(seed, lines, pieces)
+            return [r.tokens for r in refine(self.model, src, options, generators)]
         assert isinstance(self.model, AutoregressiveModel)
         if options.beam == 1:
             return [h.tokens for h in greedy_search(self.model, src, options)]

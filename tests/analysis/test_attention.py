@@ -19,7 +19,7 @@ from gmlm.analysis.metrics import cross_pair_metrics, self_pair_metrics
 from gmlm.cli.main import main
 from gmlm.data.binarized import load_dataset
 from gmlm.data.lengths import encode_inputs
-from gmlm.decoding import RefinementOptions, refine
+from gmlm.decoding import RefinementOptions, refine, sentence_seed
 from gmlm.errors import GmlmError
 from tests.analysis.test_metrics import SELF
 
@@ -75,10 +75,11 @@ def expected_pairs(checkpoint: Path, data: Path, count: int, steps: int, beam: i
     translator = gmlm.load(checkpoint, device="cpu")
     texts = load_dataset(data).read_text("test", "src")[:count]
     encoded = encode_inputs(translator.tokenizer, texts, translator.config.max_source_len)
-    ids = sorted(encoded.ids, key=len, reverse=True)
+    lines = sorted(range(count), key=lambda i: -len(encoded.ids[i]))
     options = dataclasses.replace(RefinementOptions(), steps=steps, length_beam=beam)
-    src = translator._source_tensor(ids)
-    results = refine(translator.model, src, options, torch.Generator().manual_seed(0))  # type: ignore[arg-type]
+    src = translator._source_tensor([encoded.ids[i] for i in lines])
+    generators = [torch.Generator().manual_seed(sentence_seed(0, i)) for i in lines]
+    results = refine(translator.model, src, options, generators)  # type: ignore[arg-type]
     stutter = sum(a == b for r in results for a, b in itertools.pairwise(r.raw))
     total = sum(max(len(r.raw) - 1, 0) for r in results)
     return [stutter, total - stutter]

@@ -20,6 +20,8 @@ from gmlm.decoding.refinement import (
     refinement_init,
     refinement_step,
     remask_counts,
+    sentence_generators,
+    sentence_seed,
 )
 from gmlm.decoding.scores import length_penalty
 from gmlm.errors import GmlmError
@@ -32,12 +34,13 @@ PLAIN = RefinementOptions(
 )
 
 
-def seeded(seed: int = 0) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
+def seeded(src: torch.Tensor, seed: int = 0) -> list[torch.Generator]:
+    """One generator per sentence of src (B, S), as `gmlm translate` makes them."""
+    return sentence_generators(seed, range(src.shape[0]))
 
 
 def run(model: PadirModel, src: torch.Tensor, options: RefinementOptions, **kw) -> RefinementState:  # type: ignore[no-untyped-def]
-    state = refinement_init(model, src, options, seeded(), **kw)
+    state = refinement_init(model, src, options, seeded(src), **kw)
     while state.rows.numel():
         state = refinement_step(model, state, options)
     return state
@@ -240,6 +243,32 @@ def test_early_stop_when_the_next_input_repeats(
     assert state.passes.tolist() == [2]
 
 
+def test_identical_hypotheses_are_one_candidate_at_the_lowest_index(
+    untrained_padir: PadirModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two random starts per length converge to the same argmax; float noise (here 1e-6,
+    # 6e-8 was seen from a row's place in the batch) must not pick the later one.
+    fixed_predictions(untrained_padir, monkeypatch, [[10, 11, 12, 13]])
+    options = dataclasses.replace(PLAIN, steps=1, length_beam=2, random_starts=2)
+    lengths = torch.tensor([[4, 5]])
+    state = run(untrained_padir, torch.tensor([[7, 8, EOS]]), options, lengths=lengths)
+    assert torch.equal(state.tokens[0], state.tokens[1])
+    assert torch.equal(state.tokens[2], state.tokens[3])
+    assert not torch.equal(state.tokens[1], state.tokens[2])  # same prefix, another length
+    # Selection scores (log-probabilities summed over positions) set by hand: pair (0, 1)
+    # differs by noise only; pair (2, 3) clearly, but is one hypothesis with 2's score.
+    for sums in ([-2.0, -2.0 + 1e-6, -3.0, -3.0], [-2.0, -2.0, -3.0, -1.0]):
+        log_probs = torch.zeros_like(state.token_log_probs)
+        log_probs[:, 0] = torch.tensor(sums)
+        (result,) = refinement_finish(
+            dataclasses.replace(state, token_log_probs=log_probs), options
+        )
+        first = log_probs.sum(1).tolist()
+        assert result.candidate == 0 and result.raw == [10, 11, 12]
+        assert result.candidate_scores == [first[0], first[0], first[2], first[2]]
+        assert (result.score, result.log_prob) == (first[0], first[0])
+
+
 def random_filter_reference(
     tokens: list[int], initial: list[int], length: int, drop: bool, dedup: bool
 ) -> list[bool]:
@@ -256,7 +285,7 @@ def random_filter_reference(
 @pytest.mark.parametrize("drop", [True, False])
 @pytest.mark.parametrize("dedup", [True, False])
 def test_output_mask_matches_a_plain_loop(drop: bool, dedup: bool) -> None:
-    g = seeded(3)
+    g = torch.Generator().manual_seed(3)
     tokens = torch.randint(6, 9, (50, 12), generator=g)  # 3 ids: many repeats
     initial = torch.randint(6, 9, (50, 12), generator=g)
     lengths = torch.randint(1, 13, (50,), generator=g)
@@ -282,7 +311,7 @@ def test_random_starts_differ_and_share_the_encoding(
     trained_padir: PadirModel, reversal: tuple[torch.Tensor, torch.Tensor]
 ) -> None:
     options = RefinementOptions(length_beam=2, random_starts=3)
-    state = refinement_init(trained_padir, reversal[0][:2], options, seeded())
+    state = refinement_init(trained_padir, reversal[0][:2], options, seeded(reversal[0][:2]))
     assert state.candidates == 6 and state.initial.shape[0] == 12
     per_length = state.lengths.view(2, 2, 3)
     assert torch.equal(per_length, per_length[..., :1].expand(-1, -1, 3))  # 3 starts a length
@@ -290,6 +319,49 @@ def test_random_starts_differ_and_share_the_encoding(
     assert not torch.equal(starts[0, 0, 0], starts[0, 0, 1])
     keys = state.memory.keys[0].view(2, 6, *state.memory.keys[0].shape[1:])
     assert torch.equal(keys[:, 0], keys[:, 5])
+
+
+def test_sentence_seeds_follow_the_documented_rule() -> None:
+    # Golden values of the rule in the module docstring (hashlib's BLAKE2b, 8-byte digest of
+    # "seed,line,piece", little-endian): changing them changes every PaDIR output.
+    assert sentence_seed(0, 0) == 18339399129536151103
+    assert sentence_seed(0, 1) == 13601480684788047312
+    assert sentence_seed(1, 0) == 8881223392398374980  # not seed + line: != (0, 1)
+    assert sentence_seed(0, 0, 1) == 15361804988134424298
+    assert sentence_seed(-3, 12, 2) == 2364962959684042166
+    (g,) = sentence_generators(0, [1])
+    assert g.initial_seed() == sentence_seed(0, 1)
+    with pytest.raises(GmlmError, match="2 line indices but 1 piece"):
+        sentence_generators(0, [1, 2], [0])
+    with pytest.raises(GmlmError, match=r"integers, got seed=0, line=1.0"):
+        sentence_seed(0, 1.0)  # type: ignore[arg-type]  # "1.0" would silently be another seed
+
+
+def test_a_sentence_draws_its_initial_tokens_alone(
+    trained_padir: PadirModel, reversal: tuple[torch.Tensor, torch.Tensor]
+) -> None:
+    # Whatever the batch, its width or the order: the same generator and candidate lengths
+    # give the same initial hypotheses (lengths are given, so no float is involved).
+    src = reversal[0][:6]
+    lengths = torch.tensor([[3, 6], [2, 2], [7, 4], [5, 1], [4, 4], [6, 7]])
+    options = RefinementOptions(length_beam=2, random_starts=2)
+    batch = refinement_init(trained_padir, src, options, sentence_generators(9, range(6)), lengths)
+    initial = batch.initial.view(6, 4, -1)
+    for i in range(6):
+        alone = refinement_init(
+            trained_padir, src[i : i + 1], options, sentence_generators(9, [i]), lengths[i : i + 1]
+        )
+        width = int(lengths[i].max())
+        assert alone.initial.shape == (4, width)
+        assert torch.equal(initial[i, :, :width], alone.initial)
+        assert (initial[i, :, width:] == PAD).all()
+    order = [5, 2, 0, 4, 1, 3]
+    shuffled = refinement_init(
+        trained_padir, src[order], options, sentence_generators(9, order), lengths[order]
+    )
+    assert torch.equal(shuffled.initial.view(6, 4, -1), initial[order])
+    with pytest.raises(GmlmError, match="2 generators for 6 sentences"):
+        refinement_init(trained_padir, src, options, sentence_generators(9, [0, 1]), lengths)
 
 
 def test_remask_schedules() -> None:
@@ -346,10 +418,10 @@ def test_mask_start_and_option_errors(
     trained_padir: PadirModel, reversal: tuple[torch.Tensor, torch.Tensor]
 ) -> None:
     src = reversal[0][:2]
-    state = refinement_init(trained_padir, src, RefinementOptions(init="mask"), seeded())
+    state = refinement_init(trained_padir, src, RefinementOptions(init="mask"), seeded(src))
     content = (state.initial != PAD) & (state.initial != EOS)
     assert (state.initial[content] == CONFIG.mask_id).all()
-    results = refine(trained_padir, src, RefinementOptions(init="mask"), seeded())
+    results = refine(trained_padir, src, RefinementOptions(init="mask"), seeded(src))
     assert all(CONFIG.n_special <= t < CONFIG.vocab_size for r in results for t in r.tokens)
     bad = [
         (RefinementOptions(init="mask", random_starts=2), "random_starts"),
@@ -360,15 +432,23 @@ def test_mask_start_and_option_errors(
     ]
     for options, message in bad:
         with pytest.raises(GmlmError, match=message):
-            refine(trained_padir, src, options, seeded())
+            refine(trained_padir, src, options, seeded(src))
 
 
 def test_same_seed_same_output_and_scores_are_log_probabilities(
     trained_padir: PadirModel, reversal: tuple[torch.Tensor, torch.Tensor]
 ) -> None:
     src = reversal[0][:6]
-    a = refine(trained_padir, src, generator=seeded(5))
-    b = refine(trained_padir, src, generator=seeded(5))
-    assert [r.tokens for r in a] == [r.tokens for r in b]
+    options = RefinementOptions(return_steps=True)
+    a = refine(trained_padir, src, options, seeded(src, 5))
+    b = refine(trained_padir, src, options, seeded(src, 5))
+    assert [(r.tokens, r.steps) for r in a] == [(r.tokens, r.steps) for r in b]
+    other = refine(trained_padir, src, options, seeded(src, 6))
+    assert all(r.steps[0] != o.steps[0] for r, o in zip(a, other, strict=True))
+    # Without generators: torch's global one, sentence by sentence.
+    torch.manual_seed(5)
+    c = refine(trained_padir, src, options)
+    torch.manual_seed(5)
+    assert [r.steps for r in refine(trained_padir, src, options)] == [r.steps for r in c]
     assert all(r.score <= 0 and math.isfinite(r.score) for r in a)
     assert all(len(r.candidate_scores) == 5 for r in a)

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import io
+import random
 import sys
 import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
 import gmlm
 from gmlm.cli.main import main
+from gmlm.data.binarized import load_dataset
 from gmlm.data.lengths import OverLengthError
 from gmlm.data.tokenizer import Tokenizer
 from gmlm.decoding import RefinementOptions
@@ -58,6 +61,31 @@ def test_padir_seed_makes_runs_repeatable(translators: dict[str, Translator]) ->
     lines = sentences(4, seed=5)
     first = translators["padir"].translate(lines, seed=3, steps=2, length_beam=2)
     assert translators["padir"].translate(lines, seed=3, steps=2, length_beam=2) == first
+    assert translators["padir"].translate(lines, seed=4, steps=2, length_beam=2) != first
+
+
+def test_padir_line_depends_only_on_the_line_and_the_seed(
+    padir_run: Path, word_task_data: Path
+) -> None:
+    # Not on the batch size, the other lines or the order: each line has its own generator.
+    # 4 lengths: this model's 5th and 6th length logits nearly tie (see padir_run).
+    translator = gmlm.load(padir_run, device="cpu")
+    lines = load_dataset(word_task_data).read_text("test", "src")[:64]
+
+    def translate(sentences: list[str], **settings: Any) -> list[str]:
+        return translator.translate(sentences, length_beam=4, **settings)
+
+    whole = translate(lines, batch_size=32)
+    assert translate(lines, batch_size=1) == whole
+    assert translate(lines[:20], batch_size=32) == whole[:20]
+    order = random.Random(0).sample(range(len(lines)), len(lines))
+    shuffled = translate([lines[i] for i in order], batch_size=7, lines=order)
+    assert [shuffled[order.index(i)] for i in range(len(lines))] == whole
+    assert translate(lines[40:50], lines=range(40, 50)) == whole[40:50]
+    # The line index is part of the key: the same sentence at another line, or another
+    # seed, starts from other random tokens (and this model's output depends on them).
+    assert translate(lines[1:21]) != whole[1:21]
+    assert translate(lines, seed=1) != whole
 
 
 def test_over_length_is_an_error_naming_line_and_limit(
@@ -80,6 +108,31 @@ def test_over_length_split_at_punctuation(translators: dict[str, Translator]) ->
     assert len(out) == 2 and out[1]
     with pytest.raises(OverLengthError, match=r"line 2.*splitting it at sentence punctuation"):
         translator.translate(["der Hund.", LONG], on_over_length="split")
+
+
+def test_pieces_of_a_split_line_have_their_own_random_tokens(
+    translators: dict[str, Translator], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    translator = translators["padir"]
+    text = " ".join(sentences(12, seed=6))
+    count = len(translator._split(text, 1, 24, "input"))
+    keys = []
+    original = Translator.translate_ids
+
+    def spy(self, sources, options, **kw):  # type: ignore[no-untyped-def]
+        keys.append((kw["lines"], kw["pieces"]))
+        return original(self, sources, options, **kw)
+
+    monkeypatch.setattr(Translator, "translate_ids", spy)
+    lines = ["der Hund.", text, "", "die Katze."]
+    out = translator.translate(lines, on_over_length="split", lines=[10, 11, 12, 13], steps=2)
+    assert keys == [([10, *[11] * count, 13], [0, *range(count), 0])]
+    alone = translator.translate([text], on_over_length="split", lines=[11], steps=2)
+    assert alone == [out[1]]
+    with pytest.raises(GmlmError, match="2 line indices for 4 sentences"):
+        translator.translate(lines, lines=[0, 1])
+    with pytest.raises(GmlmError, match="1 sources but 2 line and 1 piece indices"):
+        original(translator, [[7, 8]], translator.options(), lines=[0, 1])
 
 
 def test_over_length_report_leaves_the_line_empty_with_a_warning(

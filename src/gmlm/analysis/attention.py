@@ -54,7 +54,12 @@ from gmlm.analysis.metrics import (
 )
 from gmlm.data.binarized import load_dataset
 from gmlm.data.lengths import encode_inputs
-from gmlm.decoding.refinement import RefinementOptions, StutterRemask, refine
+from gmlm.decoding.refinement import (
+    RefinementOptions,
+    StutterRemask,
+    refine,
+    sentence_generators,
+)
 
 GROUPS = ("stutter", "non_stutter")
 TABLES = ("self_attention", "cross_attention")
@@ -174,8 +179,9 @@ def attention_analysis(
     `sentences` (default all) sources of `split` of the prepared dataset `data`.
 
     Decoding: `steps` passes, `length_beam` lengths, `stutter_remask` (None: the decoder's
-    default, "previous"), in batches of `batch_size` sorted by length, initial tokens from a
-    CPU generator seeded with `seed`, optionally under bf16 autocast. Sources empty or longer
+    default, "previous"), in batches of `batch_size` sorted by length, each line's initial
+    tokens from its own generator keyed by (`seed`, line index) as in ``gmlm translate``,
+    optionally under bf16 autocast. Sources empty or longer
     than the model's max_source_len are skipped and counted. Returns a JSON-ready dict (see
     the module docstring; n/a statistics are None).
     """
@@ -201,20 +207,22 @@ def attention_analysis(
         origin=f"{prepared.root}/{split}.src.txt",
     )
     over = set(encoded.over_length)
-    sources = [ids for i, ids in enumerate(encoded.ids) if ids and i not in over]
-    # Longest first, as `Translator.translate_ids` batches, so the decoding matches it.
-    sources.sort(key=len, reverse=True)
+    # (line index, ids), longest first as `Translator.translate_ids` batches, so that the
+    # decoding matches it.
+    sources = [(i, ids) for i, ids in enumerate(encoded.ids) if ids and i not in over]
+    sources.sort(key=lambda source: len(source[1]), reverse=True)
 
     collector = PairCollector(config.n_heads)
-    generator = torch.Generator().manual_seed(seed)
     output_tokens = with_stutter = 0
     with tqdm(
         total=len(sources), desc="attention", unit="sent", disable=None if progress else True
     ) as bar:
         for start in range(0, len(sources), batch_size):
-            src = translator._source_tensor(sources[start : start + batch_size])
+            lines, batch = zip(*sources[start : start + batch_size], strict=True)
+            src = translator._source_tensor(batch)
+            generators = sentence_generators(seed, lines)
             with torch.autocast(translator.device.type, dtype=torch.bfloat16, enabled=bf16):
-                results = refine(model, src, options, generator)
+                results = refine(model, src, options, generators)
             for result in results:
                 assert result.self_attention is not None and result.cross_attention is not None
                 stutter, self_m, cross_m = pair_metrics(

@@ -20,9 +20,11 @@ back. This analysis separates that cost from the rest:
   Each row gets SacreBLEU, chrF, the BLEU length ratio and the word-level stutter rate against
   the references, and for (b) how often the selected candidate has the reference length.
 
-Pairs are decoded as ``gmlm translate`` does (longest source first, batches of `batch_size`, a
-CPU generator seeded with `seed` for each configuration), so rows (a) and (b) are exactly the
-translations of ``gmlm translate --steps T --length-beam B`` whenever no pair is skipped.
+Pairs are decoded as ``gmlm translate`` does (longest source first, batches of `batch_size`,
+each line's initial tokens from its own generator keyed by `seed` and its line index in the
+split, afresh for each configuration), so rows (a) and (b) are the translations of ``gmlm
+translate --steps T --length-beam B`` of the split's source file (exactly so when no pair is
+skipped: skipping changes the batches, hence the float rounding at near-ties).
 Pairs with an empty side, a source over max_source_len or a reference over max_target_len are
 skipped and counted. Note that a model trained on distilled targets learns the lengths of the
 teacher's translations, not of human references; the oracle row measures the headroom left by
@@ -43,7 +45,7 @@ import gmlm
 from gmlm.analysis.loading import load_padir
 from gmlm.data.binarized import load_dataset
 from gmlm.data.lengths import encode_inputs
-from gmlm.decoding.refinement import RefinementOptions, refine
+from gmlm.decoding.refinement import RefinementOptions, refine, sentence_generators
 from gmlm.errors import GmlmError
 from gmlm.evaluation.bleu import default_tokenizer
 from gmlm.evaluation.summary import quality_row
@@ -115,7 +117,7 @@ def length_analysis(
     )
     over = set(encoded.over_length)
     skipped = {"empty": 0, "source_over_length": 0, "reference_over_length": 0}
-    pairs: list[tuple[list[int], int, str]] = []  # source ids, reference length, reference
+    pairs: list[tuple[list[int], int, str, int]] = []  # ids, reference length and text, line
     for i, (ids, reference) in enumerate(zip(encoded.ids, references_text, strict=True)):
         target = len(tokenizer.encode(reference)) + 1
         if not ids or target == 1:
@@ -125,7 +127,7 @@ def length_analysis(
         elif target > config.max_target_len:
             skipped["reference_over_length"] += 1
         else:
-            pairs.append((ids, target, reference))
+            pairs.append((ids, target, reference, i))
     if not pairs:
         raise GmlmError(f"{prepared.root}: no pair of split {split!r} can be analysed ({skipped})")
     # Longest source first, as `Translator.translate_ids` batches.
@@ -135,7 +137,6 @@ def length_analysis(
     rank = torch.zeros(len(pairs), dtype=torch.long)
     hypotheses = {c.name: [""] * len(pairs) for c in runs}
     chosen_is_reference = {c.name: 0 for c in runs if c.length_beam > 1}
-    generators = {c.name: torch.Generator().manual_seed(seed) for c in runs}
     with (
         torch.no_grad(),
         tqdm(
@@ -146,6 +147,7 @@ def length_analysis(
             batch = order[start : start + batch_size]
             src = translator._source_tensor([pairs[i][0] for i in batch])
             targets = torch.tensor([pairs[i][1] for i in batch])
+            lines = [pairs[i][3] for i in batch]
             with torch.autocast(translator.device.type, dtype=torch.bfloat16, enabled=bf16):
                 logits = model.length_logits(model.encode(src)).float().cpu()
                 target_logit = logits.gather(1, (targets - 1).unsqueeze(1))
@@ -156,7 +158,8 @@ def length_analysis(
                     opts = options[c.name]
                     assert isinstance(opts, RefinementOptions)
                     lengths = targets.unsqueeze(1).to(src.device) if c.oracle else None
-                    results = refine(model, src, opts, generators[c.name], lengths)
+                    generators = sentence_generators(seed, lines)
+                    results = refine(model, src, opts, generators, lengths)
                     for i, r in zip(batch, results, strict=True):
                         hypotheses[c.name][i] = translator.text(r.tokens)
                         if c.name in chosen_is_reference:

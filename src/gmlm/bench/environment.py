@@ -30,8 +30,9 @@ def cpu_model() -> str:
 
 
 def bf16_is_fast(device: torch.device) -> bool:
-    """Whether bf16 autocast should speed inference up here: CUDA with bf16 support, or a
-    CPU with AMX or AVX512-BF16 (without them bf16 matmuls are emulated, slower than fp32)."""
+    """Whether bf16 autocast is likely to speed inference up here: CUDA with bf16 support, or a
+    CPU that reports AMX or AVX512-BF16 (without them bf16 matmuls are emulated, slower than
+    fp32). A guess from the CPU flags, not a measurement: `gmlm bench` measures both."""
     if device.type == "cuda":
         return bool(torch.cuda.is_bf16_supported())
     return bool(cpu_flags() & {"amx_bf16", "avx512_bf16"})

@@ -168,20 +168,24 @@ def _rotated(systems: list[System], shift: int) -> list[System]:
 def _latency(
     systems: list[System],
     texts: list[str],
+    lines: list[int],
     ids: dict[str, list[list[int]]],
     bf16: bool,
     warmup: int,
     tick: Callable[[], object],
 ) -> tuple[dict[str, list[float]], dict[str, list[float]], dict[str, int]]:
     """Per-sentence batch-1 seconds, model-only and end-to-end, and output tokens; `tick`
-    is called after each sentence."""
+    is called after each sentence. texts[i] is line lines[i] of the split, which keys PaDIR's
+    initial tokens, so both ways and the throughput batches decode the same thing."""
     model: dict[str, list[float]] = {s.name: [] for s in systems}
     e2e: dict[str, list[float]] = {s.name: [] for s in systems}
     tokens = dict.fromkeys(model, 0)
     for i in range(min(warmup, len(texts))):
         for system in systems:
-            system.translator.translate_ids([ids[system.model][i]], system.options, bf16=bf16)
-            _translate_text(system, texts[i], bf16)
+            system.translator.translate_ids(
+                [ids[system.model][i]], system.options, bf16=bf16, lines=[lines[i]]
+            )
+            _translate_text(system, texts[i], lines[i], bf16)
         tick()
     gc.collect()
     gc.disable()
@@ -190,11 +194,13 @@ def _latency(
             for system in _rotated(systems, i):
                 source = [ids[system.model][i]]
                 start = time.perf_counter()
-                out = system.translator.translate_ids(source, system.options, bf16=bf16)
+                out = system.translator.translate_ids(
+                    source, system.options, bf16=bf16, lines=[lines[i]]
+                )
                 model[system.name].append(time.perf_counter() - start)
                 tokens[system.name] += len(out[0])
                 start = time.perf_counter()
-                _translate_text(system, text, bf16)
+                _translate_text(system, text, lines[i], bf16)
                 e2e[system.name].append(time.perf_counter() - start)
             tick()
     finally:
@@ -202,20 +208,22 @@ def _latency(
     return model, e2e, tokens
 
 
-def _translate_text(system: System, text: str, bf16: bool) -> list[str]:
+def _translate_text(system: System, text: str, line: int, bf16: bool) -> list[str]:
     settings = system.settings()
-    return system.translator.translate([text], bf16=bf16, **settings)
+    return system.translator.translate([text], bf16=bf16, lines=[line], **settings)
 
 
 def _throughput(
     systems: list[System],
+    lines: list[int],
     ids: dict[str, list[list[int]]],
     batch_size: int,
     bf16: bool,
     tick: Callable[[], object],
 ) -> dict[str, dict[str, float]]:
-    """Sentences/s and output tokens/s of each system over all sentences in batches of
-    `batch_size` (longest sources first), interleaved batch by batch; `tick` after each."""
+    """Sentences/s and output tokens/s of each system over all sentences (ids[role][i] is
+    line lines[i]) in batches of `batch_size` (longest sources first), interleaved batch by
+    batch; `tick` after each."""
     count = len(next(iter(ids.values())))
     order = sorted(range(count), key=lambda i: -len(ids["padir"][i]))
     seconds = {s.name: 0.0 for s in systems}
@@ -229,7 +237,11 @@ def _throughput(
                 batch = [ids[system.model][i] for i in rows]
                 start = time.perf_counter()
                 out = system.translator.translate_ids(
-                    batch, system.options, batch_size=batch_size, bf16=bf16
+                    batch,
+                    system.options,
+                    batch_size=batch_size,
+                    bf16=bf16,
+                    lines=[lines[i] for i in rows],
                 )
                 seconds[system.name] += time.perf_counter() - start
                 tokens[system.name] += sum(len(o) for o in out)
@@ -325,7 +337,7 @@ def run_bench(
         for precision in precisions:
             bf16 = precision == "bf16"
             say(f"{precision}: batch-1 latency of {len(systems)} systems on {len(lines)} sentences")
-            model, e2e, out_tokens = _latency(systems, chosen, ids, bf16, warmup, bar.update)
+            model, e2e, out_tokens = _latency(systems, chosen, lines, ids, bf16, warmup, bar.update)
             throughput: dict[int, dict[str, dict[str, float]]] = {}
             for size in batch_sizes:
                 if size == 1:
@@ -338,7 +350,7 @@ def run_bench(
                     }
                 else:
                     say(f"{precision}: throughput at batch size {size}")
-                    throughput[size] = _throughput(systems, ids, size, bf16, bar.update)
+                    throughput[size] = _throughput(systems, lines, ids, size, bf16, bar.update)
             for system in systems:
                 results.append(
                     {

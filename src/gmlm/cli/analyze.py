@@ -75,7 +75,12 @@ def common_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--batch-size", type=int, default=32, help="sentences per batch (default: 32)")
     p.add_argument("--bf16", action="store_true", help="bfloat16 autocast")
-    p.add_argument("--seed", type=int, default=0, help="seed of the initial random tokens")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the initial random tokens, each line its own as in `gmlm translate`",
+    )
     p.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     p.add_argument("--out", type=Path, help="also write the JSON result to this file")

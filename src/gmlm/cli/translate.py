@@ -33,8 +33,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--output", type=Path, help="translations file (default: stdout)")
     p.add_argument("--batch-size", type=int, default=32, help="sentences per batch (default: 32)")
     p.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
-    p.add_argument("--bf16", action="store_true", help="bfloat16 autocast (fast on AMX CPUs)")
-    p.add_argument("--seed", type=int, default=0, help="seed of PaDIR's initial random tokens")
+    p.add_argument(
+        "--bf16",
+        action="store_true",
+        help="bfloat16 autocast; whether it is faster than fp32 depends on the CPU: measure "
+        "with `gmlm bench --precision fp32,bf16`",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of PaDIR's initial random tokens; each line draws its own from (seed, line "
+        "number), so its output does not depend on --batch-size or the other lines (default: 0)",
+    )
     p.add_argument(
         "--over-length",
         choices=("error", "split", "report"),

@@ -2,9 +2,11 @@
 PaDIR's iterative refinement. Each is a pure init / step / finish trio plus a driver::
 
     from gmlm.decoding import SearchOptions, beam_search, RefinementOptions, refine
+    from gmlm.decoding import sentence_generators
 
     nbest = beam_search(ar_model, src, SearchOptions(beam=5))        # per sentence, best first
-    results = refine(padir_model, src, RefinementOptions(steps=4), torch.Generator().manual_seed(0))
+    generators = sentence_generators(seed=0, lines=range(len(src)))  # one per sentence
+    results = refine(padir_model, src, RefinementOptions(steps=4), generators)
 
 Sources are (B, S) right-padded id tensors with EOS, as the data pipeline makes them; raw text
 goes through :class:`gmlm.translate.Translator`.
@@ -33,6 +35,8 @@ from gmlm.decoding.refinement import (
     refinement_finish,
     refinement_init,
     refinement_step,
+    sentence_generators,
+    sentence_seed,
 )
 from gmlm.decoding.scores import length_penalty
 
@@ -58,4 +62,6 @@ __all__ = [
     "refinement_finish",
     "refinement_init",
     "refinement_step",
+    "sentence_generators",
+    "sentence_seed",
 ]

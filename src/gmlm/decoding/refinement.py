@@ -2,7 +2,8 @@
 
 Pure ``init`` / ``step`` / ``finish`` functions over a small frozen state, plus a driver::
 
-    state = refinement_init(model, src, options, generator)   # encode once, C candidates
+    generators = sentence_generators(seed, lines=range(len(src)))  # one per sentence
+    state = refinement_init(model, src, options, generators)  # encode once, C candidates
     while state.rows.numel():                                  # candidates still refining
         state = refinement_step(model, state, options)         # one decoder pass over them
     results = refinement_finish(state, options)                # post-process, pick the best
@@ -11,6 +12,21 @@ Candidates: the top ``length_beam`` predicted lengths N of each sentence, each a
 every ``length_offsets`` entry, each started from ``random_starts`` different initial
 hypotheses (N - 1 random ordinary tokens then EOS, or [MASK] tokens); K = length_beam *
 (1 + len(length_offsets)) * random_starts candidates per sentence, sharing the encoding.
+
+Randomness, so that a sentence's result never depends on its batch: each sentence has its
+own generator, and its K initial hypotheses are drawn from it alone, as one draw
+``torch.randint(n_special, vocab_size, (K, N_max), generator=...)`` at the width N_max of
+its own longest candidate (row k: candidate k, EOS and padding then set by its length),
+padded to the batch's width. So they
+depend on the generator and the sentence's candidate lengths only, not on the other rows,
+the batch width or the order in which sentences are decoded. Files are decoded with one CPU
+``torch.Generator`` per line, seeded with ``sentence_seed(seed, line, piece)``: the BLAKE2b
+digest of 8 bytes (``hashlib.blake2b(text, digest_size=8)``) of the ASCII text
+``f"{seed},{line},{piece}"``, read as an unsigned little-endian integer, where ``line`` is
+the 0-based line index in the input and ``piece`` the 0-based piece of a line split because
+it is too long (0 otherwise). (A proper mix, unlike seed + line, under which seed 1 line 0
+would be seed 0 line 1.) What can still differ with the batch is float rounding (padding
+changes the width of every matrix product), which moves an argmax only at a near-tie.
 
 A pass feeds a hypothesis x_t to the decoder and takes the argmax y_t at every position:
 positions past the length stay pad, the last one stays EOS, the others take the best
@@ -32,7 +48,10 @@ linear schedule changes the input by design, so with it every candidate runs all
 
 Each candidate is scored by the summed log-probability of its last argmax (every position,
 EOS included) under its last pass, divided by the GNMT length penalty of its length (alpha =
-0 by default), and each sentence keeps its best candidate. Then tokens still equal to their
+0 by default), and each sentence keeps its best candidate. Candidates of a sentence with
+the same last argmax (same length, same tokens: several random starts that converged) are
+one candidate with the score of the lowest-index one, which wins their tie; so the choice
+never rests on float noise between equal hypotheses. Then tokens still equal to their
 random initial token are dropped (the model never changed them), and tokens equal to the
 previous kept token (stutter). The authors' release scores only the tokens that survive this
 filtering; we score before it, because otherwise a candidate gains from every position the
@@ -49,7 +68,10 @@ to off; we enable it because the spec lists it as part of inference.)
 
 from __future__ import annotations
 
+import hashlib
 import math
+import operator
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -173,7 +195,8 @@ class Refined:
     tokens: output ids (no EOS), after post-processing. score: the selection score, i.e.
     log_prob / length_penalty(length); log_prob: summed log-probability of `raw` and the EOS.
     candidate: index (0 .. K-1) of the chosen candidate; length: its length with EOS;
-    passes: decoder passes it ran; candidate_scores: all K scores.
+    passes: decoder passes it ran; candidate_scores: all K scores (a candidate whose final
+    argmax equals a lower-index one's carries that one's score, see `merge_identical`).
     raw: the chosen candidate's last argmax before post-processing (no EOS, length - 1 ids);
     attention positions refer to it. steps: with return_steps, its initial hypothesis then
     its hypothesis after each of the T passes (repeated after an early stop), without EOS.
@@ -195,6 +218,57 @@ class Refined:
     cross_attention: Tensor | None = None
 
 
+def sentence_seed(seed: int, line: int, piece: int = 0) -> int:
+    """The seed (0 .. 2**64 - 1) of the initial random tokens of piece `piece` of line `line`
+    (both 0-based) under the run's `seed` (see the module docstring for the rule)."""
+    try:
+        seed, line, piece = (operator.index(value) for value in (seed, line, piece))
+    except TypeError:
+        raise GmlmError(
+            f"sentence_seed needs integers, got seed={seed!r}, line={line!r}, piece={piece!r}"
+        ) from None
+    text = f"{seed},{line},{piece}".encode("ascii")
+    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little")
+
+
+def sentence_generators(
+    seed: int, lines: Sequence[int], pieces: Sequence[int] | None = None
+) -> list[torch.Generator]:
+    """One CPU generator per sentence, seeded with ``sentence_seed(seed, line, piece)`` for
+    its line (and piece, default 0)."""
+    pieces = [0] * len(lines) if pieces is None else pieces
+    if len(pieces) != len(lines):
+        raise GmlmError(f"{len(lines)} line indices but {len(pieces)} piece indices")
+    return [
+        torch.Generator().manual_seed(sentence_seed(seed, line, piece))
+        for line, piece in zip(lines, pieces, strict=True)
+    ]
+
+
+def initial_hypotheses(
+    lengths: Tensor,
+    config: ModelConfig,
+    generators: Sequence[torch.Generator] | None,
+    mode: Literal["random", "mask"] | None,
+) -> Tensor:
+    """Candidate lengths (B, K) -> initial hypotheses (B * K, W), W the longest length.
+
+    Sentence b's K rows are one `initial_hypothesis` draw from generators[b] (None: torch's
+    global generator, sentence by sentence) at that sentence's own width, padded to W.
+    """
+    if generators is not None and len(generators) != lengths.shape[0]:
+        raise GmlmError(
+            f"{len(generators)} generators for {lengths.shape[0]} sentences; give one per "
+            "sentence (see sentence_generators)"
+        )
+    width = int(lengths.max())
+    rows = []
+    for b, own in enumerate(lengths):
+        hyp = initial_hypothesis(own, config, None if generators is None else generators[b], mode)
+        rows.append(torch.nn.functional.pad(hyp, (0, width - hyp.shape[1]), value=config.pad_id))
+    return torch.cat(rows)
+
+
 def candidate_lengths(lengths: Tensor, options: RefinementOptions, config: ModelConfig) -> Tensor:
     """Predicted lengths (B, L) -> candidate lengths (B, L * (1 + len(length_offsets)) *
     random_starts): for each length its offsets (0 first), each repeated random_starts times;
@@ -209,14 +283,16 @@ def refinement_init(
     model: PadirModel,
     src: Tensor,
     options: RefinementOptions,
-    generator: torch.Generator | None = None,
+    generators: Sequence[torch.Generator] | None = None,
     lengths: Tensor | None = None,
 ) -> RefinementState:
     """Encode src (B, S) once and set up the candidates.
 
     lengths: (B, L) target lengths (EOS counted) to decode instead of the predicted top
     ``length_beam``, e.g. the reference lengths for an oracle-length experiment.
-    generator: draws the initial random tokens (on its own device, see `random_tokens`).
+    generators: one per sentence, drawing its initial random tokens (on the generator's own
+    device, see `random_tokens`); None draws from torch's global generator. See the module
+    docstring and `sentence_generators`.
     """
     config = model.config
     options.validate(config)
@@ -235,7 +311,7 @@ def refinement_init(
     else:  # not used by the selection: skip the length softmax
         length_log_probs = torch.zeros(flat.shape, device=src.device)
     memory = model.cross_memory(enc).select(sentence)
-    initial = initial_hypothesis(flat, config, generator, options.init)
+    initial = initial_hypotheses(per_sentence, config, generators, options.init)
     count = flat.numel()
     attention_shape = (count, config.n_heads, initial.shape[1])
     return RefinementState(
@@ -403,6 +479,22 @@ def output_mask(
     return keep
 
 
+def merge_identical(scores: Tensor, tokens: Tensor, k: int) -> Tensor:
+    """(C,) scores of candidates with final argmax tokens (C, W), K per sentence -> (B, K):
+    a candidate whose tokens equal those of a lower-index candidate of its sentence (so also
+    its length) takes that candidate's score.
+
+    Identical hypotheses are one candidate, kept at its lowest index: their scores can differ
+    by float noise alone (e.g. by a row's place in the batch), which must not decide which of
+    them (and so which initial tokens and trajectory) is returned.
+    """
+    hyp = tokens.view(-1, k, tokens.shape[1])
+    same = (hyp.unsqueeze(2) == hyp.unsqueeze(1)).all(3)  # (B, K, K): i's tokens == j's
+    index = torch.arange(k, device=tokens.device)
+    first = torch.where(same, index, k).min(2).values  # (B, K): lowest j equal to i
+    return scores.view(-1, k).gather(1, first)
+
+
 def refinement_finish(state: RefinementState, options: RefinementOptions) -> list[Refined]:
     """Score every candidate, keep each sentence's best and post-process it (call once no
     candidate is active)."""
@@ -412,8 +504,8 @@ def refinement_finish(state: RefinementState, options: RefinementOptions) -> lis
     scores = log_prob / length_penalty(lengths, options.length_penalty)
     if options.length_weight:
         scores = scores + options.length_weight * state.length_log_probs
-    per_sentence = scores.view(-1, state.candidates)
-    picked = per_sentence.argmax(1)
+    per_sentence = merge_identical(scores, state.tokens, state.candidates)
+    picked = per_sentence.argmax(1)  # the first of equal maxima: the lowest index
     chosen = torch.arange(per_sentence.shape[0], device=picked.device) * state.candidates + picked
     history = (state.initial, *state.history)
     if options.return_steps:
@@ -445,12 +537,12 @@ def refine(
     model: PadirModel,
     src: Tensor,
     options: RefinementOptions | None = None,
-    generator: torch.Generator | None = None,
+    generators: Sequence[torch.Generator] | None = None,
     lengths: Tensor | None = None,
 ) -> list[Refined]:
     """PaDIR decoding of src (B, S): one result per sentence (see :func:`refinement_init`)."""
     options = options or RefinementOptions()
-    state = refinement_init(model, src, options, generator, lengths)
+    state = refinement_init(model, src, options, generators, lengths)
     while state.rows.numel():
         state = refinement_step(model, state, options)
     return refinement_finish(state, options)

@@ -83,7 +83,9 @@ class TrainConfig:
     max_sentences: int = 0  # 0: no limit besides max_tokens
     accum_steps: int = 1  # micro-batches per optimizer step
     max_steps: int = 10000
-    precision: Literal["auto", "fp32", "bf16"] = "auto"  # auto: bf16 where supported
+    # auto: bf16 autocast on every CPU (fast or not: `gmlm throughput` measures it) and on
+    # GPUs that support bf16, fp32 on other GPUs
+    precision: Literal["auto", "fp32", "bf16"] = "auto"
     device: str = "auto"  # auto, cpu, cuda, cuda:1, ...
     threads: int = 0  # CPU threads for torch; 0 keeps torch's default
     log_every: int = 50

@@ -2,7 +2,9 @@
 
 Both precisions train identical copies of the model on the same batches; their timed steps are
 interleaved (fp32, bf16, fp32, ...) so that machine noise hits both alike, and the report gives
-medians and the per-pair speed-up.
+medians and the per-pair speed-up, with the CPU it was measured on and what that means for
+``precision=auto`` (bf16 on every CPU, see `resolve_precision`): whether bf16 pays depends on
+the CPU (its bf16 matrix units, e.g. AMX, or their absence), so it is measured, not assumed.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 import torch
 
+from gmlm.bench.environment import cpu_model
 from gmlm.data.batching import Batch, BatchIterator
 from gmlm.data.binarized import TranslationDataset, load_dataset
 from gmlm.models import build_model
@@ -22,7 +25,7 @@ from gmlm.nn.layers import count_parameters
 from gmlm.training.config import TrainConfig
 from gmlm.training.distributed import pick_device
 from gmlm.training.optim import build_optimizer
-from gmlm.training.trainer import LossModule, autocast, check_data_fits
+from gmlm.training.trainer import LossModule, autocast, check_data_fits, resolve_precision
 
 
 @dataclass
@@ -56,6 +59,8 @@ def measure_throughput(cfg: TrainConfig, steps: int = 6, warmup: int = 2) -> Thr
         batches.append(batch.to(device))
         if len(batches) == warmup + steps:
             break
+    auto = copy.deepcopy(cfg)
+    auto.precision = "auto"
     runs = {}
     for name, dtype in (("fp32", None), ("bf16", torch.bfloat16)):
         model = copy.deepcopy(base)
@@ -82,6 +87,8 @@ def measure_throughput(cfg: TrainConfig, steps: int = 6, warmup: int = 2) -> Thr
         "kind": cfg.kind,
         "parameters": count_parameters(base),
         "device": str(device),
+        "cpu": cpu_model(),
+        "auto_precision": "fp32" if resolve_precision(auto, device) is None else "bf16",
         "threads": torch.get_num_threads(),
         "max_tokens": cfg.max_tokens,
         "mean_batch_target_tokens": statistics.mean(b.tgt_tokens for b in batches[warmup:]),
@@ -96,3 +103,19 @@ def measure_throughput(cfg: TrainConfig, steps: int = 6, warmup: int = 2) -> Thr
         statistics.median(pairs),
         rates,
     )
+
+
+def precision_verdict(report: ThroughputReport, margin: float = 0.05) -> str:
+    """One line: what precision=auto picks on the measured device and whether the measured
+    bf16 / fp32 speed-up (within `margin` of 1: a tie) makes it the faster choice there."""
+    speedup, auto = report.speedup_median, report.settings["auto_precision"]
+    where = (
+        report.settings["cpu"] if report.settings["device"] == "cpu" else report.settings["device"]
+    )
+    measured = f"bf16 autocast trained at {speedup:.2f}x the fp32 rate on {where}"
+    if abs(speedup - 1.0) <= margin:
+        return f"{measured}: within {margin:.0%}, either precision (precision=auto: {auto})"
+    faster = "bf16" if speedup > 1.0 else "fp32"
+    if faster == auto:
+        return f"{measured}: precision=auto ({auto}) is the faster choice here"
+    return f"{measured}: precision=auto picks {auto} here; set precision={faster} for speed"

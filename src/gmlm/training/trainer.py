@@ -112,7 +112,12 @@ class TrainResult:
 
 
 def resolve_precision(cfg: TrainConfig, device: torch.device) -> torch.dtype | None:
-    """The autocast dtype, or None for fp32."""
+    """The autocast dtype, or None for fp32.
+
+    precision=auto is bf16 on every CPU, whether or not it has bf16 hardware (without it bf16
+    can be slower than fp32: `gmlm throughput` measures both on the machine at hand), and on
+    GPUs that support bf16; fp32 on other GPUs.
+    """
     if cfg.precision == "fp32":
         return None
     if device.type == "cuda" and not torch.cuda.is_bf16_supported():
