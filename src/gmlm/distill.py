@@ -49,7 +49,7 @@ import torch
 from tqdm import tqdm
 
 from gmlm import __version__
-from gmlm.bench.environment import bf16_is_fast, cpu_model
+from gmlm.bench.environment import bf16_by_default, cpu_model
 from gmlm.config import load_saved_config
 from gmlm.data.binarized import CONFIG, MANIFEST, PreparedDataset, load_dataset
 from gmlm.data.cleaning import normalize
@@ -370,8 +370,8 @@ def distill(
     run folder) `teacher` into a new prepared dataset `out`; returns `out`.
 
     beam: the teacher's beam size (the paper: 5). batch_size: sentences per decoder batch.
-    bf16: bfloat16 autocast; None picks it where it is fast (see
-    :func:`gmlm.bench.environment.bf16_is_fast`).
+    bf16: bfloat16 autocast; None: on bf16 GPUs only, fp32 on every CPU (see
+    :func:`gmlm.bench.environment.bf16_by_default`).
     threads: torch CPU threads while translating (0 keeps the current setting).
     progress: a tqdm bar with sentences/s. log: receives progress messages (None: quiet).
     Returns at once when `out` is already complete for the same teacher weights, data and
@@ -392,7 +392,7 @@ def distill(
         torch.set_num_threads(threads)
     try:
         loaded = load_teacher(teacher, device)
-        use_bf16 = bf16_is_fast(loaded.translator.device) if bf16 is None else bf16
+        use_bf16 = bf16_by_default(loaded.translator.device) if bf16 is None else bf16
         settings = distill_settings(loaded, prepared, beam, use_bf16, chunk_sentences)
         if _complete(out, settings):
             shutil.rmtree(out / WORK, ignore_errors=True)

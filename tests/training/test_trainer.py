@@ -335,7 +335,7 @@ def test_throughput_command_reports_both_precisions(word_task_data, capsys):
     report = json.loads(printed[-1])
     assert set(report["tokens_per_s"]) == {"fp32", "bf16"}
     assert report["settings"]["threads"] == 1 and report["speedup_median"] > 0
-    assert report["settings"]["auto_precision"] == "bf16"  # on every CPU
+    assert report["settings"]["auto_precision"] == "fp32"  # on every CPU
     assert report["settings"]["cpu"] == cpu_model()
     assert printed[-2] == precision_verdict(ThroughputReport(**report_fields(report)))
 
@@ -488,3 +488,15 @@ def test_data_must_fit_with_its_eos(word_task_data, tmp_path):
         trainer(fits[1], f"model.max_source_len={longest_src}")
     with pytest.raises(GmlmError, match=f"targets up to {longest_tgt + 1} tokens"):
         trainer(fits[0], f"model.max_target_len={longest_tgt}")
+
+
+@pytest.mark.parametrize(("precision", "expected"), [("auto", None), ("fp32", None)])
+def test_precision_auto_is_fp32_on_every_cpu(precision, expected):
+    """auto depends on the device type only (never on CPU flags), so a run means the same on
+    every CPU; bf16 on a CPU is taken only when asked for."""
+    from gmlm.training.config import TrainConfig
+    from gmlm.training.trainer import resolve_precision
+
+    cpu = torch.device("cpu")
+    assert resolve_precision(TrainConfig(precision=precision), cpu) is expected
+    assert resolve_precision(TrainConfig(precision="bf16"), cpu) is torch.bfloat16

@@ -9,13 +9,13 @@
 Command line: `gmlm bench`.
 """
 
-from gmlm.bench.environment import bf16_is_fast, cpu_model
+from gmlm.bench.environment import bf16_by_default, cpu_model
 from gmlm.bench.latency import DEFAULT_SENTENCES, json_line, run_bench, speedups
 from gmlm.bench.report import format_report, render_markdown
 
 __all__ = [
     "DEFAULT_SENTENCES",
-    "bf16_is_fast",
+    "bf16_by_default",
     "cpu_model",
     "format_report",
     "json_line",

@@ -29,10 +29,9 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def bf16_is_fast(device: torch.device) -> bool:
-    """Whether bf16 autocast is likely to speed inference up here: CUDA with bf16 support, or a
-    CPU that reports AMX or AVX512-BF16 (without them bf16 matmuls are emulated, slower than
-    fp32). A guess from the CPU flags, not a measurement: `gmlm bench` measures both."""
-    if device.type == "cuda":
-        return bool(torch.cuda.is_bf16_supported())
-    return bool(cpu_flags() & {"amx_bf16", "avx512_bf16"})
+def bf16_by_default(device: torch.device) -> bool:
+    """Whether an unset precision means bf16 autocast: on a CUDA GPU with bf16 support, never on
+    a CPU. Decided by the device type alone, not by CPU flags, so that training and distillation
+    give the same results on every CPU; whether bf16 pays on a CPU is measured (`gmlm
+    throughput`, `gmlm bench --precision fp32,bf16`), then asked for explicitly."""
+    return device.type == "cuda" and bool(torch.cuda.is_bf16_supported())

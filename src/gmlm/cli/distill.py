@@ -40,9 +40,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--fp32",
         action="store_true",
-        help="decode in fp32; by default bf16 autocast is used where the CPU reports bf16 "
-        "instructions (AMX or AVX512-BF16; a guess from its flags, not a measurement: `gmlm "
-        "bench --precision fp32,bf16` measures it) and on GPUs with bf16",
+        help="decode in fp32 on a GPU too; by default bf16 autocast is used on GPUs with bf16 "
+        "and fp32 on every CPU (the same distilled data on every CPU model)",
     )
     p.add_argument(
         "--threads",

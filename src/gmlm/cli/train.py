@@ -22,8 +22,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "OUT is a new or empty folder, or a run folder to resume; other folders (a checkpoint,\n"
         "a prepared dataset) are refused.\n"
         "Data parallel: torchrun --nproc_per_node 2 -m gmlm train --config ... (gloo on CPU).\n"
-        "precision=auto (the default) is bf16 autocast on every CPU and on bf16 GPUs; whether\n"
-        "it beats precision=fp32 depends on the CPU: gmlm throughput measures both here.\n\n"
+        "precision=auto (the default) is fp32 on every CPU and bf16 autocast on bf16 GPUs;\n"
+        "precision=bf16 on a CPU is opt-in: gmlm throughput measures whether it pays here.\n\n"
         f"presets: {', '.join(list_presets())}",
     )
     p.add_argument("--config", default="small-padir", help="preset name or YAML file of overrides")

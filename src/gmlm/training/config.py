@@ -83,8 +83,10 @@ class TrainConfig:
     max_sentences: int = 0  # 0: no limit besides max_tokens
     accum_steps: int = 1  # micro-batches per optimizer step
     max_steps: int = 10000
-    # auto: bf16 autocast on every CPU (fast or not: `gmlm throughput` measures it) and on
-    # GPUs that support bf16, fp32 on other GPUs
+    # auto: fp32 on every CPU, bf16 autocast on GPUs that support it. The choice depends on the
+    # device type only, never on CPU flags, so a run means the same on every CPU; bf16 on a CPU
+    # is opt-in (precision=bf16) once `gmlm throughput` shows it pays there (AMX: often; AVX2:
+    # measured 5-13x slower than fp32).
     precision: Literal["auto", "fp32", "bf16"] = "auto"
     device: str = "auto"  # auto, cpu, cuda, cuda:1, ...
     threads: int = 0  # CPU threads for torch; 0 keeps torch's default

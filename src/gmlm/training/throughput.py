@@ -3,8 +3,9 @@
 Both precisions train identical copies of the model on the same batches; their timed steps are
 interleaved (fp32, bf16, fp32, ...) so that machine noise hits both alike, and the report gives
 medians and the per-pair speed-up, with the CPU it was measured on and what that means for
-``precision=auto`` (bf16 on every CPU, see `resolve_precision`): whether bf16 pays depends on
-the CPU (its bf16 matrix units, e.g. AMX, or their absence), so it is measured, not assumed.
+``precision=auto`` (fp32 on every CPU, bf16 on bf16 GPUs, see `resolve_precision`): whether
+bf16 pays on a CPU depends on its bf16 matrix units (e.g. AMX) or their absence, so it is
+measured, not assumed.
 """
 
 from __future__ import annotations

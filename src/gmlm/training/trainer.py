@@ -37,6 +37,7 @@ from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
+from gmlm.bench.environment import bf16_by_default
 from gmlm.config import save_config
 from gmlm.data.batching import Batch, BatchIterator
 from gmlm.data.binarized import PreparedDataset, TranslationDataset, load_dataset
@@ -114,16 +115,16 @@ class TrainResult:
 def resolve_precision(cfg: TrainConfig, device: torch.device) -> torch.dtype | None:
     """The autocast dtype, or None for fp32.
 
-    precision=auto is bf16 on every CPU, whether or not it has bf16 hardware (without it bf16
-    can be slower than fp32: `gmlm throughput` measures both on the machine at hand), and on
-    GPUs that support bf16; fp32 on other GPUs.
+    precision=auto is fp32 on every CPU and bf16 on GPUs that support it (see
+    :func:`gmlm.bench.environment.bf16_by_default`); precision=bf16 on a CPU is taken as asked
+    (`gmlm throughput` measures whether it pays on the machine at hand).
     """
     if cfg.precision == "fp32":
         return None
+    if cfg.precision == "auto":
+        return torch.bfloat16 if bf16_by_default(device) else None
     if device.type == "cuda" and not torch.cuda.is_bf16_supported():
-        if cfg.precision == "bf16":
-            raise GmlmError("precision=bf16 requested but this GPU does not support bf16")
-        return None
+        raise GmlmError("precision=bf16 requested but this GPU does not support bf16")
     return torch.bfloat16
 
 
