@@ -93,6 +93,18 @@ def test_refuses_a_folder_of_another_preset_or_config(tmp_path):
     (out / "reproduce.yaml").write_text(saved.replace("  sentences: 0\n  ar_beams", "  ar_beams"))
     assert "sentences: 0\n  ar_beams" not in (out / "reproduce.yaml").read_text()
     run_reproduce(same, out, ["theory"], progress=False, log=lambda _m: None)
+    # The same preset, revised: a stage that has not started may change, a started one not.
+    revised = load_reproduce_config("smoke", ["theory.enabled=false", "padir.overrides=[x=1]"])
+    run_reproduce(revised, out, ["theory"], progress=False, log=lambda _m: None)
+    assert "x=1" in (out / "reproduce.yaml").read_text()
+    (out / "padir").mkdir()
+    with pytest.raises(GmlmError, match=r"different settings \(padir.overrides\)"):
+        run_reproduce(same, out, ["theory"], progress=False, log=lambda _m: None)
+    changed_theory = load_reproduce_config(
+        "smoke", ["theory.enabled=true", "padir.overrides=[x=1]"]
+    )
+    with pytest.raises(GmlmError, match=r"different settings \(theory.enabled\)"):
+        run_reproduce(changed_theory, out, ["theory"], progress=False, log=lambda _m: None)
     (tmp_path / "junk").mkdir()
     (tmp_path / "junk" / "file.txt").write_text("x")
     with pytest.raises(GmlmError, match="not a reproduction run"):

@@ -78,7 +78,7 @@ class DistillStage:
     enabled: bool = True
     beam: int = 5
     batch_size: int = 128
-    bf16: bool = True
+    bf16: bool | None = None  # None: bf16 on bf16 GPUs, fp32 on every CPU (same data anywhere)
 
 
 @dataclass

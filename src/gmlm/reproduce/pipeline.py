@@ -3,7 +3,10 @@
 The run folder holds `reproduce.yaml` (the resolved config) and `stages/NAME.json`, written
 when a stage finishes (its summary and wall-clock seconds). A rerun with the same config skips
 finished stages and resumes an interrupted one; a folder holding a different config is
-refused, naming the keys that differ, so two presets never mix their outputs.
+refused, naming the keys that differ, so two presets never mix their outputs. One exception,
+for long runs spread over days: with the same preset, the settings of a stage that has not
+started yet (neither finished nor written its folder) may change, e.g. PaDIR's recipe while
+the teacher trains; the saved config then records the new settings.
 """
 
 from __future__ import annotations
@@ -81,6 +84,9 @@ def check_run_folder(cfg: ReproduceConfig, out: Path) -> None:
         ) from None
     new = to_dict(cfg)
     diff = [key for key in _differences(saved, new) if key.split(".")[0] not in RESUMABLE_KEYS]
+    if saved.get("preset") == cfg.preset:
+        # The same preset, revised: settings of stages that have not started yet may change.
+        diff = [key for key in diff if not _not_started(out, key.split(".")[0])]
     if diff:
         was = saved.get("preset", "?")
         other = f" (this is '{cfg.preset}')" if was != cfg.preset else ""
@@ -93,6 +99,11 @@ def check_run_folder(cfg: ReproduceConfig, out: Path) -> None:
 
 def stage_done(out: Path, name: str) -> bool:
     return (out / "stages" / f"{name}.json").is_file()
+
+
+def _not_started(out: Path, section: str) -> bool:
+    """Whether `section` is a stage that has neither finished nor written its folder."""
+    return section in STAGES and not stage_done(out, section) and not (out / section).exists()
 
 
 def run_reproduce(
