@@ -11,6 +11,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
+from gmlm.errors import GmlmError
+
 
 @contextmanager
 def atomic_open(path: Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO[Any]]:
@@ -19,7 +21,7 @@ def atomic_open(path: Path, mode: str = "w", encoding: str | None = "utf-8") -> 
     A crash mid-write therefore never leaves a half-written file under the final name.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(path.parent, f"cannot write {path}")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp creates 0600; give the usual permissions
     try:
@@ -32,6 +34,22 @@ def atomic_open(path: Path, mode: str = "w", encoding: str | None = "utf-8") -> 
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def make_dirs(path: Path, what: str) -> Path:
+    """`mkdir -p path`; a failure (say a file in the way) is a GmlmError that starts with
+    `what`, e.g. "--out runs/x", and names the obstacle."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        existing = next(p for p in (path, *path.parents) if p.exists())
+        if not existing.is_dir():
+            raise GmlmError(
+                f"{what}: {existing} is a file, not a folder; choose another path"
+            ) from None
+        raise GmlmError(f"{what}: cannot create {path}: {err.strerror or err}") from None
+    return path
 
 
 def current_umask() -> int:

@@ -21,16 +21,16 @@ alpha 0.6) and :class:`gmlm.decoding.RefinementOptions` (the paper's T = 4, B = 
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import torch
 from torch import Tensor
 
+from gmlm.config import merge
 from gmlm.data.cleaning import normalize
 from gmlm.data.lengths import SHOWN, OverLengthError, encode_inputs
 from gmlm.data.tokenizer import Tokenizer
@@ -112,15 +112,13 @@ class Translator:
                 f"settings are {valid}"
             )
         defaults: DecodingOptions = SearchOptions() if self.kind == "ar" else RefinementOptions()
-        if "length_offsets" in given:
-            given["length_offsets"] = tuple(given["length_offsets"])
-        options = dataclasses.replace(defaults, **given)
+        options = merge(defaults, given)  # checks each value against its field's type
         options.validate(self.config)
         return options
 
     def translate(
         self,
-        sentences: Sequence[str],
+        sentences: Iterable[str],
         *,
         batch_size: int = 32,
         seed: int = 0,
@@ -142,7 +140,8 @@ class Translator:
         dedup_final: bool | None = None,
         length_weight: float | None = None,
     ) -> list[str]:
-        """Detokenized translations of raw `sentences`, one per sentence, in order.
+        """Detokenized translations of raw `sentences` (a list, or any iterable, of str), one
+        per sentence, in order.
 
         batch_size: sentences per decoder batch (sorted by length, order restored).
         seed: PaDIR's initial random tokens (a CPU torch.Generator seeded with it).
@@ -151,6 +150,11 @@ class Translator:
         origin: names the input (a file) in error messages; lines are counted from 1.
         The other keywords are decoding settings (see :meth:`options`).
         """
+        lines = _sentence_list(sentences)
+        _check_type("batch_size", batch_size, int)
+        _check_type("seed", seed, int)
+        _check_type("bf16", bf16, bool)
+        _check_type("origin", origin, str)
         options = self.options(
             length_penalty=length_penalty,
             beam=beam,
@@ -167,9 +171,9 @@ class Translator:
             dedup_final=dedup_final,
             length_weight=length_weight,
         )
-        segments, owners = self._segments(sentences, on_over_length, origin)
+        segments, owners = self._segments(lines, on_over_length, origin)
         outputs = self.translate_ids(segments, options, batch_size=batch_size, seed=seed, bf16=bf16)
-        pieces: list[list[str]] = [[] for _ in sentences]
+        pieces: list[list[str]] = [[] for _ in lines]
         for owner, ids in zip(owners, outputs, strict=True):
             pieces[owner].append(self.text(ids))
         return [" ".join(p for p in parts if p) for parts in pieces]
@@ -277,9 +281,33 @@ class Translator:
             raise OverLengthError(
                 f"{origin}: line {index + 1} is longer than the model's max_source_len={limit} "
                 f"tokens, and splitting it at sentence punctuation still leaves a piece of "
-                f"{longest} tokens; shorten or split that line by hand"
+                f"{longest} tokens; shorten or split that line by hand, or pass --over-length "
+                'report (Python: on_over_length="report") to leave its output empty'
             )
         return pieces
+
+
+def _sentence_list(sentences: Any) -> list[str]:
+    """`sentences` as a list, each checked to be a str (one string would be taken as a list
+    of its characters, each translated on its own)."""
+    if isinstance(sentences, (str, bytes)):
+        raise GmlmError(
+            f"sentences is a single {type(sentences).__name__}; pass a list of sentences, "
+            'e.g. translate(["Ein Hund."]) for one'
+        )
+    if not isinstance(sentences, Iterable):
+        raise GmlmError(f"sentences is a {type(sentences).__name__}; pass a list of str")
+    items = list(sentences)
+    for i, item in enumerate(items):
+        if not isinstance(item, str):
+            raise GmlmError(f"sentences[{i}] is a {type(item).__name__}, not a str")
+    return items
+
+
+def _check_type(name: str, value: Any, expected: type) -> None:
+    # bool is an int subclass, but True is no batch size or seed.
+    if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+        raise GmlmError(f"{name} must be a {expected.__name__}, got {value!r}")
 
 
 def resolve_device(name: str) -> torch.device:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from gmlm.errors import GmlmError
-from gmlm.io import atomic_write_json
+from gmlm.io import atomic_write_json, make_dirs
 from gmlm.theory.chains import BlockDynamics, poincare_constant
 from gmlm.theory.distributions import IsingModel
 from gmlm.theory.estimators import MaskingScheme
@@ -154,6 +154,11 @@ def _float_list(text: str) -> tuple[float, ...]:
         ) from None
 
 
+def make_output_folder(args: argparse.Namespace) -> None:
+    """Create --out before the work, so that a bad path fails fast, not after minutes."""
+    make_dirs(args.out, f"--out {args.out}")
+
+
 def environment() -> dict[str, Any]:
     return {
         "python": platform.python_version(),
@@ -164,6 +169,7 @@ def environment() -> dict[str, Any]:
 
 
 def run_verify_cmd(args: argparse.Namespace) -> int:
+    make_output_folder(args)
     settings = VerifySettings(min_n=args.min_n, max_n=args.max_n, seed=args.seed, tol=args.tol)
     report = run_verify(settings, progress=not args.json)
     data = report.to_json()
@@ -190,6 +196,7 @@ def run_verify_cmd(args: argparse.Namespace) -> int:
 
 
 def run_estimation_cmd(args: argparse.Namespace) -> int:
+    make_output_folder(args)
     settings = EstimationSettings(
         coupling=args.coupling,
         sample_sizes=args.sizes,
@@ -204,6 +211,7 @@ def run_estimation_cmd(args: argparse.Namespace) -> int:
 
 
 def run_hitting_cmd(args: argparse.Namespace) -> int:
+    make_output_folder(args)
     settings = HittingSettings(
         couplings=args.couplings,
         ks=args.ks,
@@ -291,6 +299,8 @@ def run_poincare_cmd(args: argparse.Namespace) -> int:
 
 def run_bench_cmd(args: argparse.Namespace) -> int:
     import torch  # only to report the thread count used by the process
+
+    make_output_folder(args)
 
     results: dict[str, Any] = {
         "environment": environment(),
