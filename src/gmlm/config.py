@@ -94,6 +94,12 @@ def _coerce(value: Any, tp: Any, path: str) -> Any:
     raise ConfigError(f"{path}: unsupported field type {tp}")
 
 
+def check_value(value: Any, tp: Any, name: str) -> Any:
+    """`value` checked against the annotation `tp` like a config field's (int -> float is the
+    only conversion), for settings given in Python; a ConfigError names `name`."""
+    return _coerce(value, tp, name)
+
+
 def check_finite(value: float, name: str) -> float:
     """`value` if it is a finite number; NaN and infinities are a ConfigError naming `name`."""
     if not math.isfinite(value):

@@ -30,7 +30,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
-from gmlm.config import merge
+from gmlm.config import check_value, merge
 from gmlm.data.cleaning import normalize
 from gmlm.data.lengths import SHOWN, OverLengthError, encode_inputs
 from gmlm.data.tokenizer import Tokenizer
@@ -151,10 +151,13 @@ class Translator:
         The other keywords are decoding settings (see :meth:`options`).
         """
         lines = _sentence_list(sentences)
-        _check_type("batch_size", batch_size, int)
-        _check_type("seed", seed, int)
-        _check_type("bf16", bf16, bool)
-        _check_type("origin", origin, str)
+        for name, value, tp in (
+            ("batch_size", batch_size, int),
+            ("seed", seed, int),
+            ("bf16", bf16, bool),
+            ("origin", origin, str),
+        ):
+            check_value(value, tp, name)
         options = self.options(
             length_penalty=length_penalty,
             beam=beam,
@@ -296,18 +299,12 @@ def _sentence_list(sentences: Any) -> list[str]:
             'e.g. translate(["Ein Hund."]) for one'
         )
     if not isinstance(sentences, Iterable):
-        raise GmlmError(f"sentences is a {type(sentences).__name__}; pass a list of str")
+        raise GmlmError(f"sentences: expected a list of str, got {type(sentences).__name__}")
     items = list(sentences)
     for i, item in enumerate(items):
         if not isinstance(item, str):
-            raise GmlmError(f"sentences[{i}] is a {type(item).__name__}, not a str")
+            raise GmlmError(f"sentences[{i}]: expected a str, got {type(item).__name__}")
     return items
-
-
-def _check_type(name: str, value: Any, expected: type) -> None:
-    # bool is an int subclass, but True is no batch size or seed.
-    if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
-        raise GmlmError(f"{name} must be a {expected.__name__}, got {value!r}")
 
 
 def resolve_device(name: str) -> torch.device:

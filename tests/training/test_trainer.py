@@ -12,6 +12,7 @@ from safetensors.torch import load_file
 
 from gmlm.cli.main import main
 from gmlm.config import ConfigError
+from gmlm.data.tokenizer import Tokenizer
 from gmlm.errors import GmlmError
 from gmlm.training import checkpoint as ckpt
 from gmlm.training.config import OptimConfig, load_train_config
@@ -136,6 +137,23 @@ def test_checkpoint_averaging(word_task_data, tmp_path):
     averaged = weights(tmp_path / "r" / "averaged")
     for key, value in averaged.items():
         torch.testing.assert_close(value, sum(p[key] for p in parts) / 3, rtol=0, atol=1e-6)
+
+
+def test_vocab_size_comes_from_the_data_and_a_different_one_is_an_error(word_task_data, tmp_path):
+    pieces = Tokenizer.load(word_task_data).vocab_size
+    paths = [f"data={word_task_data}", f"out={tmp_path / 'r'}"]
+    unset = load_train_config("tiny-ar", paths)
+    assert unset.model.vocab_size == 0  # "from the data", until the data is read
+    assert Trainer(unset, progress=False).cfg.model.vocab_size == pieces
+    same = load_train_config("tiny-ar", [*paths, f"model.vocab_size={pieces}"])
+    assert Trainer(same, progress=False).cfg.model.vocab_size == pieces
+    other = load_train_config("tiny-ar", [*paths, "model.vocab_size=123"])
+    with pytest.raises(
+        ConfigError,
+        match=rf"model\.vocab_size=123, but the tokenizer of data=.* has {pieces} pieces",
+    ):
+        Trainer(other, progress=False)
+    assert not (tmp_path / "r").exists()
 
 
 def test_bad_configs_and_resume_errors(word_task_data, tmp_path):
