@@ -58,6 +58,7 @@ def test_a_closed_stdout_pipe_ends_quietly(tmp_path):
         ["theory", "figure3", "--out", "{file}/sub"],
         ["theory", "verify", "--out", "{file}"],
     ],
+    ids=["reproduce", "figure1", "figure3-below-a-file", "verify"],
 )
 def test_an_output_folder_that_is_a_file_is_a_clean_error(argv, tmp_path, capsys):
     file = tmp_path / "taken"

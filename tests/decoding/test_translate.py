@@ -145,6 +145,21 @@ def test_a_string_is_not_a_list_of_sentences(translators: dict[str, Translator])
         ("ar", {"bf16": "yes"}, r"bf16: expected true/false, got 'yes'"),
         ("ar", {"origin": Path("x")}, r"origin: expected a string"),
     ],
+    ids=[
+        "steps-str",
+        "steps-float",
+        "dedup-int",
+        "remask-typo",
+        "offsets-str",
+        "length-weight-nan",
+        "steps-unbounded",
+        "beam-bool",
+        "max-len-a-inf",
+        "batch-size-str",
+        "seed-float",
+        "bf16-str",
+        "origin-path",
+    ],
 )
 def test_bad_arguments_are_errors_naming_them(
     kind: str, settings: dict[str, object], message: str, translators: dict[str, Translator]
@@ -301,6 +316,7 @@ def test_cli_errors_are_clean(
         (["--length-weight", "nan"], "length_weight=nan: expected a finite number"),
         (["--steps", "100000000", "--remask", "linear"], "steps=100000000 must be between 1"),
     ],
+    ids=["input-folder", "length-weight-nan", "steps-unbounded"],
 )
 def test_cli_refuses_bad_settings_before_translating(
     flags: list[str],

@@ -142,18 +142,18 @@ def test_checkpoint_averaging(word_task_data, tmp_path):
 def test_vocab_size_comes_from_the_data_and_a_different_one_is_an_error(word_task_data, tmp_path):
     pieces = Tokenizer.load(word_task_data).vocab_size
     paths = [f"data={word_task_data}", f"out={tmp_path / 'r'}"]
-    unset = load_train_config("tiny-ar", paths)
-    assert unset.model.vocab_size == 0  # "from the data", until the data is read
-    assert Trainer(unset, progress=False).cfg.model.vocab_size == pieces
-    same = load_train_config("tiny-ar", [*paths, f"model.vocab_size={pieces}"])
-    assert Trainer(same, progress=False).cfg.model.vocab_size == pieces
     other = load_train_config("tiny-ar", [*paths, "model.vocab_size=123"])
     with pytest.raises(
         ConfigError,
         match=rf"model\.vocab_size=123, but the tokenizer of data=.* has {pieces} pieces",
     ):
-        Trainer(other, progress=False)
+        Trainer(other, progress=False)  # it used to be replaced silently
     assert not (tmp_path / "r").exists()
+    unset = load_train_config("tiny-ar", paths)
+    assert unset.model.vocab_size == 0  # "from the data", until the data is read
+    assert Trainer(unset, progress=False).cfg.model.vocab_size == pieces
+    same = load_train_config("tiny-ar", [*paths, f"model.vocab_size={pieces}"])
+    assert Trainer(same, progress=False).cfg.model.vocab_size == pieces
 
 
 def test_bad_configs_and_resume_errors(word_task_data, tmp_path):
