@@ -202,7 +202,10 @@ def read_yaml_mapping(path: Path, fix: str) -> dict[str, Any]:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: invalid YAML ({' '.join(str(err).split())}); {fix}") from None
+        mark = getattr(err, "problem_mark", None)  # where the parser gave up, 0-based
+        where = f":{mark.line + 1}" if mark is not None else ""
+        problem = getattr(err, "problem", None) or " ".join(str(err).split())
+        raise ConfigError(f"{path}{where}: invalid YAML ({problem}); {fix}") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not UTF-8 text; {fix}") from None
     except OSError as err:

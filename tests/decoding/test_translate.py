@@ -348,7 +348,10 @@ def _poison_weights(folder: Path) -> None:
 @pytest.mark.parametrize(
     ("damage", "message"),
     [
-        (lambda f: (f / "config.yaml").write_text("kind: [padir\n"), r"config\.yaml: invalid YAML"),
+        (
+            lambda f: (f / "config.yaml").write_text("kind: [padir\n"),
+            r"config\.yaml:2: invalid YAML \(expected ',' or '\]'",
+        ),
         (lambda f: (f / "config.yaml").write_text("- padir\n"), r"config\.yaml: holds a list"),
         (
             lambda f: (f / "tokenizer" / "tokenizer.model").write_bytes(b"\x00garbage" * 9),
