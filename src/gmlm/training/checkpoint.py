@@ -183,9 +183,9 @@ def load_weights(model: nn.Module, path: Path) -> None:
     if broken:
         raise GmlmError(
             f"{file}: {len(broken)} weight tensor(s) hold NaN or infinite values "
-            f"({', '.join(sorted(broken)[:5])}{', ...' if len(broken) > 5 else ''}), so the "
-            "model cannot translate; usually training diverged: use an earlier checkpoint, or "
-            "train again with a lower optim.lr"
+            f"({', '.join(sorted(broken)[:5])}{', ...' if len(broken) > 5 else ''}) and are "
+            "unusable (did training diverge?): use an earlier checkpoint, or train again with "
+            "a lower optim.lr"
         )
     try:
         missing, unexpected = load_model(model, str(file), strict=False)
