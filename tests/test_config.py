@@ -1,3 +1,4 @@
+import re
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -6,6 +7,7 @@ import yaml
 
 from gmlm.config import (
     ConfigError,
+    check_finite_fields,
     from_dict,
     load_config,
     load_saved_config,
@@ -79,3 +81,40 @@ def test_parse_override_values():
     assert parse_override("a.b=[1, 2]") == {"a": {"b": [1, 2]}}
     assert parse_override("a=") == {"a": ""}
     assert parse_override("note=null") == {"note": None}
+
+
+@pytest.mark.parametrize("value", ["nan", ".nan", "inf", "-.inf", "1e999", "-Infinity"])
+def test_every_float_setting_must_be_finite(value, tmp_path):
+    # NaN passes every range check (all comparisons with it are false), so it must stop here.
+    with pytest.raises(ConfigError, match=r"optim\.lr=.*expected a finite number"):
+        load_config(Cfg, None, [f"optim.lr={value}"])
+    preset = tmp_path / "p.yaml"
+    preset.write_text(f"optim: {{lr: {value}}}\n")
+    with pytest.raises(ConfigError, match=r"optim\.lr=.*expected a finite number"):
+        load_config(Cfg, preset)
+    with pytest.raises(ConfigError, match=r"optim\.betas\[1\]=.*finite"):
+        load_config(Cfg, None, [f"optim.betas=[0.9, {value}]"])
+
+
+def test_check_finite_fields_names_the_field():
+    check_finite_fields(Optim(lr=0.5))
+    with pytest.raises(ConfigError, match=r"^lr=nan: expected a finite number"):
+        check_finite_fields(Optim(lr=float("nan")))
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("steps: [1\n", r":2: invalid YAML \(expected ',' or '\]', but got '<stream end>'\); gmlm"),
+        ("- a\n- b\n", r": holds a list, not a mapping; gmlm wrote this file"),
+        ("stepz: 3\n", r": unknown config key 'stepz'.*; gmlm wrote this file"),
+    ],
+)
+def test_damaged_saved_config_names_the_file(tmp_path, text, match):
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(path))}{match}"):
+        load_saved_config(Cfg, path)
+    path.write_bytes(b"name: \xff\n")
+    with pytest.raises(ConfigError, match=r"config\.yaml: not UTF-8 text"):
+        load_saved_config(Cfg, path)

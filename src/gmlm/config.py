@@ -3,13 +3,15 @@
 A schema is a (nested) dataclass whose fields all have defaults. A preset is a YAML file that
 overrides some of those fields; presets may name a parent with a top-level `base: NAME` key.
 Command-line overrides use dotted paths (`model.d_model=256`). Unknown keys are rejected with
-the list of valid ones, values are checked against the field types, and the resolved config is
-written next to every output with :func:`save_config`.
+the list of valid ones, values are checked against the field types (a float setting must be a
+finite number: NaN slips through every range check, since all comparisons with it are false),
+and the resolved config is written next to every output with :func:`save_config`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -72,12 +74,14 @@ def _coerce(value: Any, tp: Any, path: str) -> Any:
         raise ConfigError(f"{path}: expected true/false, got {value!r}")
     if tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
+            return check_finite(float(value), path)
         if isinstance(value, str):  # YAML 1.1 reads "3e-3" (no dot) as a string
             try:
-                return float(value)
+                number = float(value)
             except ValueError:
                 pass
+            else:
+                return check_finite(number, path)
         raise ConfigError(f"{path}: expected a number, got {value!r}")
     if tp is int:
         if isinstance(value, int) and not isinstance(value, bool):
@@ -88,6 +92,28 @@ def _coerce(value: Any, tp: Any, path: str) -> Any:
             return value
         raise ConfigError(f"{path}: expected a string, got {value!r}")
     raise ConfigError(f"{path}: unsupported field type {tp}")
+
+
+def check_value(value: Any, tp: Any, name: str) -> Any:
+    """`value` checked against the annotation `tp` like a config field's (int -> float is the
+    only conversion), for settings given in Python; a ConfigError names `name`."""
+    return _coerce(value, tp, name)
+
+
+def check_finite(value: float, name: str) -> float:
+    """`value` if it is a finite number; NaN and infinities are a ConfigError naming `name`."""
+    if not math.isfinite(value):
+        raise ConfigError(f"{name}={value}: expected a finite number, not NaN or infinity")
+    return value
+
+
+def check_finite_fields(settings: Any) -> None:
+    """Every float field of the dataclass instance `settings` must be finite (see
+    :func:`check_finite`); for settings built in Python rather than read by :func:`merge`."""
+    for f in dataclasses.fields(settings):
+        value = getattr(settings, f.name)
+        if isinstance(value, float):
+            check_finite(value, f.name)
 
 
 def from_dict(cls: type[T], data: Mapping[str, Any], prefix: str = "") -> T:
@@ -160,17 +186,33 @@ def load_preset_dict(name: str | Path, _seen: tuple[str, ...] = ()) -> dict[str,
     path = preset_path(name)
     if str(path) in _seen:
         raise ConfigError(f"preset cycle through {path}")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: invalid YAML: {err}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: a preset must be a mapping of overrides")
+    data = read_yaml_mapping(
+        path, "a preset is a mapping of overrides, e.g. `model: {d_model: 256}`"
+    )
     base = data.pop("base", None)
     if base is None:
         return data
     parent = load_preset_dict(base, (*_seen, str(path)))
     return deep_update(parent, data)
+
+
+def read_yaml_mapping(path: Path, fix: str) -> dict[str, Any]:
+    """The mapping in YAML file `path` (an empty file gives {}); anything else is a ConfigError
+    naming the file and ending with `fix`."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)  # where the parser gave up, 0-based
+        where = f":{mark.line + 1}" if mark is not None else ""
+        problem = getattr(err, "problem", None) or " ".join(str(err).split())
+        raise ConfigError(f"{path}{where}: invalid YAML ({problem}); {fix}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text; {fix}") from None
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read: {err.strerror or err}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: holds a {type(data).__name__}, not a mapping; {fix}")
+    return data
 
 
 def deep_update(base: dict[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
@@ -210,8 +252,13 @@ def save_config(cfg: Any, path: str | Path) -> None:
 
 
 def load_saved_config(cls: type[T], path: str | Path) -> T:
+    """Read a config written by :func:`save_config`; every error names the file."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    return from_dict(cls, data)
+    fix = "gmlm wrote this file: restore it from a copy of its folder, or recreate the folder"
+    data = read_yaml_mapping(path, fix)
+    try:
+        return from_dict(cls, data)
+    except ConfigError as err:
+        raise ConfigError(f"{path}: {err}; {fix}") from None

@@ -57,7 +57,7 @@ from gmlm.data.corpora import Corpus, ParallelText
 from gmlm.data.lengths import encode_inputs
 from gmlm.data.prepare import DataConfig, prepare_dataset
 from gmlm.errors import GmlmError
-from gmlm.io import atomic_open, atomic_write_json
+from gmlm.io import atomic_open, atomic_write_json, make_dirs
 from gmlm.translate import Translator, load
 
 DISTILL_FILE = "distill.json"
@@ -196,7 +196,7 @@ def read_chunk(path: Path, size: int) -> list[str] | None:
 
 def _prepare_work(work: Path, settings: dict[str, Any], say: Log) -> None:
     """Make `work` hold only chunks made with `settings` (and no temporary leftovers)."""
-    work.mkdir(parents=True, exist_ok=True)
+    make_dirs(work, f"--out {work.parent}")
     for stale in work.glob(".*.tmp"):
         stale.unlink(missing_ok=True)
     saved_path = work / SETTINGS_FILE

@@ -28,7 +28,7 @@ def atomic_open(path: Path, mode: str = "w", encoding: str | None = "utf-8") -> 
         with open(path, mode, encoding=None if "b" in mode else encoding) as handle:
             yield handle
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(path.parent, f"cannot write {path}")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp creates 0600; give the usual permissions
     try:
@@ -67,6 +67,22 @@ def check_output_file(path: Path, flag: str) -> None:
         ) from None
     os.close(fd)
     os.unlink(probe)
+
+
+def make_dirs(path: Path, what: str) -> Path:
+    """`mkdir -p path`; a failure (say a file in the way) is a GmlmError that starts with
+    `what`, e.g. "--out runs/x", and names the obstacle."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        existing = next(p for p in (path, *path.parents) if p.exists())
+        if not existing.is_dir():
+            raise GmlmError(
+                f"{what}: {existing} is a file, not a folder; choose another path"
+            ) from None
+        raise GmlmError(f"{what}: cannot create {path}: {err.strerror or err}") from None
+    return path
 
 
 def current_umask() -> int:

@@ -28,17 +28,17 @@ alpha 0.6) and :class:`gmlm.decoding.RefinementOptions` (the paper's T = 4, B = 
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import warnings
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import torch
 from torch import Tensor
 
+from gmlm.config import check_value, merge
 from gmlm.data.cleaning import normalize
 from gmlm.data.lengths import SHOWN, OverLengthError, encode_inputs
 from gmlm.data.tokenizer import Tokenizer
@@ -120,15 +120,13 @@ class Translator:
                 f"settings are {valid}"
             )
         defaults: DecodingOptions = SearchOptions() if self.kind == "ar" else RefinementOptions()
-        if "length_offsets" in given:
-            given["length_offsets"] = tuple(given["length_offsets"])
-        options = dataclasses.replace(defaults, **given)
+        options = merge(defaults, given)  # checks each value against its field's type
         options.validate(self.config)
         return options
 
     def translate(
         self,
-        sentences: Sequence[str],
+        sentences: Iterable[str],
         *,
         batch_size: int = 32,
         seed: int = 0,
@@ -151,7 +149,8 @@ class Translator:
         dedup_final: bool | None = None,
         length_weight: float | None = None,
     ) -> list[str]:
-        """Detokenized translations of raw `sentences`, one per sentence, in order.
+        """Detokenized translations of raw `sentences` (a list, or any iterable, of str), one
+        per sentence, in order.
 
         batch_size: sentences per decoder batch (sorted by length, order restored).
         seed: PaDIR's initial random tokens (see the module docstring).
@@ -163,6 +162,14 @@ class Translator:
         what it gets when the whole file is translated.
         The other keywords are decoding settings (see :meth:`options`).
         """
+        texts = _sentence_list(sentences)
+        for name, value, tp in (
+            ("batch_size", batch_size, int),
+            ("seed", seed, int),
+            ("bf16", bf16, bool),
+            ("origin", origin, str),
+        ):
+            check_value(value, tp, name)
         options = self.options(
             length_penalty=length_penalty,
             beam=beam,
@@ -179,13 +186,13 @@ class Translator:
             dedup_final=dedup_final,
             length_weight=length_weight,
         )
-        if lines is not None and len(lines) != len(sentences):
+        if lines is not None and len(lines) != len(texts):
             raise GmlmError(
-                f"lines: {len(lines)} line indices for {len(sentences)} sentences; give one "
+                f"lines: {len(lines)} line indices for {len(texts)} sentences; give one "
                 "per sentence"
             )
-        segments, owners = self._segments(sentences, on_over_length, origin)
-        numbers = range(len(sentences)) if lines is None else lines
+        segments, owners = self._segments(texts, on_over_length, origin)
+        numbers = range(len(texts)) if lines is None else lines
         seen: Counter[int] = Counter()
         piece_numbers = []
         for owner in owners:  # a split line's pieces are 0, 1, ...
@@ -200,7 +207,7 @@ class Translator:
             lines=[numbers[owner] for owner in owners],
             pieces=piece_numbers,
         )
-        pieces: list[list[str]] = [[] for _ in sentences]
+        pieces: list[list[str]] = [[] for _ in texts]
         for owner, ids in zip(owners, outputs, strict=True):
             pieces[owner].append(self.text(ids))
         return [" ".join(p for p in parts if p) for parts in pieces]
@@ -328,9 +335,27 @@ class Translator:
             raise OverLengthError(
                 f"{origin}: line {index + 1} is longer than the model's max_source_len={limit} "
                 f"tokens, and splitting it at sentence punctuation still leaves a piece of "
-                f"{longest} tokens; shorten or split that line by hand"
+                f"{longest} tokens; shorten or split that line by hand, or pass --over-length "
+                'report (Python: on_over_length="report") to leave its output empty'
             )
         return pieces
+
+
+def _sentence_list(sentences: Any) -> list[str]:
+    """`sentences` as a list, each checked to be a str (one string would be taken as a list
+    of its characters, each translated on its own)."""
+    if isinstance(sentences, (str, bytes)):
+        raise GmlmError(
+            f"sentences is a single {type(sentences).__name__}; pass a list of sentences, "
+            'e.g. translate(["Ein Hund."]) for one'
+        )
+    if not isinstance(sentences, Iterable):
+        raise GmlmError(f"sentences: expected a list of str, got {type(sentences).__name__}")
+    items = list(sentences)
+    for i, item in enumerate(items):
+        if not isinstance(item, str):
+            raise GmlmError(f"sentences[{i}]: expected a str, got {type(item).__name__}")
+    return items
 
 
 def resolve_device(name: str) -> torch.device:

@@ -82,3 +82,28 @@ def test_prepare_help_documents_specs(capsys: pytest.CaptureFixture[str]) -> Non
     text = capsys.readouterr().out
     for fragment in ("bible:PAIR", "multi30k:DIR", "--valid files:dev.de,dev.en", "tsv:FILE"):
         assert fragment in text
+
+
+def test_prepare_errors_speak_gmlm_options(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    alphabet = [chr(0x4E00 + i) for i in range(200)]  # more characters than 300 pieces hold
+    src = ["".join(alphabet[(7 * i + j) % 200] for j in range(10)) for i in range(400)]
+    tgt = [f"sentence {i}" for i in range(400)]
+    spec = f"files:{write_lines(tmp_path / 'z.zh', src)},{write_lines(tmp_path / 'z.en', tgt)}"
+    base = ["data", "prepare", "--corpus", spec, "--threads", "1", "--no-progress"]
+    assert main([*base, "--out", str(tmp_path / "o"), "--vocab-size", "300"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("gmlm: error: tokenizer training failed: vocab_size=300 is too small")
+    assert "--vocab-size" in err and "--character_coverage" not in err
+    assert main([*base, "--out", str(tmp_path / "o"), "tokenizer.character_coverage=0.9"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == (
+        "gmlm: error: tokenizer.character_coverage=0.9 must be between 0.98 (SentencePiece's "
+        "least) and 1"
+    )
+    (tmp_path / "file").write_text("x")
+    assert main([*base, "--out", str(tmp_path / "file" / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.endswith(f"{tmp_path / 'file'} is a file, not a folder; choose another path")
+    assert not (tmp_path / "o").exists()

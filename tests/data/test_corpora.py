@@ -19,6 +19,56 @@ def test_read_lines_plain_gz_bom_and_crlf(tmp_path: Path) -> None:
     assert read_lines(packed) == ["x", "y"]
 
 
+def test_lone_carriage_returns_inside_lines_stay_text(tmp_path: Path) -> None:
+    # Only \n ends a line (as for sacrebleu and wc -l): a stray CR is whitespace to cleaning.
+    path = tmp_path / "a.txt"
+    path.write_bytes(b"ein\rHund\nzwei\r\n")
+    assert read_lines(path) == ["ein\rHund", "zwei\r"]
+
+
+@pytest.mark.parametrize("data", [b"eins\rzwei\rdrei\r", b"eins\rzwei", b"a\rb\rc\nd\r"])
+def test_carriage_return_line_ends_are_an_error(tmp_path: Path, data: bytes) -> None:
+    # Read by the rule above, an old Mac file would be one long line, translated or scored as
+    # one sentence.
+    path = tmp_path / "mac.txt"
+    path.write_bytes(data)
+    with pytest.raises(GmlmError, match=r"mac\.txt: ends its lines with carriage returns.*tr "):
+        read_lines(path)
+
+
+def test_byte_order_mark_inside_a_file_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "joined.txt"  # `cat a b` of two files that each start with a BOM
+    path.write_bytes("\ufeffeins\nzwei\n\ufeffdrei\n".encode())
+    with pytest.raises(GmlmError, match=r"joined\.txt:3: a byte-order mark .* column 1.*sed"):
+        read_lines(path)
+    path.write_bytes("eins\nzw\ufeffei\n".encode())
+    with pytest.raises(GmlmError, match=r"joined\.txt:2: a byte-order mark .* column 3"):
+        read_lines(path)
+
+
+def test_a_folder_is_not_a_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(GmlmError, match=r"is a folder; give the path of a file inside it"):
+        read_lines(tmp_path)
+
+
+def test_reads_files_that_are_not_regular(tmp_path: Path) -> None:
+    # A pipe, as from bash's <(zcat corpus.gz), is a file to read, not a missing one.
+    import os
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=fifo.write_bytes, args=(b"eins\nzwei\n",))
+    writer.start()
+    try:
+        assert read_lines(fifo) == ["eins", "zwei"]
+    finally:
+        writer.join(timeout=10)
+        if writer.is_alive():  # the pipe was never opened for reading: unblock the writer
+            os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+            writer.join()
+
+
 def test_invalid_utf8_names_file_and_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.de"
     bad.write_bytes(b"gut\nnoch gut\nsch\xf6n\n")

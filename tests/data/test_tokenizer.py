@@ -1,3 +1,5 @@
+import random
+import re
 from pathlib import Path
 
 import pytest
@@ -80,3 +82,25 @@ def test_rejects_foreign_sentencepiece_model(tmp_path: Path) -> None:
     )
     with pytest.raises(GmlmError, match="not a gmlm SentencePiece model"):
         Tokenizer(model.getvalue())
+
+
+@pytest.mark.parametrize("content", [b"", b"not a model\n", bytes(range(256))])
+def test_damaged_model_file_names_the_file(tmp_path: Path, content: bytes) -> None:
+    (tmp_path / "tokenizer.model").write_bytes(content)
+    with pytest.raises(GmlmError, match=r"tokenizer\.model: not a SentencePiece model"):
+        Tokenizer.load(tmp_path)
+
+
+def test_too_small_vocabulary_is_explained_in_gmlm_terms() -> None:
+    # 200 distinct CJK characters + 256 byte pieces + specials do not fit in 300 pieces.
+    rng = random.Random(0)
+    alphabet = [chr(0x4E00 + i) for i in range(200)]
+    text = ["".join(rng.choice(alphabet) for _ in range(10)) for _ in range(400)]
+    with pytest.raises(GmlmError) as err:
+        Tokenizer.train(text, vocab_size=300, threads=1)
+    message = str(err.value)
+    needed = re.search(r"take (\d+) pieces", message)
+    assert needed is not None and int(needed.group(1)) > 456, message
+    assert f"--vocab-size {needed.group(1)}" in message
+    assert "tokenizer.character_coverage=0.98" in message
+    assert "--character_coverage" not in message  # SentencePiece's flag, not gmlm's

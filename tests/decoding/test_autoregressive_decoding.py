@@ -181,3 +181,8 @@ def test_invalid_options_are_clear_errors(untrained_ar: AutoregressiveModel) -> 
         beam_search(untrained_ar, src, SearchOptions(beam=20))
     with pytest.raises(GmlmError, match="length_penalty"):
         greedy_search(untrained_ar, src, SearchOptions(length_penalty=-1.0))
+    # NaN passes `< 0` checks; a NaN length limit would silently become some integer.
+    with pytest.raises(GmlmError, match="max_len_a=nan: expected a finite number"):
+        greedy_search(untrained_ar, src, SearchOptions(max_len_a=math.nan))
+    with pytest.raises(GmlmError, match="length_penalty=inf: expected a finite number"):
+        beam_search(untrained_ar, src, SearchOptions(beam=2, length_penalty=math.inf))

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from gmlm.decoding.refinement import (
+    MAX_STEPS,
     RefinementOptions,
     RefinementState,
     candidate_lengths,
@@ -433,6 +434,29 @@ def test_mask_start_and_option_errors(
     for options, message in bad:
         with pytest.raises(GmlmError, match=message):
             refine(trained_padir, src, options, seeded(src))
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        # Decoding cost grows with steps; the linear remask schedule runs every one of them.
+        (RefinementOptions(steps=MAX_STEPS + 1), r"steps=1001 must be between 1 and 1000"),
+        (RefinementOptions(steps=10**8, remask="linear"), r"steps=100000000 must be between"),
+        # NaN passes every range check and would make every candidate score NaN.
+        (RefinementOptions(length_weight=math.nan), r"length_weight=nan: expected a finite"),
+        (RefinementOptions(length_weight=-math.inf), r"length_weight=-inf: expected a finite"),
+        (RefinementOptions(length_penalty=math.inf), r"length_penalty=inf: expected a finite"),
+    ],
+)
+def test_unbounded_and_non_finite_settings_are_errors(
+    options: RefinementOptions, message: str
+) -> None:
+    with pytest.raises(GmlmError, match=message):
+        options.validate(CONFIG)
+
+
+def test_the_largest_step_count_is_allowed() -> None:
+    RefinementOptions(steps=MAX_STEPS, remask="linear", length_weight=-2.5).validate(CONFIG)
 
 
 def test_same_seed_same_output_and_scores_are_log_probabilities(

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import io
+import math
 import random
+import re
 import sys
 import types
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -91,8 +94,13 @@ def test_padir_line_depends_only_on_the_line_and_the_seed(
 def test_over_length_is_an_error_naming_line_and_limit(
     translators: dict[str, Translator],
 ) -> None:
-    with pytest.raises(OverLengthError, match=r"corpus\.de: 1 sentence.*line 3 \(\d+ tokens\)"):
+    with pytest.raises(
+        OverLengthError, match=r"corpus\.de: 1 sentence.*line 3 \(\d+ tokens\)"
+    ) as err:
         translators["ar"].translate(["der Hund.", "", LONG], origin="corpus.de")
+    # ... and the two ways out that need no editing.
+    assert '--over-length split (Python: on_over_length="split")' in str(err.value)
+    assert "--over-length report" in str(err.value)
     with pytest.raises(OverLengthError, match="max_len=24"):
         translators["padir"].translate([LONG])
 
@@ -106,7 +114,9 @@ def test_over_length_split_at_punctuation(translators: dict[str, Translator]) ->
     assert joined.replace(" ", "") == text.replace(" ", "")
     out = translator.translate(["der Hund.", text], on_over_length="split", max_len_b=4)
     assert len(out) == 2 and out[1]
-    with pytest.raises(OverLengthError, match=r"line 2.*splitting it at sentence punctuation"):
+    with pytest.raises(
+        OverLengthError, match=r"line 2.*splitting it at sentence punctuation.*--over-length report"
+    ):
         translator.translate(["der Hund.", LONG], on_over_length="split")
 
 
@@ -152,6 +162,63 @@ def test_settings_of_the_other_kind_name_the_checkpoint_kind(
         translators["ar"].translate(["der Hund."], steps=4, remask="linear")
     with pytest.raises(GmlmError, match="needs a PadirModel"):
         Translator("padir", translators["ar"].model, translators["ar"].tokenizer)
+
+
+def test_a_string_is_not_a_list_of_sentences(translators: dict[str, Translator]) -> None:
+    # Iterating a str gives its characters: one translation each, silently.
+    with pytest.raises(GmlmError, match=r"sentences is a single str; pass a list of sentences"):
+        translators["ar"].translate("der Hund.")
+    with pytest.raises(GmlmError, match=r"sentences is a single bytes"):
+        translators["ar"].translate(b"der Hund.")  # type: ignore[arg-type]
+    with pytest.raises(GmlmError, match=r"sentences: expected a list of str, got int"):
+        translators["ar"].translate(3)  # type: ignore[arg-type]
+    with pytest.raises(GmlmError, match=r"sentences\[1\]: expected a str, got NoneType"):
+        translators["ar"].translate(["der Hund.", None])  # type: ignore[list-item]
+    with pytest.raises(GmlmError, match=r"sentences\[0\]: expected a str, got bytes"):
+        translators["padir"].translate([b"der Hund."])  # type: ignore[list-item]
+    lines = sentences(3, seed=9)  # any iterable of str will do, in its order
+    expected = translators["ar"].translate(lines, max_len_b=4)
+    assert translators["ar"].translate((line for line in lines), max_len_b=4) == expected
+
+
+@pytest.mark.parametrize(
+    ("kind", "settings", "message"),
+    [
+        ("padir", {"steps": "4"}, r"steps: expected an integer, got '4'"),
+        ("padir", {"steps": 2.5}, r"steps: expected an integer"),
+        ("padir", {"dedup_final": 1}, r"dedup_final: expected true/false"),
+        ("padir", {"remask": "lin"}, r"remask: 'lin' is not one of"),
+        ("padir", {"length_offsets": "-1,1"}, r"length_offsets: expected a list"),
+        ("padir", {"length_weight": math.nan}, r"length_weight=nan: expected a finite number"),
+        ("padir", {"steps": 10**8, "remask": "linear"}, r"steps=100000000 must be between 1"),
+        ("ar", {"beam": True}, r"beam: expected an integer"),
+        ("ar", {"max_len_a": math.inf}, r"max_len_a=inf: expected a finite number"),
+        ("ar", {"batch_size": "8"}, r"batch_size: expected an integer, got '8'"),
+        ("ar", {"seed": 1.0}, r"seed: expected an integer, got 1\.0"),
+        ("ar", {"bf16": "yes"}, r"bf16: expected true/false, got 'yes'"),
+        ("ar", {"origin": Path("x")}, r"origin: expected a string"),
+    ],
+    ids=[
+        "steps-str",
+        "steps-float",
+        "dedup-int",
+        "remask-typo",
+        "offsets-str",
+        "length-weight-nan",
+        "steps-unbounded",
+        "beam-bool",
+        "max-len-a-inf",
+        "batch-size-str",
+        "seed-float",
+        "bf16-str",
+        "origin-path",
+    ],
+)
+def test_bad_arguments_are_errors_naming_them(
+    kind: str, settings: dict[str, object], message: str, translators: dict[str, Translator]
+) -> None:
+    with pytest.raises(GmlmError, match=message):
+        translators[kind].translate(["der Hund."], **settings)  # type: ignore[arg-type]
 
 
 def test_decoding_settings_reach_the_decoder(translators: dict[str, Translator]) -> None:
@@ -216,22 +283,26 @@ def test_cli_file_round_trip(
     assert written[1] == "" and all(expected[i] for i in (0, 2, 3))
 
 
-@pytest.mark.parametrize("kind", ["ar", "padir"])
-def test_real_checkpoint_round_trip(
-    kind: str, tmp_path: Path, translators: dict[str, Translator], text_config: ModelConfig
-) -> None:
-    checkpoint = pytest.importorskip("gmlm.training.checkpoint")
+def write_real_checkpoint(folder: Path, translator: Translator, kind: str) -> Path:
+    from gmlm.training import checkpoint
     from gmlm.training.config import TrainConfig
 
-    translator = translators[kind]
-    folder = tmp_path / kind
-    cfg = TrainConfig(kind=kind, model=text_config)  # type: ignore[arg-type]
+    cfg = TrainConfig(kind=kind, model=translator.config)  # type: ignore[arg-type]
     checkpoint.write_checkpoint_dir(
         folder,
         lambda tmp: checkpoint.fill_inference_files(
             tmp, translator.model, cfg, translator.tokenizer, {"step": 0}
         ),
     )
+    return folder
+
+
+@pytest.mark.parametrize("kind", ["ar", "padir"])
+def test_real_checkpoint_round_trip(
+    kind: str, tmp_path: Path, translators: dict[str, Translator]
+) -> None:
+    translator = translators[kind]
+    folder = write_real_checkpoint(tmp_path / kind, translator, kind)
     lines = ["der Hund läuft.", "", "die Katze springt."]
     source = tmp_path / "in.de"
     source.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -315,3 +386,80 @@ def test_cli_checks_the_output_before_translating(
         assert err.startswith(f"gmlm: error: --output {output}") and message in err
     assert (tmp_path / "file.txt").read_text(encoding="utf-8") == "mine"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file.txt", "in.de"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--input", "{tmp}"], "{tmp} is a folder; give the path of a file inside it"),
+        (["--length-weight", "nan"], "length_weight=nan: expected a finite number"),
+        (["--steps", "100000000", "--remask", "linear"], "steps=100000000 must be between 1"),
+    ],
+    ids=["input-folder", "length-weight-nan", "steps-unbounded"],
+)
+def test_cli_refuses_bad_settings_before_translating(
+    flags: list[str],
+    message: str,
+    checkpoint: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    source = tmp_path / "in.de"
+    source.write_text("der Hund.\n", encoding="utf-8")
+    flags = [flag.format(tmp=tmp_path) for flag in flags]
+    argv = ["translate", "--checkpoint", str(checkpoint), "--input", str(source), *flags]
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    (line,) = captured.err.splitlines()
+    assert line.startswith("gmlm: error: ") and message.format(tmp=tmp_path) in line
+    assert captured.out == ""
+
+
+def _poison_weights(folder: Path) -> None:
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(str(folder / "model.safetensors"))
+    name = sorted(tensors)[0]
+    tensors[name][0] = math.nan  # what a diverged run saves
+    save_file(tensors, str(folder / "model.safetensors"))
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (
+            lambda f: (f / "config.yaml").write_text("kind: [padir\n"),
+            r"config\.yaml:2: invalid YAML \(expected ',' or '\]'",
+        ),
+        (lambda f: (f / "config.yaml").write_text("- padir\n"), r"config\.yaml: holds a list"),
+        (
+            lambda f: (f / "tokenizer" / "tokenizer.model").write_bytes(b"\x00garbage" * 9),
+            r"tokenizer\.model: not a SentencePiece model \(the file is empty, damaged",
+        ),
+        (
+            lambda f: (f / "tokenizer" / "tokenizer.model").write_bytes(b""),
+            r"tokenizer\.model: not a SentencePiece model",
+        ),
+        (_poison_weights, r"model\.safetensors: 1 weight tensor\(s\) hold NaN or infinite"),
+    ],
+    ids=["yaml", "yaml-list", "tokenizer", "tokenizer-empty", "nan-weights"],
+)
+def test_damaged_checkpoints_are_clean_errors(
+    damage: Callable[[Path], object],
+    message: str,
+    translators: dict[str, Translator],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    folder = write_real_checkpoint(tmp_path / "ckpt", translators["padir"], "padir")
+    source = tmp_path / "in.de"
+    source.write_text("der Hund.\n", encoding="utf-8")
+    argv = ["translate", "--checkpoint", str(folder), "--input", str(source), "--device", "cpu"]
+    assert main(argv) == 0  # intact, it translates
+    capsys.readouterr()
+    damage(folder)
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert re.match(r"gmlm: error: .*" + message, captured.err) and captured.out == ""
+    with pytest.raises(GmlmError, match=message):
+        gmlm.load(folder, device="cpu")

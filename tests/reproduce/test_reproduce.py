@@ -65,7 +65,7 @@ def test_unknown_preset_stage_and_key():
     assert parse_stages(None) == list(STAGES)
 
 
-@pytest.mark.parametrize("name", ["smoke", "demo", "laptop", "paper"])
+@pytest.mark.parametrize("name", ["smoke", "demo", "laptop", "multi30k", "paper"])
 def test_presets_resolve(name):
     cfg = load_reproduce_config(name)
     assert cfg.preset == name and cfg.description

@@ -17,6 +17,7 @@ from gmlm.config import ConfigError
 from gmlm.data.binarized import load_dataset
 from gmlm.data.cleaning import normalize
 from gmlm.data.prepare import prepare_dataset
+from gmlm.data.tokenizer import Tokenizer
 from gmlm.errors import GmlmError
 from gmlm.training import checkpoint as ckpt
 from gmlm.training.config import OptimConfig, load_train_config
@@ -151,6 +152,23 @@ def test_checkpoint_averaging(word_task_data, tmp_path):
     averaged = weights(tmp_path / "r" / "averaged")
     for key, value in averaged.items():
         torch.testing.assert_close(value, sum(p[key] for p in parts) / 3, rtol=0, atol=1e-6)
+
+
+def test_vocab_size_comes_from_the_data_and_a_different_one_is_an_error(word_task_data, tmp_path):
+    pieces = Tokenizer.load(word_task_data).vocab_size
+    paths = [f"data={word_task_data}", f"out={tmp_path / 'r'}"]
+    other = load_train_config("tiny-ar", [*paths, "model.vocab_size=123"])
+    with pytest.raises(
+        ConfigError,
+        match=rf"model\.vocab_size=123, but the tokenizer of data=.* has {pieces} pieces",
+    ):
+        Trainer(other, progress=False)  # it used to be replaced silently
+    assert not (tmp_path / "r").exists()
+    unset = load_train_config("tiny-ar", paths)
+    assert unset.model.vocab_size == 0  # "from the data", until the data is read
+    assert Trainer(unset, progress=False).cfg.model.vocab_size == pieces
+    same = load_train_config("tiny-ar", [*paths, f"model.vocab_size={pieces}"])
+    assert Trainer(same, progress=False).cfg.model.vocab_size == pieces
 
 
 def test_bad_configs_and_resume_errors(word_task_data, tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
@@ -59,10 +60,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        status = int(args.func(args) or 0)
+        sys.stdout.flush()  # here, so that a closed pipe is caught below, not at exit
+        return status
     except GmlmError as err:
         print(f"gmlm: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("gmlm: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader stopped early (`gmlm evaluate ... | head -1`): nothing to report. Exit
+        # as a process killed by SIGPIPE would (128 + 13), and point stdout at /dev/null so
+        # that Python's own flush at exit does not fail again.
+        _discard_stdout()
+        return 141
+
+
+def _discard_stdout() -> None:
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # replaced by a stream without a descriptor
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)

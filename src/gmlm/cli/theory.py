@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from gmlm.io import atomic_write_json
+from gmlm.io import atomic_write_json, make_dirs
 from gmlm.theory.settings import (
     BenchSettings,
     EstimationSettings,
@@ -198,9 +198,16 @@ def _float_list(text: str) -> tuple[float, ...]:
         ) from None
 
 
+def make_output_folder(args: argparse.Namespace) -> None:
+    """Create --out before the work, so that a bad path fails fast, not after minutes."""
+    make_dirs(args.out, f"--out {args.out}")
+
+
 def run_verify_cmd(args: argparse.Namespace) -> int:
     from gmlm.theory.bench import environment
     from gmlm.theory.verify import run_verify
+
+    make_output_folder(args)
 
     settings = VerifySettings(
         min_n=args.min_n,
@@ -241,6 +248,8 @@ def run_verify_cmd(args: argparse.Namespace) -> int:
 def run_estimation_cmd(args: argparse.Namespace) -> int:
     from gmlm.theory.figures import estimation_figure
 
+    make_output_folder(args)
+
     settings = EstimationSettings(
         coupling=args.coupling,
         sample_sizes=args.sizes,
@@ -255,6 +264,8 @@ def run_estimation_cmd(args: argparse.Namespace) -> int:
 
 def run_hitting_cmd(args: argparse.Namespace) -> int:
     from gmlm.theory.figures import hitting_figure
+
+    make_output_folder(args)
 
     settings = HittingSettings(
         couplings=args.couplings,
@@ -318,6 +329,8 @@ def run_poincare_cmd(args: argparse.Namespace) -> int:
 def run_bench_cmd(args: argparse.Namespace) -> int:
     from gmlm.errors import GmlmError
     from gmlm.theory.bench import run_bench
+
+    make_output_folder(args)
 
     settings = BenchSettings(limit=args.limit, max_n=args.max_n, threads=args.threads)
     data = run_bench(settings, args.out, progress=print)

@@ -11,7 +11,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from gmlm.data.textfiles import decode_utf8, read_lines
+from gmlm.data.textfiles import decode_utf8, read_lines, split_lines
 from gmlm.errors import GmlmError
 from gmlm.io import atomic_open, check_output_file
 
@@ -120,11 +120,8 @@ def read_input(path: Path | None) -> tuple[list[str], str]:
     """The input lines and a name for messages; stdin is split like `read_lines` splits a file."""
     if path is not None:
         return read_lines(path), str(path)
-    text = decode_utf8(sys.stdin.buffer.read(), Path("<stdin>"))
-    lines = text.removeprefix("\ufeff").split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return lines, "<stdin>"
+    stdin = Path("<stdin>")
+    return split_lines(decode_utf8(sys.stdin.buffer.read(), stdin), stdin), str(stdin)
 
 
 def _same_file(a: Path, b: Path) -> bool:

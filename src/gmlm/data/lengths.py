@@ -18,6 +18,11 @@ from gmlm.data.tokenizer import Tokenizer
 from gmlm.errors import GmlmError
 
 SHOWN = 5
+# The other policies of `gmlm translate --over-length` and `Translator.translate(on_over_length=)`.
+OVER_LENGTH_WAY_OUT = (
+    'pass --over-length split (Python: on_over_length="split") to cut them at sentence '
+    "punctuation, or --over-length report to leave their outputs empty"
+)
 
 
 class OverLengthError(GmlmError):
@@ -56,7 +61,7 @@ def encode_inputs(
         more = f" and {len(over) - SHOWN} more" if len(over) > SHOWN else ""
         raise OverLengthError(
             f"{origin}: {len(over)} sentence(s) longer than the model's max_len={max_len} "
-            f"tokens (EOS included): {shown}{more}; split them into shorter sentences (they are "
-            "never truncated silently)"
+            f"tokens (EOS included): {shown}{more}; they are never truncated silently: split "
+            f"them into shorter sentences, or {OVER_LENGTH_WAY_OUT}"
         )
     return EncodedInputs(ids, lengths, over)

@@ -53,9 +53,9 @@ from gmlm.data.binarized import (
 from gmlm.data.cleaning import filter_pairs, normalize
 from gmlm.data.corpora import Corpus, ParallelText, carve_splits, parse_spec, read_corpus
 from gmlm.data.stats import split_stats
-from gmlm.data.tokenizer import SPECIAL_IDS, Tokenizer
+from gmlm.data.tokenizer import MIN_COVERAGE, SPECIAL_IDS, Tokenizer
 from gmlm.errors import GmlmError
-from gmlm.io import atomic_write_json, current_umask, replace_dir, restore_replaced
+from gmlm.io import atomic_write_json, current_umask, make_dirs, replace_dir, restore_replaced
 
 ENCODE_CHUNK = 50_000
 
@@ -99,6 +99,11 @@ def validate_config(cfg: DataConfig) -> None:
     fractions = (cfg.valid_fraction, cfg.test_fraction)
     if min(fractions) < 0 or sum(fractions) >= 0.5:
         raise GmlmError(f"valid_fraction + test_fraction must be >= 0 and < 0.5, got {fractions}")
+    if not MIN_COVERAGE <= cfg.tokenizer.character_coverage <= 1.0:
+        raise GmlmError(
+            f"tokenizer.character_coverage={cfg.tokenizer.character_coverage} must be between "
+            f"{MIN_COVERAGE} (SentencePiece's least) and 1"
+        )
     if cfg.tokenizer.vocab_size < 300 and not cfg.tokenizer.path:
         raise GmlmError(
             f"tokenizer.vocab_size={cfg.tokenizer.vocab_size} is too small: byte fallback alone "
@@ -277,7 +282,7 @@ def prepare_dataset(
         say(f"{out}: up to date (content hash {digest[:12]}), reusing it")
         return out
 
-    out.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(out.parent, f"--out {out}")
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
         tokenizer = reused or _train_tokenizer(cfg, splits["train"], say)

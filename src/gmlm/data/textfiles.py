@@ -20,9 +20,11 @@ from gmlm.errors import GmlmError
 def read_bytes(path: Path) -> bytes:
     """The (decompressed, for `.gz`) content of `path`, with clear errors."""
     path = Path(path)
-    if not path.is_file():
+    if path.is_dir():
+        raise GmlmError(f"{path} is a folder; give the path of a file inside it")
+    if not path.exists():
         raise GmlmError(f"{path}: file not found")
-    try:
+    try:  # not only regular files: a pipe such as bash's <(zcat corpus.gz) reads fine
         if path.suffix == ".gz":
             with gzip.open(path, "rb") as handle:
                 return handle.read()
@@ -48,17 +50,43 @@ def decode_utf8(data: bytes, path: Path) -> str:
 
 
 def read_lines(path: Path) -> list[str]:
-    """The lines of a UTF-8 text file (`.gz` allowed), without line terminators.
-
-    Only `\\n` ends a line (a trailing `\\r` is whitespace that cleaning removes); other
-    Unicode line separators inside a line are kept, so line numbers match `wc -l` and editors.
-    """
+    """The lines of a UTF-8 text file (`.gz` allowed), without line terminators; see
+    :func:`split_lines`."""
     path = Path(path)
-    text = decode_utf8(read_bytes(path), path)
-    if text.startswith("\ufeff"):
-        text = text[1:]
+    return split_lines(decode_utf8(read_bytes(path), path), path)
+
+
+def split_lines(text: str, origin: Path) -> list[str]:
+    """The lines of decoded `text` from `origin` (named in errors), without terminators.
+
+    Only `\\n` ends a line, as for sacrebleu and `wc -l`, so line numbers and BLEU match
+    theirs: a `\\r` before it (Windows line ends) is whitespace that cleaning removes, and
+    other Unicode line separators inside a line are kept. Text those rules would misread is
+    an error: CR line ends (more lone `\\r` than `\\n`: an old Mac file would be one line),
+    and a byte-order mark anywhere but at the start (usually two files joined by `cat`),
+    which would otherwise be translated or scored as text. A BOM at the start is dropped.
+    """
+    text = text.removeprefix("\ufeff")
+    bom = text.find("\ufeff")
+    if bom >= 0:
+        line = text.count("\n", 0, bom) + 1
+        column = bom - (text.rfind("\n", 0, bom) + 1) + 1
+        raise GmlmError(
+            f"{origin}:{line}: a byte-order mark (U+FEFF) at column {column}, inside the text; "
+            "it usually comes from joining files that each start with one (`cat a b`): remove "
+            "it, e.g. `sed -i 's/\\xEF\\xBB\\xBF//g' FILE`"
+        )
+    feeds = text.count("\n")
+    lone_returns = text.count("\r") - text.count("\r\n")
+    if lone_returns > feeds:
+        raise GmlmError(
+            f"{origin}: ends its lines with carriage returns (CR, old Mac style: {lone_returns:,} "
+            f"CR without a line feed, {feeds:,} line feeds); gmlm, like sacrebleu and `wc -l`, "
+            "breaks lines only at line feeds, so convert the file, e.g. "
+            "`tr '\\r' '\\n' < IN > OUT`"
+        )
     lines = text.split("\n")
-    if lines and lines[-1] == "":
+    if lines[-1] == "":
         lines.pop()
     return lines
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,19 +31,30 @@ MODEL_FILE = "tokenizer.model"
 META_FILE = "tokenizer.json"
 SPECIAL_IDS: dict[str, int] = {"pad": 0, "unk": 1, "bos": 2, "eos": 3, "mask": 4, "length": 5}
 CONTROL_SYMBOLS: tuple[str, ...] = ("<mask>", "<len>")
+MIN_COVERAGE = 0.98  # SentencePiece refuses a lower character_coverage
 
 
 class Tokenizer:
     """Encode cleaned text to ids and back; see the module docstring for the id layout."""
 
-    def __init__(self, model_proto: bytes) -> None:
+    def __init__(self, model_proto: bytes, origin: str = "tokenizer") -> None:
+        """`origin` names the model (its file) in error messages."""
         self._proto = bytes(model_proto)
-        self._sp = spm.SentencePieceProcessor(model_proto=self._proto)
+        damaged = GmlmError(
+            f"{origin}: not a SentencePiece model (the file is empty, damaged or of another "
+            "kind); copy it again from where it was made, or train one with `gmlm data prepare`"
+        )
+        if not self._proto:  # sentencepiece loads b"" as a model without pieces
+            raise damaged
+        try:
+            self._sp = spm.SentencePieceProcessor(model_proto=self._proto)
+        except RuntimeError:  # its only word on a damaged file is a parser assertion
+            raise damaged from None
         expected = {"<pad>": 0, "<unk>": 1, "<s>": 2, "</s>": 3, "<mask>": 4, "<len>": 5}
         actual = {self._sp.id_to_piece(i): i for i in range(min(6, self._sp.get_piece_size()))}
         if actual != expected:
             raise GmlmError(
-                "tokenizer: not a gmlm SentencePiece model (ids 0-5 must be "
+                f"{origin}: not a gmlm SentencePiece model (ids 0-5 must be "
                 f"{list(expected)}, found {list(actual)}); train one with `gmlm data prepare`"
             )
         self._special = frozenset(range(6))
@@ -89,7 +101,8 @@ class Tokenizer:
                 minloglevel=2,
             )
         except RuntimeError as err:
-            raise GmlmError(f"tokenizer training failed: {err}") from None
+            problem = _training_problem(str(err), vocab_size, character_coverage)
+            raise GmlmError(f"tokenizer training failed: {problem}") from None
         return cls(model.getvalue())
 
     def save(self, directory: str | Path) -> None:
@@ -107,7 +120,11 @@ class Tokenizer:
                 f"{path}: no tokenizer here; a prepared dataset or checkpoint folder holds "
                 f"{MODEL_FILE} (create one with `gmlm data prepare`)"
             )
-        return cls(path.read_bytes())
+        try:
+            proto = path.read_bytes()
+        except OSError as err:
+            raise GmlmError(f"{path}: cannot read: {err.strerror or err}") from None
+        return cls(proto, origin=str(path))
 
     def metadata(self) -> dict[str, Any]:
         return {
@@ -189,3 +206,23 @@ class Tokenizer:
 
     def __hash__(self) -> int:
         return hash(self._proto)
+
+
+def _training_problem(message: str, vocab_size: int, character_coverage: float) -> str:
+    """SentencePiece's error in gmlm's terms (its own text names trainer flags gmlm lacks)."""
+    match = re.search(r"smaller than required_chars\. \d+ vs (\d+)", message)
+    if match is None:
+        return message
+    needed = int(match.group(1))
+    lower = (
+        f", or a lower coverage (down to tokenizer.character_coverage={MIN_COVERAGE}, "
+        "SentencePiece's least) so that rare characters are spelled with byte pieces"
+        if character_coverage > MIN_COVERAGE
+        else ""
+    )
+    return (
+        f"vocab_size={vocab_size} is too small for this text: its characters (those covering "
+        f"character_coverage={character_coverage} of it) and the special and byte pieces "
+        f"take {needed} pieces; use a larger vocabulary (`gmlm data prepare --vocab-size "
+        f"{needed}` or more){lower}"
+    )

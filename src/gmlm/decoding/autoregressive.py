@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from gmlm.config import check_finite_fields
 from gmlm.decoding.scores import check_length_penalty, length_penalty
 from gmlm.errors import GmlmError
 from gmlm.models.autoregressive import AutoregressiveModel, DecoderCache
@@ -63,6 +64,7 @@ class SearchOptions:
     max_length: int | None = None
 
     def validate(self, config: ModelConfig) -> None:
+        check_finite_fields(self)
         ordinary = config.vocab_size - config.n_special
         if not 1 <= self.beam <= ordinary // 2:
             raise GmlmError(

@@ -78,11 +78,16 @@ from typing import Literal
 import torch
 from torch import Tensor
 
+from gmlm.config import check_finite_fields
 from gmlm.decoding.scores import check_length_penalty, length_penalty
 from gmlm.errors import GmlmError
 from gmlm.models.padir import PadirModel, initial_hypothesis, stutter_positions
 from gmlm.nn.attention import KVCache
 from gmlm.nn.config import ModelConfig
+
+# Passes allowed (the paper uses 4 and 10; diffusion-style decoders go up to 1000): bounds the
+# cost of a typo, since the linear remask schedule makes every candidate run all of them.
+MAX_STEPS = 1000
 
 StutterRemask = Literal["none", "previous", "initial"]
 Remask = Literal["none", "constant", "linear"]
@@ -92,7 +97,7 @@ Remask = Literal["none", "constant", "linear"]
 class RefinementOptions:
     """Settings of PaDIR decoding (see the module docstring for what each one does).
 
-    steps: refinement passes T (paper: 4 and 10).
+    steps: refinement passes T (paper: 4 and 10), 1 to MAX_STEPS = 1000.
     length_beam: top predicted lengths decoded per sentence, B (paper: 5).
     length_offsets: extra candidates at N + offset for each predicted N, e.g. (-1, 1).
     random_starts: initial hypotheses per length (random init only).
@@ -125,8 +130,9 @@ class RefinementOptions:
     return_attention: bool = False
 
     def validate(self, config: ModelConfig) -> None:
-        if self.steps < 1:
-            raise GmlmError(f"steps={self.steps} must be at least 1")
+        check_finite_fields(self)
+        if not 1 <= self.steps <= MAX_STEPS:
+            raise GmlmError(f"steps={self.steps} must be between 1 and {MAX_STEPS}")
         if not 1 <= self.length_beam <= config.max_target_len:
             raise GmlmError(
                 f"length_beam={self.length_beam} must be between 1 and the model's "

@@ -20,7 +20,7 @@ from typing import Any
 
 from gmlm.config import ConfigError, load_config, save_config, to_dict
 from gmlm.errors import GmlmError
-from gmlm.io import atomic_write_json
+from gmlm.io import atomic_write_json, make_dirs
 from gmlm.reproduce import stages
 from gmlm.reproduce.config import STAGES, ReproduceConfig
 
@@ -124,7 +124,7 @@ def run_reproduce(
 
     out = Path(out)
     check_run_folder(cfg, out)
-    out.mkdir(parents=True, exist_ok=True)
+    make_dirs(out, f"--out {out}")
     save_config(cfg, out / CONFIG_FILE)
     if cfg.threads > 0:
         torch.set_num_threads(cfg.threads)

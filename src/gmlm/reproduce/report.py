@@ -222,7 +222,6 @@ def _save(fig: Any, path: Path) -> None:
 
     from gmlm.io import atomic_open
 
-    path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_open(path, "wb", encoding=None) as handle:
         fig.savefig(handle, format="png", dpi=120)
     plt.close(fig)
@@ -522,13 +521,13 @@ def publish_report(out: Path, target: Path) -> Path:
     import shutil
 
     from gmlm.errors import GmlmError
-    from gmlm.io import atomic_write_text
+    from gmlm.io import atomic_write_text, make_dirs
 
     report = out / "REPORT.md"
     if not report.is_file():
         raise GmlmError(f"{report} does not exist yet: run the report stage first")
     figures = target.parent / f"{target.stem}-figures"
-    figures.mkdir(parents=True, exist_ok=True)
+    make_dirs(figures, f"--publish {target}")
 
     def move(match: re.Match[str]) -> str:
         source = out / match.group(2)

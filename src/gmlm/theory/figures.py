@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from gmlm.errors import GmlmError
-from gmlm.io import atomic_open, atomic_write_json
+from gmlm.io import atomic_open, atomic_write_json, make_dirs
 from gmlm.theory.asymptotics import asymptotics, inverse_fisher_roots, psd_margin
 from gmlm.theory.chains import BlockDynamics, independent_parallel_report, poincare_constant
 from gmlm.theory.distributions import Distribution, IsingModel, clique_region
@@ -195,7 +195,7 @@ def _start_in(
 
 def write_figure(result: FigureResult, out_dir: Path) -> list[Path]:
     """Write NAME.png, NAME.csv and NAME.json (settings, exact quantities, runtime) atomically."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_dirs(out_dir, f"--out {out_dir}")
     csv_path = out_dir / f"{result.name}.csv"
     with atomic_open(csv_path, "w") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(result.rows[0]))

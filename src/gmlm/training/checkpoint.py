@@ -36,11 +36,11 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, load_model, save_file, save_model
 from torch import nn
 
-from gmlm.config import ConfigError, load_saved_config, save_config, to_dict
+from gmlm.config import load_saved_config, save_config, to_dict
 from gmlm.data.binarized import MANIFEST
 from gmlm.data.tokenizer import Tokenizer
 from gmlm.errors import GmlmError
-from gmlm.io import atomic_write_json, current_umask, replace_dir, restore_replaced
+from gmlm.io import atomic_write_json, current_umask, make_dirs, replace_dir, restore_replaced
 from gmlm.models import build_model
 from gmlm.nn.config import ModelConfig
 from gmlm.training.config import TrainConfig
@@ -67,7 +67,7 @@ class LoadedModel:
 
 def write_checkpoint_dir(path: Path, fill: Callable[[Path], None]) -> None:
     """Create `path` atomically: `fill(tmp)` writes a temporary folder that then replaces it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(path.parent, f"cannot write {path}")
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
     try:
         fill(tmp)
@@ -228,6 +228,15 @@ def load_weights(model: nn.Module, path: Path) -> None:
     ]
     if mismatched:
         raise GmlmError(f"{file}: weights do not fit the model shape: " + "; ".join(mismatched[:5]))
+    # A diverged run can save NaN weights; they would decode to garbage without any error.
+    broken = [k for k, v in tensors.items() if v.is_floating_point() and not v.isfinite().all()]
+    if broken:
+        raise GmlmError(
+            f"{file}: {len(broken)} weight tensor(s) hold NaN or infinite values "
+            f"({', '.join(sorted(broken)[:5])}{', ...' if len(broken) > 5 else ''}) and are "
+            "unusable (did training diverge?): use an earlier checkpoint, or train again with "
+            "a lower optim.lr"
+        )
     try:
         missing, unexpected = load_model(model, str(file), strict=False)
     except (SafetensorError, OSError, RuntimeError) as err:
@@ -258,10 +267,8 @@ def resolve_checkpoint(path: str | Path) -> Path:
 
 
 def read_config(path: Path) -> TrainConfig:
-    try:
-        return load_saved_config(TrainConfig, path / "config.yaml")
-    except ConfigError as err:
-        raise GmlmError(f"{path / 'config.yaml'}: {err}") from None
+    """The TrainConfig saved in checkpoint folder `path`; errors name the file."""
+    return load_saved_config(TrainConfig, path / "config.yaml")
 
 
 def load_for_inference(path: str | Path, device: str | torch.device = "cpu") -> LoadedModel:

@@ -6,6 +6,7 @@ defaults, the preset chain (`small-padir` -> `small`), then each `key=value` ove
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -13,6 +14,8 @@ from pathlib import Path
 from typing import Literal
 
 from gmlm.config import ConfigError, load_config
+from gmlm.data.tokenizer import Tokenizer
+from gmlm.decoding.refinement import MAX_STEPS
 from gmlm.models.losses import StageArgmax, StageStutterRemask
 from gmlm.nn.config import ModelConfig
 
@@ -75,7 +78,8 @@ class TrainConfig:
     data: str = ""  # prepared dataset folder (gmlm data prepare)
     out: str = ""  # run folder: checkpoints, metrics, resolved config
     seed: int = 0
-    model: ModelConfig = field(default_factory=ModelConfig)
+    # model.vocab_size 0 (the default): the data's tokenizer's; any other value must equal it
+    model: ModelConfig = field(default_factory=lambda: ModelConfig(vocab_size=0))
     optim: OptimConfig = field(default_factory=OptimConfig)
     padir: PadirObjectiveConfig = field(default_factory=PadirObjectiveConfig)
     label_smoothing: float = 0.1
@@ -99,11 +103,17 @@ class TrainConfig:
     tensorboard: bool = False
 
     def validate(self) -> None:
-        self.model.validate()
+        # Until use_vocab_size fills it in, a vocab_size of 0 stands for any valid size.
+        least = self.model.n_special + 1
+        dataclasses.replace(self.model, vocab_size=self.model.vocab_size or least).validate()
         positive = ("max_tokens", "accum_steps", "max_steps", "log_every", "valid_every")
         for name in positive:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if not 1 <= self.valid_steps <= MAX_STEPS:
+            raise ConfigError(
+                f"valid_steps must be between 1 and {MAX_STEPS}, got {self.valid_steps}"
+            )
         self.padir.validate()
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ConfigError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
@@ -113,6 +123,19 @@ class TrainConfig:
             )
         if self.optim.lr <= 0 or self.optim.min_lr < 0 or self.optim.warmup_steps < 0:
             raise ConfigError("optim.lr must be > 0, optim.min_lr and warmup_steps >= 0")
+
+
+def use_vocab_size(cfg: TrainConfig, tokenizer: Tokenizer) -> None:
+    """Set model.vocab_size to the size of the data's tokenizer (the embedding rows must match
+    its ids); a different value set by hand is an error rather than silently replaced."""
+    given = cfg.model.vocab_size
+    if given not in (0, tokenizer.vocab_size):
+        raise ConfigError(
+            f"model.vocab_size={given}, but the tokenizer of data={cfg.data} has "
+            f"{tokenizer.vocab_size} pieces; the vocabulary size comes from the data, so drop "
+            "the setting (or prepare the data with --vocab-size to change it)"
+        )
+    cfg.model.vocab_size = tokenizer.vocab_size
 
 
 def load_train_config(preset: str | Path | None, overrides: Sequence[str]) -> TrainConfig:

@@ -23,7 +23,7 @@ from gmlm.data.batching import Batch, BatchIterator
 from gmlm.data.binarized import TranslationDataset, load_dataset
 from gmlm.models import build_model
 from gmlm.nn.layers import count_parameters
-from gmlm.training.config import TrainConfig
+from gmlm.training.config import TrainConfig, use_vocab_size
 from gmlm.training.distributed import pick_device
 from gmlm.training.optim import build_optimizer
 from gmlm.training.trainer import LossModule, autocast, check_data_fits, resolve_precision
@@ -39,7 +39,7 @@ class ThroughputReport:
 
 def measure_throughput(cfg: TrainConfig, steps: int = 6, warmup: int = 2) -> ThroughputReport:
     data = load_dataset(cfg.data)
-    cfg.model.vocab_size = data.tokenizer.vocab_size
+    use_vocab_size(cfg, data.tokenizer)
     cfg.validate()
     check_data_fits(cfg, data)
     device = pick_device(cfg.device)

@@ -48,7 +48,7 @@ from gmlm.models.autoregressive import AutoregressiveModel
 from gmlm.models.padir import PadirModel
 from gmlm.nn.layers import count_parameters
 from gmlm.training import checkpoint as ckpt
-from gmlm.training.config import TrainConfig
+from gmlm.training.config import TrainConfig, use_vocab_size
 from gmlm.training.distributed import (
     all_reduce_sum,
     barrier,
@@ -169,8 +169,7 @@ class Trainer:
         if not cfg.out:
             raise GmlmError("no output folder: pass out=DIR")
         self.data = load_dataset(cfg.data)
-        # The vocabulary size always comes from the data's tokenizer.
-        cfg.model.vocab_size = self.data.tokenizer.vocab_size
+        use_vocab_size(cfg, self.data.tokenizer)
         cfg.validate()
         check_data_fits(cfg, self.data)
         self.cfg = cfg
