@@ -275,11 +275,18 @@ def fit(
         slope = float(stats.grad @ step)
         if not np.isfinite(slope) or slope <= 0:
             step, slope = stats.grad, float(stats.grad @ stats.grad)
+        # Near the minimum the decrease Armijo asks for falls below the rounding of the loss,
+        # whose change is then noise; there a step that does not raise the loss beyond
+        # rounding is taken when it shrinks the gradient (Newton's own convergence).
+        noise = 64 * np.finfo(np.float64).eps * max(1.0, abs(stats.loss))
         t = 1.0
         while t > 1e-12:
             cand = theta - t * step
             new = stats_at(cand)
-            if np.isfinite(new.loss) and new.loss <= stats.loss - 1e-4 * t * slope:
+            if np.isfinite(new.loss) and (
+                new.loss <= stats.loss - 1e-4 * t * slope
+                or (new.loss <= stats.loss + noise and np.max(np.abs(new.grad)) < gnorm)
+            ):
                 break
             t *= 0.5
         else:
