@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +34,14 @@ class ThroughputReport:
     rates: dict[str, list[float]]
 
 
-def measure_throughput(cfg: TrainConfig, steps: int = 6, warmup: int = 2) -> ThroughputReport:
+def measure_throughput(
+    cfg: TrainConfig,
+    steps: int = 6,
+    warmup: int = 2,
+    clock: Callable[[], float] = time.perf_counter,
+) -> ThroughputReport:
+    """Time `steps` optimizer steps per precision after `warmup` untimed ones; `clock` reads
+    the time in seconds (tests pass a fake one to check the statistics)."""
     data = load_dataset(cfg.data)
     cfg.model.vocab_size = data.tokenizer.vocab_size
     cfg.validate()
@@ -67,7 +75,7 @@ def measure_throughput(cfg: TrainConfig, steps: int = 6, warmup: int = 2) -> Thr
             module.train()
             if device.type == "cuda":
                 torch.cuda.synchronize()
-            start = time.perf_counter()
+            start = clock()
             with autocast(device, dtype):
                 token_sum, length_sum = module(batch.src, batch.tgt, noise)
             (token_sum / batch.tgt_tokens + length_sum / batch.size).backward()
@@ -76,7 +84,7 @@ def measure_throughput(cfg: TrainConfig, steps: int = 6, warmup: int = 2) -> Thr
             if device.type == "cuda":
                 torch.cuda.synchronize()
             if i >= warmup:
-                rates[name].append(batch.tgt_tokens / (time.perf_counter() - start))
+                rates[name].append(batch.tgt_tokens / (clock() - start))
     pairs = [b / f for f, b in zip(rates["fp32"], rates["bf16"], strict=True)]
     settings = {
         "kind": cfg.kind,
