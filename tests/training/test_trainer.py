@@ -296,7 +296,7 @@ def test_throughput_statistics_follow_from_known_step_times(word_task_data, monk
         return out
 
     monkeypatch.setattr(LossModule, "forward", timed)
-    cfg = load_train_config("tiny-ar", [f"data={word_task_data}", "threads=1"])
+    cfg = load_train_config("tiny-ar", [f"data={word_task_data}", "threads=1", "device=cpu"])
     report = measure_throughput(cfg, steps=3, warmup=1, clock=lambda: now[0])
     assert tokens["fp32"] == tokens["bf16"] and len(tokens["fp32"]) == 4  # the same batches
     timed_tokens = tokens["fp32"][1:]
