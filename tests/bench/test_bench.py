@@ -16,7 +16,10 @@ from gmlm.bench.latency import DEFAULT_SENTENCES, DEFAULT_WARMUP, percentiles
 from gmlm.cli import bench as bench_cli
 from gmlm.cli.main import main
 from gmlm.data import load_dataset
+from gmlm.decoding import RefinementOptions
+from gmlm.decoding.autoregressive import SearchOptions
 from gmlm.errors import GmlmError
+from gmlm.translate import Translator
 from tests.distill.helpers import write_checkpoint
 
 PADIR_SYSTEMS = [f"padir T={t} B={b}" for t in (1, 2, 4, 10) for b in (1, 5)]
@@ -83,9 +86,6 @@ def test_json_line_last_with_every_system_and_key(
         assert set(row["throughput"]) == {"1", "2"}
         for rates in row["throughput"].values():
             assert rates["sentences_per_s"] > 0 and rates["tokens_per_s"] > 0
-        # Batch-1 throughput is the model-only latency pass: sentences / summed seconds.
-        mean_s = row["model"]["mean_ms"] / 1000
-        assert row["throughput"]["1"]["sentences_per_s"] == pytest.approx(1 / mean_s, rel=1e-2)
     pairs = {(s["precision"], s["padir"], s["ar"]) for s in result["speedups"]}
     assert pairs == {(p, d, a) for p in ("fp32", "bf16") for d in PADIR_SYSTEMS for a in AR_SYSTEMS}
 
@@ -151,6 +151,134 @@ def test_speedups_and_percentiles_arithmetic() -> None:
             "e2e_p99": 5.0,
         }
     ]
+
+
+class WorkClock:
+    """A fake clock that moves only while a translator works, by known amounts.
+
+    Each `Translator.translate_ids` call of a system costs unit(system) * (CALL + the source
+    tokens of its batch) seconds; a `translate` call (text in, text out) costs TEXT seconds on
+    top of the translate_ids call it makes. Model-only calls are recorded with their batch
+    size (None in the batch-1 latency pass), source and output lengths and cost."""
+
+    CALL, TEXT = 4, 0.0005
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.now = 0.0
+        self.calls: list[tuple[str, int | None, list[int], list[int], float]] = []
+        self.in_text = False
+        translate_ids, translate = Translator.translate_ids, Translator.translate
+
+        def timed_ids(translator, sources, options, **kwargs):  # type: ignore[no-untyped-def]
+            out = translate_ids(translator, sources, options, **kwargs)
+            name = system_name(options)
+            cost = unit(name) * (self.CALL + sum(len(s) for s in sources))
+            self.now += cost
+            if not self.in_text:
+                lengths = [len(s) for s in sources]
+                size = kwargs.get("batch_size")
+                self.calls.append((name, size, lengths, [len(o) for o in out], cost))
+            return out
+
+        def timed_text(translator, sentences, **kwargs):  # type: ignore[no-untyped-def]
+            self.in_text = True
+            try:
+                out = translate(translator, sentences, **kwargs)
+            finally:
+                self.in_text = False
+            self.now += self.TEXT
+            return out
+
+        monkeypatch.setattr(Translator, "translate_ids", timed_ids)
+        monkeypatch.setattr(Translator, "translate", timed_text)
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def system_name(options: object) -> str:
+    if isinstance(options, RefinementOptions):
+        return f"padir T={options.steps} B={options.length_beam}"
+    assert isinstance(options, SearchOptions)
+    return "ar greedy" if options.beam == 1 else f"ar beam{options.beam}"
+
+
+def unit(name: str) -> float:
+    """Seconds per source token of each system: PaDIR T x B in ms, AR greedy 3 ms, beam5 7 ms."""
+    if name.startswith("padir"):
+        steps, beams = (int(part.split("=")[1]) for part in name.split()[1:])
+        return 0.001 * steps * beams
+    return 0.003 if name == "ar greedy" else 0.007
+
+
+def by_hand(seconds: list[float]) -> dict[str, float]:
+    """Median, p90, p99 (linear interpolation) and mean of three durations, in ms."""
+    low, mid, high = sorted(v * 1000 for v in seconds)
+    return {
+        "p50_ms": round(mid, 3),
+        "p90_ms": round(mid + 0.8 * (high - mid), 3),
+        "p99_ms": round(mid + 0.98 * (high - mid), 3),
+        "mean_ms": round((low + mid + high) / 3, 3),
+    }
+
+
+def test_statistics_follow_from_known_durations(
+    checkpoints: dict[str, Path], word_task_data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = WorkClock(monkeypatch)
+    result = run_bench(
+        checkpoints["ar"],
+        checkpoints["padir"],
+        word_task_data,
+        sentences=3,
+        warmup=1,
+        threads=1,
+        precisions=["fp32"],
+        batch_sizes=[1, 2],
+        steps=[1, 4],
+        length_beams=[1, 5],
+        clock=clock,
+    )
+    systems = [f"padir T={t} B={b}" for t in (1, 4) for b in (1, 5)] + AR_SYSTEMS
+    assert result["systems"] == systems and result["settings"]["sentences"] == 3
+    latency_calls = [c for c in clock.calls if c[1] is None][len(systems) :]  # after warm-up
+    rows = {r["system"]: r for r in result["results"]}
+    sources = None
+    for name in systems:
+        mine = [c for c in latency_calls if c[0] == name]
+        assert len(mine) == 3 and all(len(c[2]) == 1 for c in mine)
+        lengths = [c[2][0] for c in mine]
+        assert sources is None or lengths == sources  # the same sentences, in the same order
+        sources = lengths
+        seconds = [unit(name) * (WorkClock.CALL + n) for n in lengths]
+        out_tokens = sum(c[3][0] for c in mine)
+        row = rows[name]
+        assert row["model"] == by_hand(seconds)
+        assert row["e2e"] == by_hand([s + WorkClock.TEXT for s in seconds])
+        assert row["mean_output_tokens"] == round(out_tokens / 3, 2)
+        # Batch size 1 is the latency pass: 3 sentences in the summed model-only seconds.
+        assert row["throughput"]["1"] == {
+            "sentences_per_s": round(3 / sum(seconds), 3),
+            "tokens_per_s": round(out_tokens / sum(seconds), 2),
+        }
+        # Batch size 2: two calls (2 + 1 sentences), each paying CALL once.
+        batched = [c for c in clock.calls if c[0] == name and c[1] == 2]
+        assert sorted(len(c[2]) for c in batched) == [1, 2]
+        total = unit(name) * (2 * WorkClock.CALL + sum(lengths))
+        assert row["throughput"]["2"] == {
+            "sentences_per_s": round(3 / total, 3),
+            "tokens_per_s": round(sum(sum(c[3]) for c in batched) / total, 2),
+        }
+    assert sources is not None and len(set(sources)) > 1  # percentiles of distinct values
+    speedups = {(s["padir"], s["ar"]): s for s in result["speedups"]}
+    assert len(speedups) == 4 * 2
+    for (padir, ar), row in speedups.items():
+        for measure in ("model", "e2e"):
+            for stat in ("p50", "p99"):
+                ratio = rows[ar][measure][f"{stat}_ms"] / rows[padir][measure][f"{stat}_ms"]
+                assert row[f"{measure}_{stat}"] == round(ratio, 3)
+    # Every call of ar beam5 costs 7/5 of padir T=1 B=5's: exactly 1.4 times slower.
+    assert speedups[("padir T=1 B=5", "ar beam5")]["model_p50"] == round(7 / 5, 3)
 
 
 def test_api_with_teacher_and_ar1_returns_the_result_and_renders_markdown(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import itertools
 import random
 from pathlib import Path
 
@@ -44,15 +45,29 @@ TGT_WORDS = [
 ]
 
 
-def make_pairs(n: int, seed: int = 0) -> tuple[list[str], list[str]]:
-    """Synthetic parallel sentences: word-for-word 'translations' of random word strings."""
+def make_pairs(
+    n: int, seed: int = 0, words: tuple[int, int] = (3, 12)
+) -> tuple[list[str], list[str]]:
+    """Synthetic parallel sentences: word-for-word 'translations' of random word strings of
+    `words[0]` to `words[1]` words."""
     rng = random.Random(seed)
     src, tgt = [], []
     for _ in range(n):
-        idx = [rng.randrange(len(SRC_WORDS)) for _ in range(rng.randint(3, 12))]
+        idx = [rng.randrange(len(SRC_WORDS)) for _ in range(rng.randint(*words))]
         src.append(" ".join(SRC_WORDS[i] for i in idx) + ".")
         tgt.append(" ".join(TGT_WORDS[i] for i in idx).capitalize() + ".")
     return src, tgt
+
+
+def without_adjacent_repeats(src: list[str], tgt: list[str]) -> tuple[list[str], list[str]]:
+    """The pairs whose target has no word twice in a row ("the the"): PaDIR's post-processing
+    drops adjacent repeats (the paper's stutter removal) and would be penalised on them."""
+    keep = [
+        i
+        for i, t in enumerate(tgt)
+        if all(a != b for a, b in itertools.pairwise(t.lower().rstrip(".").split()))
+    ]
+    return [src[i] for i in keep], [tgt[i] for i in keep]
 
 
 def write_lines(path: Path, lines: list[str]) -> Path:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -17,6 +18,7 @@ from gmlm.decoding.autoregressive import (
 from gmlm.decoding.scores import length_penalty
 from gmlm.errors import GmlmError
 from gmlm.models import AutoregressiveModel
+from gmlm.nn import tiny
 from tests.decoding.conftest import CONFIG, EOS, PAD
 
 
@@ -177,8 +179,8 @@ def test_constraints_ban_specials_and_force_eos() -> None:
 
 def test_invalid_options_are_clear_errors(untrained_ar: AutoregressiveModel) -> None:
     src = torch.tensor([[7, EOS]])
-    with pytest.raises(GmlmError, match="beam=20"):
-        beam_search(untrained_ar, src, SearchOptions(beam=20))
+    with pytest.raises(GmlmError, match="beam=0 must be >= 1"):
+        beam_search(untrained_ar, src, SearchOptions(beam=0))
     with pytest.raises(GmlmError, match="length_penalty"):
         greedy_search(untrained_ar, src, SearchOptions(length_penalty=-1.0))
     # NaN passes `< 0` checks; a NaN length limit would silently become some integer.
@@ -186,3 +188,77 @@ def test_invalid_options_are_clear_errors(untrained_ar: AutoregressiveModel) -> 
         greedy_search(untrained_ar, src, SearchOptions(max_len_a=math.nan))
     with pytest.raises(GmlmError, match="length_penalty=inf: expected a finite number"):
         beam_search(untrained_ar, src, SearchOptions(beam=2, length_penalty=math.inf))
+
+
+# --- beam search against brute-force enumeration -------------------------------------------
+
+# Three ordinary tokens: every output of up to 4 tokens (EOS counted) can be enumerated.
+SMALL = tiny(vocab_size=CONFIG.n_special + 3, tie_embeddings=False)
+ORDINARY = list(range(SMALL.n_special, SMALL.vocab_size))
+
+
+@torch.no_grad()
+def enumerate_outputs(
+    model: AutoregressiveModel, src: torch.Tensor, limit: int, min_length: int
+) -> dict[tuple[int, ...], float]:
+    """Every output the search may return for one unpadded source (1, S), without EOS, with its
+    summed log-probability (EOS included) from `model.forward` on the whole sequence: the
+    lengths (EOS counted) min(min_length, limit) .. limit, over the ordinary tokens."""
+    outputs = [
+        words
+        for length in range(min(min_length, limit), limit + 1)
+        for words in itertools.product(ORDINARY, repeat=length - 1)
+    ]
+    targets = torch.tensor([[*w, EOS] + [PAD] * (limit - 1 - len(w)) for w in outputs])
+    inputs = torch.cat([torch.full((len(outputs), 1), SMALL.bos_id), targets[:, :-1]], dim=1)
+    log_probs = model(src.expand(len(outputs), -1), inputs).double().log_softmax(-1)
+    picked = log_probs.gather(2, targets.unsqueeze(2)).squeeze(2)
+    totals = picked.masked_fill(targets == PAD, 0.0).sum(1)
+    return dict(zip(outputs, totals.tolist(), strict=True))
+
+
+def gnmt_score(log_prob: float, tokens: int, alpha: float) -> float:
+    return log_prob / ((5.0 + tokens + 1) / 6.0) ** alpha
+
+
+@pytest.mark.parametrize(("alpha", "min_length"), [(0.0, 1), (0.6, 2), (1.5, 3)])
+def test_exhaustive_beam_returns_every_output_ranked_as_enumeration_does(
+    alpha: float, min_length: int
+) -> None:
+    torch.manual_seed(3)
+    model = AutoregressiveModel(SMALL).eval()
+    # Sources of 1, 2 and 3 words: limits a * src_len + b = 2, 3 and 4 (EOS counted).
+    src = torch.tensor([[6, EOS, PAD, PAD], [7, 8, EOS, PAD], [8, 6, 7, EOS]])
+    options = SearchOptions(
+        beam=40, length_penalty=alpha, max_len_a=1.0, max_len_b=0, min_length=min_length
+    )
+    limits = max_lengths(src, options, SMALL).tolist()
+    assert limits == [2, 3, 4]
+    nbest = beam_search(model, src, options)
+    for row, (hyps, limit) in enumerate(zip(nbest, limits, strict=True)):
+        exact = enumerate_outputs(model, unpadded(src, row), limit, min_length)
+        assert len(exact) <= options.beam  # at most 3 + 9 + 27 + 1 outputs
+        # Every output, each once, with its exact log-probability and score, best first.
+        assert sorted(tuple(h.tokens) for h in hyps) == sorted(exact)
+        for h in hyps:
+            assert h.log_prob == pytest.approx(exact[tuple(h.tokens)], abs=1e-5)
+            assert h.score == pytest.approx(gnmt_score(h.log_prob, len(h.tokens), alpha), abs=1e-5)
+        scores = [h.score for h in hyps]
+        assert scores == sorted(scores, reverse=True)
+        best = max(gnmt_score(lp, len(w), alpha) for w, lp in exact.items())
+        assert hyps[0].score == pytest.approx(best, abs=1e-5)
+
+
+@pytest.mark.parametrize("beam", [2, 5])
+def test_narrow_beam_returns_exact_scores_of_valid_distinct_outputs(beam: int) -> None:
+    torch.manual_seed(4)
+    model = AutoregressiveModel(SMALL).eval()
+    src = torch.tensor([[6, 7, 8, EOS]])
+    options = SearchOptions(beam=beam, max_length=4)
+    (hyps,) = beam_search(model, src, options)
+    exact = enumerate_outputs(model, src, 4, options.min_length)
+    assert len(hyps) == beam and len({tuple(h.tokens) for h in hyps}) == beam
+    for h in hyps:
+        assert h.log_prob == pytest.approx(exact[tuple(h.tokens)], abs=1e-5)
+    best = max(gnmt_score(lp, len(w), options.length_penalty) for w, lp in exact.items())
+    assert hyps[0].score <= best + 1e-5  # beam search is not exact search

@@ -7,7 +7,6 @@ import math
 import random
 import re
 import sys
-import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,8 @@ from gmlm.decoding import RefinementOptions
 from gmlm.errors import GmlmError
 from gmlm.models import build_model
 from gmlm.nn import ModelConfig
+from gmlm.training import checkpoint
+from gmlm.training.config import TrainConfig
 from gmlm.translate import Translator
 from tests.decoding.conftest import WORDS, sentences
 
@@ -229,65 +230,9 @@ def test_decoding_settings_reach_the_decoder(translators: dict[str, Translator])
     assert (ar.beam, ar.length_penalty) == (4, 0.6)
 
 
-@pytest.fixture
-def checkpoint(
-    tmp_path: Path,
-    translators: dict[str, Translator],
-    text_config: ModelConfig,
-    monkeypatch: pytest.MonkeyPatch,
-) -> Path:
-    """A folder holding the PaDIR model's weights and tokenizer, read back by a stand-in for
-    gmlm.training.checkpoint.load_for_inference (whose file format is not ours to test)."""
-    folder = tmp_path / "ckpt"
-    folder.mkdir()
-    translator = translators["padir"]
-    torch.save(translator.model.state_dict(), folder / "weights.pt")
-    translator.tokenizer.save(folder)
-
-    def load_for_inference(path: Path, device: torch.device) -> types.SimpleNamespace:
-        model = build_model("padir", text_config)
-        model.load_state_dict(torch.load(Path(path) / "weights.pt"))
-        model.to(device).eval()
-        tokenizer = Tokenizer.load(path)
-        return types.SimpleNamespace(
-            kind="padir", model=model, tokenizer=tokenizer, model_config=text_config
-        )
-
-    fake = types.ModuleType("gmlm.training.checkpoint")
-    fake.load_for_inference = load_for_inference  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "gmlm.training.checkpoint", fake)
-    return folder
-
-
-def test_gmlm_load_gives_a_translator(checkpoint: Path, translators: dict[str, Translator]) -> None:
-    translator = gmlm.load(checkpoint, device="cpu")
-    assert translator.kind == "padir"
-    lines = sentences(3, seed=8)
-    out = translator.translate(lines)
-    assert out == translators["padir"].translate(lines) and all(out)
-
-
-def test_cli_file_round_trip(
-    checkpoint: Path, tmp_path: Path, translators: dict[str, Translator]
-) -> None:
-    lines = ["der Hund läuft.", "", "die Katze springt.", "das ist ein Baum."]
-    source = tmp_path / "in.de"
-    source.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    target = tmp_path / "out" / "hyp.en"
-    args = ["translate", "--checkpoint", str(checkpoint), "--input", str(source)]
-    assert main([*args, "--output", str(target), "--steps", "2", "--seed", "1"]) == 0
-    written = target.read_bytes().decode("utf-8").split("\n")
-    assert written[-1] == "" and len(written) - 1 == len(lines)
-    expected = translators["padir"].translate(lines, steps=2, seed=1)
-    assert written[:-1] == expected
-    assert written[1] == "" and all(expected[i] for i in (0, 2, 3))
-
-
-def write_real_checkpoint(folder: Path, translator: Translator, kind: str) -> Path:
-    from gmlm.training import checkpoint
-    from gmlm.training.config import TrainConfig
-
-    cfg = TrainConfig(kind=kind, model=translator.config)  # type: ignore[arg-type]
+def save_checkpoint(folder: Path, translator: Translator, config: ModelConfig) -> Path:
+    """The translator's model and tokenizer as a real checkpoint folder (the trainer's writer)."""
+    cfg = TrainConfig(kind=translator.kind, model=config)  # type: ignore[arg-type]
     checkpoint.write_checkpoint_dir(
         folder,
         lambda tmp: checkpoint.fill_inference_files(
@@ -297,26 +242,61 @@ def write_real_checkpoint(folder: Path, translator: Translator, kind: str) -> Pa
     return folder
 
 
-@pytest.mark.parametrize("kind", ["ar", "padir"])
-def test_real_checkpoint_round_trip(
-    kind: str, tmp_path: Path, translators: dict[str, Translator]
+@pytest.fixture
+def checkpoint_dir(
+    tmp_path: Path, translators: dict[str, Translator], text_config: ModelConfig
+) -> Path:
+    """The PaDIR translator saved as a checkpoint folder."""
+    return save_checkpoint(tmp_path / "ckpt", translators["padir"], text_config)
+
+
+def test_gmlm_load_gives_a_translator(
+    checkpoint_dir: Path, translators: dict[str, Translator]
 ) -> None:
-    translator = translators[kind]
-    folder = write_real_checkpoint(tmp_path / kind, translator, kind)
+    translator = gmlm.load(checkpoint_dir, device="cpu")
+    assert translator.kind == "padir"
+    original = translators["padir"].model.state_dict()
+    loaded = translator.model.state_dict()
+    assert loaded.keys() == original.keys()
+    assert all(torch.equal(loaded[name], original[name]) for name in original)
+    lines = sentences(3, seed=8)
+    out = translator.translate(lines)
+    assert out == translators["padir"].translate(lines) and all(out)
+
+
+def test_cli_file_round_trip(
+    checkpoint_dir: Path, tmp_path: Path, translators: dict[str, Translator]
+) -> None:
+    lines = ["der Hund läuft.", "", "die Katze springt.", "das ist ein Baum."]
+    source = tmp_path / "in.de"
+    source.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    target = tmp_path / "out" / "hyp.en"
+    args = ["translate", "--checkpoint", str(checkpoint_dir), "--input", str(source)]
+    assert main([*args, "--output", str(target), "--steps", "2", "--seed", "1"]) == 0
+    written = target.read_bytes().decode("utf-8").split("\n")
+    assert written[-1] == "" and len(written) - 1 == len(lines)
+    expected = translators["padir"].translate(lines, steps=2, seed=1)
+    assert written[:-1] == expected
+    assert written[1] == "" and all(expected[i] for i in (0, 2, 3))
+
+
+def test_cli_beam_search_from_an_ar_checkpoint(
+    tmp_path: Path, translators: dict[str, Translator], text_config: ModelConfig
+) -> None:
+    translator = translators["ar"]
+    folder = save_checkpoint(tmp_path / "ar", translator, text_config)
     lines = ["der Hund läuft.", "", "die Katze springt."]
     source = tmp_path / "in.de"
     source.write_text("\n".join(lines) + "\n", encoding="utf-8")
     target = tmp_path / "out.en"
-    flags = ["--beam", "2"] if kind == "ar" else ["--steps", "2"]
     args = ["--checkpoint", str(folder), "--input", str(source), "--output", str(target)]
-    assert main(["translate", *args, *flags, "--device", "cpu"]) == 0
-    settings = {"beam": 2} if kind == "ar" else {"steps": 2}
-    expected = translator.translate(lines, **settings)  # type: ignore[arg-type]
+    assert main(["translate", *args, "--beam", "2", "--device", "cpu"]) == 0
+    expected = translator.translate(lines, beam=2)
     assert target.read_bytes().decode("utf-8") == "".join(f"{line}\n" for line in expected)
 
 
 def test_cli_stdin_to_stdout(
-    checkpoint: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    checkpoint_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     data = "\ufeffder Hund.\n\ndie Katze.".encode()  # BOM, blank line, no final newline
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
@@ -329,7 +309,7 @@ def test_cli_stdin_to_stdout(
 
     monkeypatch.setattr(Translator, "options", spy)
     args = ["--length-offsets=-1,1", "--no-dedup", "--keep-initial-tokens", "--remask", "linear"]
-    assert main(["translate", "--checkpoint", str(checkpoint), *args]) == 0
+    assert main(["translate", "--checkpoint", str(checkpoint_dir), *args]) == 0
     out = capsys.readouterr().out
     assert out.count("\n") == 3 and out.split("\n")[1] == ""
     (options,) = used
@@ -339,13 +319,13 @@ def test_cli_stdin_to_stdout(
 
 
 def test_cli_errors_are_clean(
-    checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    checkpoint_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     bad = tmp_path / "latin1.de"
     bad.write_bytes("der Hund.\nok\nFu\xdfball\n".encode("latin-1"))
     target = tmp_path / "hyp.en"
     target.write_text("previous\n", encoding="utf-8")
-    base = ["translate", "--checkpoint", str(checkpoint), "--output", str(target)]
+    base = ["translate", "--checkpoint", str(checkpoint_dir), "--output", str(target)]
     assert main([*base, "--input", str(bad)]) == 2
     assert f"{bad}:3: invalid UTF-8" in capsys.readouterr().err
     good = tmp_path / "in.de"
@@ -448,10 +428,11 @@ def test_damaged_checkpoints_are_clean_errors(
     damage: Callable[[Path], object],
     message: str,
     translators: dict[str, Translator],
+    text_config: ModelConfig,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    folder = write_real_checkpoint(tmp_path / "ckpt", translators["padir"], "padir")
+    folder = save_checkpoint(tmp_path / "ckpt", translators["padir"], text_config)
     source = tmp_path / "in.de"
     source.write_text("der Hund.\n", encoding="utf-8")
     argv = ["translate", "--checkpoint", str(folder), "--input", str(source), "--device", "cpu"]

@@ -3,11 +3,12 @@ import pytest
 
 from gmlm.errors import GmlmError
 from gmlm.theory.asymptotics import asymptotics, inverse_fisher
-from gmlm.theory.distributions import IsingModel
+from gmlm.theory.distributions import IsingModel, empirical
 from gmlm.theory.estimators import (
     ExponentialFamily,
     MaskingScheme,
     fisher_information,
+    fit,
     fit_samples,
     pl_statistics,
 )
@@ -118,6 +119,21 @@ def test_fit_recovers_parameters_from_large_samples(masks_per_sample):
     # P(chi2_6 > 40) < 1e-6.
     diff = fit.theta - model.theta
     assert n * diff @ np.linalg.solve(gamma, diff) < 40.0
+
+
+@pytest.mark.parametrize("seed", [17, 56])
+def test_fit_converges_when_the_loss_change_is_below_rounding(seed):
+    # Samples on which Newton once stalled at max |gradient| ~ 2e-9 for all 100 iterations:
+    # there the Armijo test compared loss changes of 1e-16, i.e. rounding, and refused the
+    # full Newton step that brings the gradient to 1e-15 (figure 2 lost such fits as failed).
+    model = IsingModel.clique(4, 4, 0.3, 0.0)
+    family = ExponentialFamily.ising(4)
+    data = empirical(family.space, model.distribution.sample(8000, np.random.default_rng(seed)))
+    result = fit(family, MaskingScheme.mle(4), data)
+    assert result.converged and result.grad_norm <= 1e-9 and result.iterations < 20
+    # The MLE of an exponential family matches the moments of the data.
+    fitted = np.exp(family.log_probs(result.theta))
+    np.testing.assert_allclose(fitted @ family.features, data @ family.features, atol=1e-9)
 
 
 def test_fit_reports_non_convergence_when_no_minimiser_exists():

@@ -70,34 +70,3 @@ def test_cli_clean_errors(tmp_path, capsys):
     assert main(["theory", "figure3", "--ks", "0,2", "--out", str(tmp_path)]) == 2
     assert "every k must lie in 1..N" in capsys.readouterr().err
     assert main(["theory", "figure1", "--reps", "0", "--out", str(tmp_path)]) == 2
-
-
-def test_cli_figures_write_outputs(tmp_path, capsys):
-    assert (
-        main(["theory", "figure1", "--sizes", "200,2000", "--reps", "2", "--out", str(tmp_path)])
-        == 0
-    )
-    assert (
-        main(
-            [
-                "theory",
-                "figure3",
-                "--couplings",
-                "1,3",
-                "--ks",
-                "2,4",
-                "--reps",
-                "2",
-                "--budget",
-                "50",
-                "--out",
-                str(tmp_path),
-            ]
-        )
-        == 0
-    )
-    for name in ("figure1", "figure3"):
-        for ext in ("png", "csv", "json"):
-            assert (tmp_path / f"{name}.{ext}").stat().st_size > 0
-    settings = json.loads((tmp_path / "figure3.json").read_text())["settings"]
-    assert settings["budget"] == 50 and settings["repetitions"] == 2

@@ -22,8 +22,8 @@ from gmlm.errors import GmlmError
 from gmlm.training import checkpoint as ckpt
 from gmlm.training.config import OptimConfig, load_train_config
 from gmlm.training.optim import lr_at
-from gmlm.training.throughput import ThroughputReport, precision_verdict
-from gmlm.training.trainer import Trainer
+from gmlm.training.throughput import ThroughputReport, measure_throughput, precision_verdict
+from gmlm.training.trainer import LossModule, Trainer
 from gmlm.training.validation import validation_pairs
 from tests.data.datahelpers import make_pairs, tiny_config, write_lines
 
@@ -351,10 +351,12 @@ def test_throughput_command_reports_both_precisions(word_task_data, capsys):
     assert code == 0
     printed = capsys.readouterr().out.strip().splitlines()
     report = json.loads(printed[-1])
-    assert set(report["tokens_per_s"]) == {"fp32", "bf16"}
-    assert report["settings"]["threads"] == 1 and report["speedup_median"] > 0
-    assert report["settings"]["auto_precision"] == "fp32"  # on every CPU
-    assert report["settings"]["cpu"] == cpu_model()
+    assert set(report["tokens_per_s"]) == set(report["rates"]) == {"fp32", "bf16"}
+    assert all(len(rates) == 1 for rates in report["rates"].values())
+    settings = report["settings"]
+    assert (settings["threads"], settings["timed_steps"], settings["warmup_steps"]) == (1, 1, 1)
+    assert settings["auto_precision"] == "fp32"  # on every CPU
+    assert settings["cpu"] == cpu_model()
     assert printed[-2] == precision_verdict(ThroughputReport(**report_fields(report)))
 
 
@@ -385,6 +387,36 @@ def test_precision_verdict_measures_rather_than_assumes(speedup, device, auto, e
     settings = {"device": device, "cpu": "EPYC", "auto_precision": auto}
     verdict = precision_verdict(ThroughputReport(settings, {}, speedup, {}))
     assert verdict == f"bf16 autocast trained at {speedup:.2f}x the fp32 rate {end}"
+
+
+def test_throughput_statistics_follow_from_known_step_times(word_task_data, monkeypatch):
+    # A fake clock that moves only inside the loss forward, by these seconds per call: the
+    # first call of each precision is the warm-up; dyadic values keep every sum exact.
+    seconds = {"fp32": [8.0, 0.5, 0.25, 0.75], "bf16": [0.0625, 0.25, 0.5, 0.125]}
+    tokens: dict[str, list[int]] = {"fp32": [], "bf16": []}
+    now = [0.0]
+    forward = LossModule.forward
+
+    def timed(module, src, tgt, generator):  # type: ignore[no-untyped-def]
+        out = forward(module, src, tgt, generator)
+        name = "bf16" if torch.is_autocast_enabled("cpu") else "fp32"
+        now[0] += seconds[name][len(tokens[name])]
+        tokens[name].append(int((tgt != module.cfg.model.pad_id).sum()))
+        return out
+
+    monkeypatch.setattr(LossModule, "forward", timed)
+    cfg = load_train_config("tiny-ar", [f"data={word_task_data}", "threads=1", "device=cpu"])
+    report = measure_throughput(cfg, steps=3, warmup=1, clock=lambda: now[0])
+    assert tokens["fp32"] == tokens["bf16"] and len(tokens["fp32"]) == 4  # the same batches
+    timed_tokens = tokens["fp32"][1:]
+    for name in ("fp32", "bf16"):
+        expected = [t / s for t, s in zip(timed_tokens, seconds[name][1:], strict=True)]
+        assert report.rates[name] == expected
+        assert report.tokens_per_s[name] == sorted(expected)[1]
+    # Per pair, bf16 rate / fp32 rate = fp32 seconds / bf16 seconds: 2, 0.5 and 6; the
+    # warm-up pair (128) would move the median to 4.
+    assert report.speedup_median == 2.0
+    assert report.settings["mean_batch_target_tokens"] == sum(timed_tokens) / 3
 
 
 def test_export_bf16_halves_the_size_and_translates(word_task_data, tmp_path):

@@ -73,6 +73,7 @@ FAIRNESS = (
 )
 
 Log = Callable[[str], None]
+Clock = Callable[[], float]
 
 
 @dataclass(frozen=True)
@@ -107,11 +108,13 @@ def percentiles(values: Sequence[float]) -> dict[str, float]:
     }
 
 
-def _load(path: str | Path, role: str, kind: str, device: str) -> tuple[Translator, float]:
+def _load(
+    path: str | Path, role: str, kind: str, device: str, clock: Clock
+) -> tuple[Translator, float]:
     flag = f"--{role}"
-    start = time.perf_counter()
+    start = clock()
     translator = load(path, device=device)
-    seconds = time.perf_counter() - start
+    seconds = clock() - start
     if translator.kind != kind:
         expected = "an autoregressive" if kind == "ar" else "a PaDIR"
         raise GmlmError(
@@ -173,6 +176,7 @@ def _latency(
     bf16: bool,
     warmup: int,
     tick: Callable[[], object],
+    clock: Clock,
 ) -> tuple[dict[str, list[float]], dict[str, list[float]], dict[str, int]]:
     """Per-sentence batch-1 seconds, model-only and end-to-end, and output tokens; `tick`
     is called after each sentence. texts[i] is line lines[i] of the split, which keys PaDIR's
@@ -193,15 +197,15 @@ def _latency(
         for i, text in enumerate(texts):
             for system in _rotated(systems, i):
                 source = [ids[system.model][i]]
-                start = time.perf_counter()
+                start = clock()
                 out = system.translator.translate_ids(
                     source, system.options, bf16=bf16, lines=[lines[i]]
                 )
-                model[system.name].append(time.perf_counter() - start)
+                model[system.name].append(clock() - start)
                 tokens[system.name] += len(out[0])
-                start = time.perf_counter()
+                start = clock()
                 _translate_text(system, text, lines[i], bf16)
-                e2e[system.name].append(time.perf_counter() - start)
+                e2e[system.name].append(clock() - start)
             tick()
     finally:
         gc.enable()
@@ -220,6 +224,7 @@ def _throughput(
     batch_size: int,
     bf16: bool,
     tick: Callable[[], object],
+    clock: Clock,
 ) -> dict[str, dict[str, float]]:
     """Sentences/s and output tokens/s of each system over all sentences (ids[role][i] is
     line lines[i]) in batches of `batch_size` (longest sources first), interleaved batch by
@@ -235,7 +240,7 @@ def _throughput(
             rows = order[start_row : start_row + batch_size]
             for system in _rotated(systems, j):
                 batch = [ids[system.model][i] for i in rows]
-                start = time.perf_counter()
+                start = clock()
                 out = system.translator.translate_ids(
                     batch,
                     system.options,
@@ -243,17 +248,18 @@ def _throughput(
                     bf16=bf16,
                     lines=[lines[i] for i in rows],
                 )
-                seconds[system.name] += time.perf_counter() - start
+                seconds[system.name] += clock() - start
                 tokens[system.name] += sum(len(o) for o in out)
             tick()
     finally:
         gc.enable()
+    return {name: _rates(count, tokens[name], seconds[name]) for name in seconds}
+
+
+def _rates(sentences: int, tokens: int, seconds: float) -> dict[str, float]:
     return {
-        name: {
-            "sentences_per_s": round(count / seconds[name], 3),
-            "tokens_per_s": round(tokens[name] / seconds[name], 2),
-        }
-        for name in seconds
+        "sentences_per_s": round(sentences / seconds, 3),
+        "tokens_per_s": round(tokens / seconds, 2),
     }
 
 
@@ -297,11 +303,13 @@ def run_bench(
     json_out: str | Path | None = None,
     progress: bool = False,
     log: Log | None = None,
+    clock: Clock = time.perf_counter,
 ) -> dict[str, Any]:
     """Benchmark every system (see the module docstring) on the first `sentences` usable
     source lines of `split` of the prepared dataset `data`; returns the result dict and, with
     `json_out`, writes it there as JSON (atomically). `progress`: a tqdm bar (stderr);
-    `log` gets a message as each phase starts."""
+    `log` gets a message as each phase starts; `clock` reads the time in seconds (tests pass
+    a fake one to check the statistics against known durations)."""
     say: Log = log or (lambda _msg: None)
     _check_settings(sentences, threads, precisions, batch_sizes, warmup)
     prepared = load_dataset(data)
@@ -318,7 +326,7 @@ def run_bench(
             if path is not None
         ]
         for role, path, kind in roles:
-            translators[role], load_s[role] = _load(path, role, kind, device)
+            translators[role], load_s[role] = _load(path, role, kind, device, clock)
         lines, ids = _inputs(texts, translators, sentences)
         if not lines:
             raise GmlmError(f"{data}: split '{split}' has no sentence every model can take")
@@ -337,20 +345,21 @@ def run_bench(
         for precision in precisions:
             bf16 = precision == "bf16"
             say(f"{precision}: batch-1 latency of {len(systems)} systems on {len(lines)} sentences")
-            model, e2e, out_tokens = _latency(systems, chosen, lines, ids, bf16, warmup, bar.update)
+            model, e2e, out_tokens = _latency(
+                systems, chosen, lines, ids, bf16, warmup, bar.update, clock
+            )
             throughput: dict[int, dict[str, dict[str, float]]] = {}
             for size in batch_sizes:
                 if size == 1:
                     throughput[1] = {
-                        name: {
-                            "sentences_per_s": round(len(times) / sum(times), 3),
-                            "tokens_per_s": round(out_tokens[name] / sum(times), 2),
-                        }
+                        name: _rates(len(times), out_tokens[name], sum(times))
                         for name, times in model.items()
                     }
                 else:
                     say(f"{precision}: throughput at batch size {size}")
-                    throughput[size] = _throughput(systems, lines, ids, size, bf16, bar.update)
+                    throughput[size] = _throughput(
+                        systems, lines, ids, size, bf16, bar.update, clock
+                    )
             for system in systems:
                 results.append(
                     {

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +38,14 @@ class ThroughputReport:
     rates: dict[str, list[float]]
 
 
-def measure_throughput(cfg: TrainConfig, steps: int = 6, warmup: int = 2) -> ThroughputReport:
+def measure_throughput(
+    cfg: TrainConfig,
+    steps: int = 6,
+    warmup: int = 2,
+    clock: Callable[[], float] = time.perf_counter,
+) -> ThroughputReport:
+    """Time `steps` optimizer steps per precision after `warmup` untimed ones; `clock` reads
+    the time in seconds (tests pass a fake one to check the statistics)."""
     data = load_dataset(cfg.data)
     use_vocab_size(cfg, data.tokenizer)
     cfg.validate()
@@ -73,7 +81,7 @@ def measure_throughput(cfg: TrainConfig, steps: int = 6, warmup: int = 2) -> Thr
             module.train()
             if device.type == "cuda":
                 torch.cuda.synchronize()
-            start = time.perf_counter()
+            start = clock()
             with autocast(device, dtype):
                 token_sum, length_sum = module(batch.src, batch.tgt, noise)
             (token_sum / batch.tgt_tokens + length_sum / batch.size).backward()
@@ -82,7 +90,7 @@ def measure_throughput(cfg: TrainConfig, steps: int = 6, warmup: int = 2) -> Thr
             if device.type == "cuda":
                 torch.cuda.synchronize()
             if i >= warmup:
-                rates[name].append(batch.tgt_tokens / (time.perf_counter() - start))
+                rates[name].append(batch.tgt_tokens / (clock() - start))
     pairs = [b / f for f, b in zip(rates["fp32"], rates["bf16"], strict=True)]
     settings = {
         "kind": cfg.kind,
