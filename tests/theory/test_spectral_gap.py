@@ -69,7 +69,9 @@ def test_small_gap_is_refined_through_the_dirichlet_form(scale, gap):
     dense = poincare_constant(k_gibbs(model.distribution, 1), "dense")
     assert result.refined and result.gap == pytest.approx(gap, rel=0.1)
     assert abs(1 - result.lanczos_lambda2 - dense.gap) > 1e-4 * dense.gap
-    np.testing.assert_allclose(result.gap, dense.gap, rtol=1e-10)
+    # A gap of 1e-16 agrees with the dense solver to ~1e-9 relative (the dense side's own
+    # rounding differs with the BLAS thread count and CPU): far inside the 1e-2 of Lanczos alone.
+    np.testing.assert_allclose(result.gap, dense.gap, rtol=1e-8)
 
 
 def test_auto_picks_the_single_site_operator_beyond_the_dense_limit():

@@ -67,7 +67,7 @@ def test_recipe_settings_train_and_the_checkpoint_keeps_the_relative_bias(
     ("override", "message"),
     [
         ("padir.length_weight=-1", "padir.length_weight must be a finite number >= 0"),
-        ("padir.length_weight=.nan", "padir.length_weight must be a finite number"),
+        ("padir.length_weight=.nan", "padir.length_weight=nan: expected a finite number"),
         ("padir.length_label_smoothing=1.0", r"padir.length_label_smoothing must be in \[0, 1\)"),
         ("padir.stage_argmax=best", "is not one of"),
         ("padir.stage_stutter_remask=initial", "is not one of"),
