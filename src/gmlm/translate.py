@@ -65,6 +65,7 @@ PADIR_ONLY = (
     "drop_unchanged_initial",
     "dedup_final",
     "length_weight",
+    "selection",
 )
 # Split after sentence-final or clause-final punctuation (Latin and CJK), keeping it.
 SENTENCE_BREAK = re.compile(r"(?<=[.!?;:。！？；：])\s*")
@@ -148,6 +149,7 @@ class Translator:
         drop_unchanged_initial: bool | None = None,
         dedup_final: bool | None = None,
         length_weight: float | None = None,
+        selection: Literal["sum", "mean", "changed"] | None = None,
     ) -> list[str]:
         """Detokenized translations of raw `sentences` (a list, or any iterable, of str), one
         per sentence, in order.
@@ -185,6 +187,7 @@ class Translator:
             drop_unchanged_initial=drop_unchanged_initial,
             dedup_final=dedup_final,
             length_weight=length_weight,
+            selection=selection,
         )
         if lines is not None and len(lines) != len(texts):
             raise GmlmError(

@@ -115,6 +115,52 @@ def test_length_weight_adds_the_length_log_probability(
     assert all(r.candidate == 0 for r in refinement_finish(run(untrained_padir, src, heavy), heavy))
 
 
+@pytest.mark.parametrize("selection", ["sum", "mean", "changed"])
+def test_selection_rules_score_candidates_as_documented(
+    selection: str, untrained_padir: PadirModel, reversal: tuple[torch.Tensor, torch.Tensor]
+) -> None:
+    src = reversal[0][:4]
+    options = dataclasses.replace(PLAIN, steps=2, length_beam=4, selection=selection)
+    state = run(untrained_padir, src, options)
+    results = refinement_finish(state, options)
+    # A plain loop over each candidate's positions, from the state's own tensors.
+    expected = []
+    for c in range(state.lengths.numel()):
+        n = int(state.lengths[c])
+        lp = [float(x) for x in state.token_log_probs[c, :n]]
+        if selection == "sum":
+            expected.append(sum(lp))
+        elif selection == "mean":
+            expected.append(sum(lp) / n)
+        else:  # content positions (EOS excluded) whose token moved off its initial one
+            tokens, initial = state.tokens[c].tolist(), state.initial[c].tolist()
+            expected.append(sum(lp[i] for i in range(n - 1) if tokens[i] != initial[i]))
+    scores = torch.tensor(expected).view(4, 4)
+    for sentence, result in enumerate(results):
+        assert result.candidate == int(scores[sentence].argmax())
+        assert result.score == pytest.approx(float(scores[sentence].max()), abs=1e-4)
+    with pytest.raises(GmlmError, match="selection='best'"):
+        dataclasses.replace(options, selection="best").validate(CONFIG)  # type: ignore[arg-type]
+
+
+def test_mean_selection_does_not_favour_the_shortest_candidate(
+    untrained_padir: PadirModel, reversal: tuple[torch.Tensor, torch.Tensor]
+) -> None:
+    """The summed log-probability of a longer candidate has more (negative) terms: with equal
+    per-token confidence "sum" picks the shortest length, "mean" does not care."""
+    src = reversal[0][:4]
+    options = dataclasses.replace(PLAIN, steps=2, length_beam=4)
+    state = run(untrained_padir, src, options)
+    per_token = torch.where(state.token_log_probs != 0, -0.5, 0.0)  # same confidence everywhere
+    flat = dataclasses.replace(state, token_log_probs=per_token)
+    lengths = state.lengths.view(4, 4)
+    for sentence, r in enumerate(refinement_finish(flat, options)):
+        assert r.length == int(lengths[sentence].min())
+    mean = dataclasses.replace(options, selection="mean")
+    for r in refinement_finish(flat, mean):
+        assert r.candidate == 0  # all tie at -0.5: the lowest index, the top predicted length
+
+
 @pytest.mark.parametrize("remask", ["none", "constant"])
 @pytest.mark.parametrize("stutter", ["previous", "initial"])
 def test_early_stop_changes_nothing_but_the_cost(

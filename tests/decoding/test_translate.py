@@ -309,12 +309,17 @@ def test_cli_stdin_to_stdout(
 
     monkeypatch.setattr(Translator, "options", spy)
     args = ["--length-offsets=-1,1", "--no-dedup", "--keep-initial-tokens", "--remask", "linear"]
+    args += ["--selection", "mean"]
     assert main(["translate", "--checkpoint", str(checkpoint_dir), *args]) == 0
     out = capsys.readouterr().out
     assert out.count("\n") == 3 and out.split("\n")[1] == ""
     (options,) = used
     assert options == RefinementOptions(
-        length_offsets=(-1, 1), dedup_final=False, drop_unchanged_initial=False, remask="linear"
+        length_offsets=(-1, 1),
+        dedup_final=False,
+        drop_unchanged_initial=False,
+        remask="linear",
+        selection="mean",
     )
 
 

@@ -104,6 +104,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="add this times the length predictor's log-probability to each candidate's "
         "score (default 0: token log-probabilities only, as in the paper)",
     )
+    padir.add_argument(
+        "--selection",
+        choices=("sum", "mean", "changed"),
+        help="how candidates are scored: sum of token log-probabilities (default, the paper), "
+        "their mean, or the sum over tokens changed from the random start (authors' code)",
+    )
     p.set_defaults(func=run)
 
 
@@ -160,6 +166,7 @@ def run(args: argparse.Namespace) -> int:
             drop_unchanged_initial=args.drop_unchanged_initial,
             dedup_final=args.dedup_final,
             length_weight=args.length_weight,
+            selection=args.selection,
         )
     for warning in caught:
         print(f"gmlm: warning: {warning.message}", file=sys.stderr)

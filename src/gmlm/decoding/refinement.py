@@ -46,9 +46,13 @@ changes nothing but the cost. Stopped candidates leave the batch (their rows of 
 and of the cross-attention memory are dropped), so later passes only run the others. The
 linear schedule changes the input by design, so with it every candidate runs all T passes.
 
-Each candidate is scored by the summed log-probability of its last argmax (every position,
-EOS included) under its last pass, divided by the GNMT length penalty of its length (alpha =
-0 by default), and each sentence keeps its best candidate. Candidates of a sentence with
+Each candidate is scored from the log-probabilities of its last argmax under its last pass
+(``selection``): their sum over every position, EOS included (the default, as the paper
+describes it), their mean (which does not favour the shortest of the B lengths), or the
+authors' release's rule, the sum over the content tokens that changed from the random initial
+hypothesis (EOS excluded); the token part is divided by the GNMT length penalty of the length
+(alpha = 0 by default) and ``length_weight`` times the length predictor's log-probability of
+the length is added. Each sentence keeps its best candidate. Candidates of a sentence with
 the same last argmax (same length, same tokens: several random starts that converged) are
 one candidate with the score of the lowest-index one, which wins their tie; so the choice
 never rests on float noise between equal hypotheses. Then tokens still equal to their
@@ -91,6 +95,7 @@ MAX_STEPS = 1000
 
 StutterRemask = Literal["none", "previous", "initial"]
 Remask = Literal["none", "constant", "linear"]
+Selection = Literal["sum", "mean", "changed"]
 
 
 @dataclass(frozen=True)
@@ -105,7 +110,11 @@ class RefinementOptions:
     early_stop: stop a candidate once its next input equals its input (exact, see above).
     stutter_remask: "previous", "initial" or "none".
     drop_unchanged_initial, dedup_final: the two post-processing filters.
-    length_penalty: GNMT alpha for candidate selection, 0 = summed log-probability.
+    selection: the token part of a candidate's score: "sum" of the log-probabilities of its
+        last argmax at every position, EOS included (the paper's description); "mean" of
+        them; "changed": the sum over the content tokens that differ from the candidate's
+        initial hypothesis, EOS excluded (the authors' release).
+    length_penalty: GNMT alpha dividing the token part, 0 = none.
     length_weight: adds this times the length predictor's log-probability of the candidate's
         length to its selection score (0 = the paper's token log-probabilities only).
     remask: "none", "constant" (remask_ratio of the content every pass) or "linear".
@@ -122,6 +131,7 @@ class RefinementOptions:
     stutter_remask: StutterRemask = "previous"
     drop_unchanged_initial: bool = True
     dedup_final: bool = True
+    selection: Selection = "sum"
     length_penalty: float = 0.0
     length_weight: float = 0.0
     remask: Remask = "none"
@@ -153,6 +163,8 @@ class RefinementOptions:
             raise GmlmError(
                 f"stutter_remask={self.stutter_remask!r}: choose none, previous or initial"
             )
+        if self.selection not in ("sum", "mean", "changed"):
+            raise GmlmError(f"selection={self.selection!r}: choose sum, mean or changed")
         if self.remask not in ("none", "constant", "linear"):
             raise GmlmError(f"remask={self.remask!r}: choose none, constant or linear")
         if not 0.0 <= self.remask_ratio < 1.0:
@@ -501,13 +513,26 @@ def merge_identical(scores: Tensor, tokens: Tensor, k: int) -> Tensor:
     return scores.view(-1, k).gather(1, first)
 
 
+def selection_scores(state: RefinementState, options: RefinementOptions) -> Tensor:
+    """(C,) the token part of each candidate's selection score (see ``selection``)."""
+    log_probs = state.token_log_probs  # (C, W), 0 at padding
+    if options.selection == "mean":
+        return log_probs.sum(1) / state.lengths
+    if options.selection == "changed":
+        positions = torch.arange(log_probs.shape[1], device=log_probs.device)
+        content = positions < (state.lengths - 1).unsqueeze(1)
+        changed = content & (state.tokens != state.initial)
+        return (log_probs * changed).sum(1)
+    return log_probs.sum(1)
+
+
 def refinement_finish(state: RefinementState, options: RefinementOptions) -> list[Refined]:
     """Score every candidate, keep each sentence's best and post-process it (call once no
     candidate is active)."""
     lengths = state.lengths
     keep = output_mask(state.tokens, state.initial, lengths, options)
     log_prob = state.token_log_probs.sum(1)
-    scores = log_prob / length_penalty(lengths, options.length_penalty)
+    scores = selection_scores(state, options) / length_penalty(lengths, options.length_penalty)
     if options.length_weight:
         scores = scores + options.length_weight * state.length_log_probs
     per_sentence = merge_identical(scores, state.tokens, state.candidates)
