@@ -53,8 +53,8 @@ from gmlm.bench.environment import bf16_by_default, cpu_model
 from gmlm.config import load_saved_config
 from gmlm.data.binarized import CONFIG, MANIFEST, PreparedDataset, load_dataset
 from gmlm.data.cleaning import normalize
-from gmlm.data.corpora import Corpus, ParallelText
 from gmlm.data.lengths import encode_inputs
+from gmlm.data.parallel import Corpus, ParallelText
 from gmlm.data.prepare import DataConfig, prepare_dataset
 from gmlm.errors import GmlmError
 from gmlm.io import atomic_open, atomic_write_json, make_dirs

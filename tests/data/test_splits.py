@@ -1,4 +1,5 @@
-from gmlm.data.corpora import Corpus, ParallelText, carve_splits
+from gmlm.data.corpora import carve_splits
+from gmlm.data.parallel import Corpus, ParallelText
 from gmlm.data.splits import assign_splits
 
 KEYS = [f"{b}:{c}:{v}" for b in range(1, 5) for c in range(1, 30) for v in range(1, 40)]

@@ -21,9 +21,10 @@ from gmlm.data.tokenizer import Tokenizer
 from gmlm.errors import GmlmError
 from gmlm.training import checkpoint as ckpt
 from gmlm.training.config import OptimConfig, load_train_config
+from gmlm.training.objective import LossModule
 from gmlm.training.optim import lr_at
 from gmlm.training.throughput import ThroughputReport, measure_throughput, precision_verdict
-from gmlm.training.trainer import LossModule, Trainer
+from gmlm.training.trainer import Trainer
 from gmlm.training.validation import validation_pairs
 from tests.data.datahelpers import make_pairs, tiny_config, write_lines
 
@@ -240,15 +241,13 @@ def test_run_killed_while_replacing_last_resumes(word_task_data, tmp_path):
 def test_nan_loss_stops_and_keeps_last_checkpoint(word_task_data, tmp_path, monkeypatch):
     train(word_task_data, tmp_path / "r", "ar", "max_steps=10", "valid_every=10")
     before = weights(tmp_path / "r" / "last")
-    from gmlm.training import trainer as trainer_module
-
-    original = trainer_module.LossModule.forward
+    original = LossModule.forward
 
     def poisoned(self, src, tgt, generator):
         token_sum, length_sum = original(self, src, tgt, generator)
         return token_sum * float("nan"), length_sum
 
-    monkeypatch.setattr(trainer_module.LossModule, "forward", poisoned)
+    monkeypatch.setattr(LossModule, "forward", poisoned)
     with pytest.raises(GmlmError, match=r"non-finite loss at step 11 .*lines \["):
         train(word_task_data, tmp_path / "r", "ar", "max_steps=20", "valid_every=10")
     after = weights(tmp_path / "r" / "last")
@@ -545,7 +544,7 @@ def test_precision_auto_is_fp32_on_every_cpu(precision, expected):
     """auto depends on the device type only (never on CPU flags), so a run means the same on
     every CPU; bf16 on a CPU is taken only when asked for."""
     from gmlm.training.config import TrainConfig
-    from gmlm.training.trainer import resolve_precision
+    from gmlm.training.precision import resolve_precision
 
     cpu = torch.device("cpu")
     assert resolve_precision(TrainConfig(precision=precision), cpu) is expected

@@ -17,8 +17,9 @@ Command line: `gmlm data prepare`, `gmlm data stats`, `gmlm data bench`.
 from gmlm.data.batching import Batch, BatchIterator
 from gmlm.data.binarized import PreparedDataset, TranslationDataset, load_dataset
 from gmlm.data.cleaning import normalize
-from gmlm.data.corpora import Corpus, ParallelText, read_corpus
+from gmlm.data.corpora import read_corpus
 from gmlm.data.lengths import EncodedInputs, OverLengthError, encode_inputs
+from gmlm.data.parallel import Corpus, ParallelText
 from gmlm.data.prepare import DataConfig, FilterConfig, TokenizerConfig, prepare_dataset
 from gmlm.data.tokenizer import Tokenizer
 

@@ -28,7 +28,7 @@ import zipfile
 from pathlib import Path
 
 from gmlm.data.cache import cache_dir
-from gmlm.data.corpora import ParallelText
+from gmlm.data.parallel import ParallelText
 from gmlm.errors import GmlmError
 from gmlm.io import atomic_write_text
 

@@ -20,9 +20,13 @@ the training data by hashing the source sentence (see `gmlm.data.splits`).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
+from gmlm.data.bible import read_bible, redistribution_note
+from gmlm.data.hf import read_hf
+from gmlm.data.parallel import PAIR_PATTERN, Corpus, ParallelText, parse_pair
 from gmlm.data.splits import SPLITS, assign_splits
 from gmlm.data.textfiles import read_jsonl, read_parallel_files, read_tsv
 from gmlm.errors import GmlmError
@@ -32,48 +36,7 @@ SPEC_HELP = (
     "files:SRC,TGT, tsv:FILE, jsonl:FILE[:SKEY,TKEY], hf:NAME:PAIR[:CONFIG]"
 )
 SPLIT_SPEC_KINDS: tuple[str, ...] = ("files", "tsv", "jsonl")
-_PAIR_TEXT = r"([a-z]{2,3})-([a-z]{2,3})"
-_PAIR = re.compile(f"^{_PAIR_TEXT}$")
 _LANG_SUFFIX = re.compile(r"^[a-z]{2,3}$")
-
-
-@dataclass
-class ParallelText:
-    """Aligned sentences: `src[i]` translates to `tgt[i]`.
-
-    `keys` are stable ids used to carve splits (Bible verse ids); None means the source text.
-    """
-
-    src: list[str]
-    tgt: list[str]
-    keys: list[str] | None = None
-
-    def __post_init__(self) -> None:
-        if len(self.src) != len(self.tgt):
-            raise ValueError("src and tgt must have the same length")
-        if self.keys is not None and len(self.keys) != len(self.src):
-            raise ValueError("keys must have one entry per pair")
-
-    def __len__(self) -> int:
-        return len(self.src)
-
-    def select(self, indices: list[int]) -> ParallelText:
-        return ParallelText(
-            [self.src[i] for i in indices],
-            [self.tgt[i] for i in indices],
-            None if self.keys is None else [self.keys[i] for i in indices],
-        )
-
-
-@dataclass
-class Corpus:
-    """Raw parallel text by split ("train", and optionally "valid" and "test")."""
-
-    name: str
-    splits: dict[str, ParallelText]
-    src_lang: str | None = None
-    tgt_lang: str | None = None
-    notes: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -85,16 +48,9 @@ class CorpusSpec:
 def parse_spec(text: str) -> CorpusSpec:
     kind, sep, arg = text.partition(":")
     kind = kind.strip().lower()
-    if not sep or not arg or kind not in ("bible", "multi30k", "files", "tsv", "jsonl", "hf"):
+    if not sep or not arg or kind not in (*READERS, *SPLIT_SPEC_KINDS):
         raise GmlmError(f"unknown corpus spec '{text}'; expected one of: {SPEC_HELP}")
     return CorpusSpec(kind, arg)
-
-
-def parse_pair(text: str, spec: str) -> tuple[str, str]:
-    match = _PAIR.match(text)
-    if not match:
-        raise GmlmError(f"corpus '{spec}': '{text}' is not a language pair like de-en")
-    return match.group(1), match.group(2)
 
 
 def _split_option(arg: str, pattern: str) -> tuple[str, str | None]:
@@ -162,6 +118,30 @@ def _find(directory: Path, name: str) -> Path:
     )
 
 
+def _read_bible_corpus(arg: str, spec: str) -> Corpus:
+    """`bible:PAIR`: the training split only; valid and test are carved by verse id."""
+    src_lang, tgt_lang = parse_pair(arg, spec)
+    train = read_bible(src_lang, tgt_lang)
+    note = redistribution_note(src_lang, tgt_lang)
+    return Corpus(spec, {"train": train}, src_lang, tgt_lang, [note] if note else [])
+
+
+def _read_multi30k_corpus(arg: str, spec: str) -> Corpus:
+    """`multi30k:DIR[:PAIR]`, de-en unless PAIR says otherwise."""
+    path, pair = _split_option(arg, PAIR_PATTERN)
+    src_lang, tgt_lang = parse_pair(pair, spec) if pair else ("de", "en")
+    return Corpus(spec, read_multi30k(Path(path), src_lang, tgt_lang), src_lang, tgt_lang)
+
+
+READERS: dict[str, Callable[[str, str], Corpus]] = {
+    "bible": _read_bible_corpus,
+    "multi30k": _read_multi30k_corpus,
+    "hf": read_hf,
+}
+"""The corpus kinds that define their own splits: kind -> reader(arg after `kind:`, full spec).
+The other kinds (`SPLIT_SPEC_KINDS`) read one split per spec with `read_split_spec`."""
+
+
 def read_corpus(spec: str, *, valid: str = "", test: str = "") -> Corpus:
     """Read the corpus named by `spec` (and separate valid/test specs, if given)."""
     parsed = parse_spec(spec)
@@ -171,21 +151,9 @@ def read_corpus(spec: str, *, valid: str = "", test: str = "") -> Corpus:
             f"corpus '{spec}' defines its own splits; separate valid/test specs are only for "
             f"{', '.join(SPLIT_SPEC_KINDS)} corpora"
         )
-    if parsed.kind == "bible":
-        from gmlm.data.bible import read_bible, redistribution_note
-
-        src_lang, tgt_lang = parse_pair(parsed.arg, spec)
-        train = read_bible(src_lang, tgt_lang)
-        note = redistribution_note(src_lang, tgt_lang)
-        return Corpus(spec, {"train": train}, src_lang, tgt_lang, [note] if note else [])
-    if parsed.kind == "multi30k":
-        path, pair = _split_option(parsed.arg, _PAIR_TEXT)
-        src_lang, tgt_lang = parse_pair(pair, spec) if pair else ("de", "en")
-        return Corpus(spec, read_multi30k(Path(path), src_lang, tgt_lang), src_lang, tgt_lang)
-    if parsed.kind == "hf":
-        from gmlm.data.hf import read_hf
-
-        return read_hf(parsed.arg, spec)
+    reader = READERS.get(parsed.kind)
+    if reader is not None:
+        return reader(parsed.arg, spec)
     train, src_guess, tgt_guess = read_split_spec(spec)
     splits = {"train": train}
     for name, split_spec in extra.items():

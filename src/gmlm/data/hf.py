@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from gmlm.data.corpora import Corpus, ParallelText, parse_pair
+from gmlm.data.parallel import Corpus, ParallelText, parse_pair
 from gmlm.errors import GmlmError
 
 SPLIT_NAMES: dict[str, str] = {

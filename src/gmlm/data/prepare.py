@@ -51,7 +51,8 @@ from gmlm.data.binarized import (
     write_text,
 )
 from gmlm.data.cleaning import filter_pairs, normalize
-from gmlm.data.corpora import Corpus, ParallelText, carve_splits, parse_spec, read_corpus
+from gmlm.data.corpora import carve_splits, parse_spec, read_corpus
+from gmlm.data.parallel import Corpus, ParallelText
 from gmlm.data.stats import split_stats
 from gmlm.data.tokenizer import MIN_COVERAGE, SPECIAL_IDS, Tokenizer
 from gmlm.errors import GmlmError

@@ -26,8 +26,10 @@ from gmlm.models import build_model
 from gmlm.nn.layers import count_parameters
 from gmlm.training.config import TrainConfig, use_vocab_size
 from gmlm.training.distributed import pick_device
+from gmlm.training.objective import LossModule
 from gmlm.training.optim import build_optimizer
-from gmlm.training.trainer import LossModule, autocast, check_data_fits, resolve_precision
+from gmlm.training.precision import autocast, resolve_precision
+from gmlm.training.trainer import check_data_fits
 
 
 @dataclass

@@ -22,7 +22,6 @@ finished while it is not.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import time
@@ -30,22 +29,19 @@ from collections.abc import Callable, Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from gmlm.bench.environment import bf16_by_default
 from gmlm.config import save_config
 from gmlm.data.batching import Batch, BatchIterator
 from gmlm.data.binarized import PreparedDataset, TranslationDataset, load_dataset
 from gmlm.errors import GmlmError
 from gmlm.io import atomic_open, atomic_write_json
-from gmlm.models import autoregressive_loss, build_model, padir_loss
-from gmlm.models.autoregressive import AutoregressiveModel
-from gmlm.models.padir import PadirModel
+from gmlm.models import build_model
 from gmlm.nn.layers import count_parameters
 from gmlm.training import checkpoint as ckpt
 from gmlm.training.config import TrainConfig, use_vocab_size
@@ -56,52 +52,12 @@ from gmlm.training.distributed import (
     pick_device,
     shutdown,
 )
+from gmlm.training.objective import LossModule, objective
 from gmlm.training.optim import build_optimizer, lr_at, set_lr
+from gmlm.training.precision import autocast, resolve_precision
 from gmlm.training.validation import validate, validation_pairs
 
 Log = Callable[[str], None]
-Loss = TypeVar("Loss", float, Tensor)
-
-
-def objective(token_loss: Loss, length_loss: Loss, cfg: TrainConfig) -> Loss:
-    """What training minimises, from the per-token mean of the token loss and the per-sentence
-    mean of the length loss (0 for AR): token_loss + padir.length_weight * length_loss."""
-    return token_loss + cfg.padir.length_weight * length_loss
-
-
-class LossModule(nn.Module):
-    """Wraps a model so that `forward` returns summed losses (what DDP needs to see)."""
-
-    def __init__(self, model: nn.Module, cfg: TrainConfig) -> None:
-        super().__init__()
-        self.model = model
-        self.cfg = cfg
-
-    def forward(
-        self, src: Tensor, tgt: Tensor, generator: torch.Generator | None
-    ) -> tuple[Tensor, Tensor]:
-        """(summed token loss, summed unweighted length loss) of one micro-batch."""
-        if isinstance(self.model, PadirModel):
-            out = padir_loss(
-                self.model,
-                src,
-                tgt,
-                **dataclasses.asdict(self.cfg.padir),
-                label_smoothing=self.cfg.label_smoothing,
-                generator=generator,
-            )
-        else:
-            assert isinstance(self.model, AutoregressiveModel)
-            out = autoregressive_loss(
-                self.model, src, tgt, label_smoothing=self.cfg.label_smoothing
-            )
-        token_sum = out.token_loss * out.n_tokens
-        length_sum = (
-            out.length_loss * src.shape[0]
-            if out.length_loss is not None
-            else token_sum.new_zeros(())
-        )
-        return token_sum, length_sum
 
 
 @dataclass
@@ -110,28 +66,6 @@ class TrainResult:
     step: int
     best: dict[str, Any] = field(default_factory=dict)
     last_metrics: dict[str, Any] = field(default_factory=dict)
-
-
-def resolve_precision(cfg: TrainConfig, device: torch.device) -> torch.dtype | None:
-    """The autocast dtype, or None for fp32.
-
-    precision=auto is fp32 on every CPU and bf16 on GPUs that support it (see
-    :func:`gmlm.bench.environment.bf16_by_default`); precision=bf16 on a CPU is taken as asked
-    (`gmlm throughput` measures whether it pays on the machine at hand).
-    """
-    if cfg.precision == "fp32":
-        return None
-    if cfg.precision == "auto":
-        return torch.bfloat16 if bf16_by_default(device) else None
-    if device.type == "cuda" and not torch.cuda.is_bf16_supported():
-        raise GmlmError("precision=bf16 requested but this GPU does not support bf16")
-    return torch.bfloat16
-
-
-def autocast(device: torch.device, dtype: torch.dtype | None) -> Any:
-    if dtype is None:
-        return nullcontext()
-    return torch.autocast(device_type=device.type, dtype=dtype)
 
 
 def check_data_fits(cfg: TrainConfig, data: PreparedDataset) -> None:

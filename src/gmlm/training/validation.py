@@ -21,6 +21,8 @@ from gmlm.data.binarized import PreparedDataset, TranslationDataset
 from gmlm.evaluation.bleu import corpus_scores
 from gmlm.models import AutoregressiveModel, PadirModel
 from gmlm.training.config import TrainConfig
+from gmlm.training.objective import LossModule, objective
+from gmlm.training.precision import autocast
 
 VALID_NOISE_SEED = 12345
 
@@ -82,8 +84,6 @@ def validation_loss(
     device: torch.device,
     dtype: torch.dtype | None,
 ) -> dict[str, float]:
-    from gmlm.training.trainer import LossModule, autocast, objective
-
     loss_module = LossModule(model, cfg)
     split = TranslationDataset(data, "valid")
     batches = BatchIterator(split, cfg.max_tokens, shuffle=False, rank=0, world_size=1)

@@ -1,0 +1,62 @@
+"""What training minimises, shared by the trainer, validation and the throughput benchmark.
+
+`LossModule` computes one micro-batch's summed losses (what DDP needs to see) and `objective`
+turns the per-token and per-sentence means into the number training minimises. Both live here,
+below the trainer and the validation, so that neither imports the other.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TypeVar
+
+import torch
+from torch import Tensor, nn
+
+from gmlm.models import autoregressive_loss, padir_loss
+from gmlm.models.autoregressive import AutoregressiveModel
+from gmlm.models.padir import PadirModel
+from gmlm.training.config import TrainConfig
+
+Loss = TypeVar("Loss", float, Tensor)
+
+
+def objective(token_loss: Loss, length_loss: Loss, cfg: TrainConfig) -> Loss:
+    """What training minimises, from the per-token mean of the token loss and the per-sentence
+    mean of the length loss (0 for AR): token_loss + padir.length_weight * length_loss."""
+    return token_loss + cfg.padir.length_weight * length_loss
+
+
+class LossModule(nn.Module):
+    """Wraps a model so that `forward` returns summed losses (what DDP needs to see)."""
+
+    def __init__(self, model: nn.Module, cfg: TrainConfig) -> None:
+        super().__init__()
+        self.model = model
+        self.cfg = cfg
+
+    def forward(
+        self, src: Tensor, tgt: Tensor, generator: torch.Generator | None
+    ) -> tuple[Tensor, Tensor]:
+        """(summed token loss, summed unweighted length loss) of one micro-batch."""
+        if isinstance(self.model, PadirModel):
+            out = padir_loss(
+                self.model,
+                src,
+                tgt,
+                **dataclasses.asdict(self.cfg.padir),
+                label_smoothing=self.cfg.label_smoothing,
+                generator=generator,
+            )
+        else:
+            assert isinstance(self.model, AutoregressiveModel)
+            out = autoregressive_loss(
+                self.model, src, tgt, label_smoothing=self.cfg.label_smoothing
+            )
+        token_sum = out.token_loss * out.n_tokens
+        length_sum = (
+            out.length_loss * src.shape[0]
+            if out.length_loss is not None
+            else token_sum.new_zeros(())
+        )
+        return token_sum, length_sum

@@ -1,0 +1,38 @@
+"""Training precision: which autocast dtype a run uses, and the context that applies it.
+
+Shared by the trainer, validation and the throughput benchmark.
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from typing import Any
+
+import torch
+
+from gmlm.bench.environment import bf16_by_default
+from gmlm.errors import GmlmError
+from gmlm.training.config import TrainConfig
+
+
+def resolve_precision(cfg: TrainConfig, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype, or None for fp32.
+
+    precision=auto is fp32 on every CPU and bf16 on GPUs that support it (see
+    :func:`gmlm.bench.environment.bf16_by_default`); precision=bf16 on a CPU is taken as asked
+    (`gmlm throughput` measures whether it pays on the machine at hand).
+    """
+    if cfg.precision == "fp32":
+        return None
+    if cfg.precision == "auto":
+        return torch.bfloat16 if bf16_by_default(device) else None
+    if device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise GmlmError("precision=bf16 requested but this GPU does not support bf16")
+    return torch.bfloat16
+
+
+def autocast(device: torch.device, dtype: torch.dtype | None) -> Any:
+    """The autocast context for `dtype` on `device`; a no-op context for fp32 (None)."""
+    if dtype is None:
+        return nullcontext()
+    return torch.autocast(device_type=device.type, dtype=dtype)

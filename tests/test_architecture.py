@@ -1,0 +1,81 @@
+"""The package's import structure: imports flow one way (no cycles)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def module_imports(src: Path) -> dict[str, set[str]]:
+    """gmlm module -> the gmlm modules it imports anywhere in its file (late imports too).
+
+    `from gmlm.a import b` counts as importing `gmlm.a.b` when that is a module, else `gmlm.a`;
+    a package is its `__init__`.
+    """
+    paths = {}
+    for path in src.rglob("*.py"):
+        parts = path.relative_to(src).with_suffix("").parts
+        paths[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                for alias in node.names:
+                    full = f"{node.module}.{alias.name}"
+                    deps.add(full if full in paths else node.module)
+            elif isinstance(node, ast.Import):
+                deps.update(alias.name for alias in node.names)
+        graph[name] = {d for d in deps if d in paths and d != name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_cycle_finder_finds_a_cycle_through_a_late_import(tmp_path: Path) -> None:
+    pkg = tmp_path / "gmlm"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from gmlm.b import f\n")
+    (pkg / "b.py").write_text("def f():\n    from gmlm import c\n")
+    (pkg / "c.py").write_text("import gmlm.a\n")
+    (pkg / "d.py").write_text("from gmlm.a import f\n")
+    assert cycles(module_imports(tmp_path)) == [["gmlm.a", "gmlm.b", "gmlm.c"]]
+
+
+def test_no_import_cycles() -> None:
+    """Two modules that need each other share a third (STYLE.md habit 11); a late import that
+    closes a cycle counts too."""
+    assert cycles(module_imports(SRC)) == []
