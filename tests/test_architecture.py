@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -79,3 +82,31 @@ def test_no_import_cycles() -> None:
     """Two modules that need each other share a third (STYLE.md habit 11); a late import that
     closes a cycle counts too."""
     assert cycles(module_imports(SRC)) == []
+
+
+def test_help_does_not_load_torch() -> None:
+    """`gmlm --help` builds every subcommand's parser; none of that may import torch (seconds
+    of start-up). A fresh interpreter, as this process has torch loaded already."""
+    probe = (
+        "import sys\n"
+        "from gmlm.cli.main import build_parser\n"
+        "parser = build_parser()\n"
+        "try:\n"
+        "    parser.parse_args(['--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(sorted(m for m in ('torch', 'gmlm.data.batching') if m in sys.modules))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True
+    )
+    assert "usage: gmlm" in done.stdout
+    assert done.stdout.splitlines()[-1] == "[]"
+
+
+def test_lazy_data_package_exports_every_name() -> None:
+    import gmlm.data
+
+    for name in gmlm.data.__all__:
+        assert getattr(gmlm.data, name).__module__.startswith("gmlm.data."), name

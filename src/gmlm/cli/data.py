@@ -6,13 +6,15 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gmlm.config import deep_update, load_config, merge, parse_override
-from gmlm.data.bench import format_report, run_benchmark
-from gmlm.data.binarized import load_dataset
-from gmlm.data.prepare import DataConfig, prepare_dataset
-from gmlm.data.stats import format_stats
+
+if TYPE_CHECKING:
+    from gmlm.data.prepare import DataConfig
+
+# The gmlm.data modules are imported in the run functions: the batching and the benchmark load
+# torch, and `gmlm --help` builds this parser without loading it.
 
 CORPUS_HELP = """\
 corpus specs:
@@ -106,6 +108,8 @@ def _add_config_args(parser: argparse.ArgumentParser) -> None:
 
 def _config(args: argparse.Namespace) -> DataConfig:
     """Defaults < --config file < flags < KEY=VALUE overrides."""
+    from gmlm.data.prepare import DataConfig
+
     cfg = load_config(DataConfig, args.config)
     flags: dict[str, Any] = {
         key: value
@@ -132,6 +136,10 @@ def _config(args: argparse.Namespace) -> DataConfig:
 
 
 def run_prepare(args: argparse.Namespace) -> int:
+    from gmlm.data.binarized import load_dataset
+    from gmlm.data.prepare import prepare_dataset
+    from gmlm.data.stats import format_stats
+
     cfg = _config(args)
 
     def say(message: str) -> None:
@@ -143,12 +151,17 @@ def run_prepare(args: argparse.Namespace) -> int:
 
 
 def run_stats(args: argparse.Namespace) -> int:
+    from gmlm.data.binarized import load_dataset
+    from gmlm.data.stats import format_stats
+
     stats = load_dataset(args.dir).stats()
     print(json.dumps(stats, indent=2) if args.json else format_stats(stats))
     return 0
 
 
 def run_bench(args: argparse.Namespace) -> int:
+    from gmlm.data.bench import format_report, run_benchmark
+
     cfg = _config(args) if args.corpus or args.config else None
     report = run_benchmark(
         dataset_dir=args.dir,

@@ -5,10 +5,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import torch
-
-from gmlm.training.checkpoint import MODEL_FILE, export_checkpoint
-
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -27,6 +23,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from gmlm.training.checkpoint import MODEL_FILE, export_checkpoint
+
     dtype = torch.bfloat16 if args.dtype == "bf16" else None
     out = export_checkpoint(args.checkpoint, args.out, dtype)
     size = (out / MODEL_FILE).stat().st_size

@@ -6,8 +6,6 @@ import argparse
 import json
 from dataclasses import asdict
 
-from gmlm.training.config import load_train_config
-
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -25,6 +23,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from gmlm.training.config import load_train_config
     from gmlm.training.throughput import measure_throughput, precision_verdict
 
     cfg = load_train_config(args.config, args.overrides)

@@ -7,7 +7,6 @@ import argparse
 import yaml
 
 from gmlm.config import list_presets, to_dict
-from gmlm.training.config import load_train_config
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -38,6 +37,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from gmlm.training.config import load_train_config
     from gmlm.training.trainer import Trainer
 
     cfg = load_train_config(args.config, args.overrides)

@@ -12,16 +12,46 @@ Typical use (library)::
         batch.src, batch.tgt                                  # (B, S), (B, T) int64, EOS added
 
 Command line: `gmlm data prepare`, `gmlm data stats`, `gmlm data bench`.
+
+The names below are imported on first use (PEP 562), so that importing a light submodule such
+as `gmlm.data.textfiles` (what `gmlm --help` does) does not load torch with the batching code.
 """
 
-from gmlm.data.batching import Batch, BatchIterator
-from gmlm.data.binarized import PreparedDataset, TranslationDataset, load_dataset
-from gmlm.data.cleaning import normalize
-from gmlm.data.corpora import read_corpus
-from gmlm.data.lengths import EncodedInputs, OverLengthError, encode_inputs
-from gmlm.data.parallel import Corpus, ParallelText
-from gmlm.data.prepare import DataConfig, FilterConfig, TokenizerConfig, prepare_dataset
-from gmlm.data.tokenizer import Tokenizer
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gmlm.data.batching import Batch, BatchIterator
+    from gmlm.data.binarized import PreparedDataset, TranslationDataset, load_dataset
+    from gmlm.data.cleaning import normalize
+    from gmlm.data.corpora import read_corpus
+    from gmlm.data.lengths import EncodedInputs, OverLengthError, encode_inputs
+    from gmlm.data.parallel import Corpus, ParallelText
+    from gmlm.data.prepare import DataConfig, FilterConfig, TokenizerConfig, prepare_dataset
+    from gmlm.data.tokenizer import Tokenizer
+
+# Every name of __all__ and the module that defines it.
+_HOMES: dict[str, str] = {
+    "Batch": "gmlm.data.batching",
+    "BatchIterator": "gmlm.data.batching",
+    "Corpus": "gmlm.data.parallel",
+    "DataConfig": "gmlm.data.prepare",
+    "EncodedInputs": "gmlm.data.lengths",
+    "FilterConfig": "gmlm.data.prepare",
+    "OverLengthError": "gmlm.data.lengths",
+    "ParallelText": "gmlm.data.parallel",
+    "PreparedDataset": "gmlm.data.binarized",
+    "Tokenizer": "gmlm.data.tokenizer",
+    "TokenizerConfig": "gmlm.data.prepare",
+    "TranslationDataset": "gmlm.data.binarized",
+    "encode_inputs": "gmlm.data.lengths",
+    "load_dataset": "gmlm.data.binarized",
+    "normalize": "gmlm.data.cleaning",
+    "prepare_dataset": "gmlm.data.prepare",
+    "read_corpus": "gmlm.data.corpora",
+}
 
 __all__ = [
     "Batch",
@@ -42,3 +72,11 @@ __all__ = [
     "prepare_dataset",
     "read_corpus",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module 'gmlm.data' has no attribute '{name}'")
+    value = getattr(importlib.import_module(_HOMES[name]), name)
+    globals()[name] = value
+    return value
