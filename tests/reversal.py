@@ -8,9 +8,11 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from gmlm.nn import tiny
+from gmlm.nn import preset
 
-CONFIG = tiny(vocab_size=20)
+# 32 positions, not the preset's 64: the decoding tests clamp candidate lengths at 32 and
+# reject length_beam=33.
+CONFIG = preset("tiny", vocab_size=20, max_source_len=32, max_target_len=32)
 PAD, EOS = CONFIG.pad_id, CONFIG.eos_id
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from gmlm.data.binarized import load_dataset
 from gmlm.models import build_model
-from gmlm.nn import tiny
+from gmlm.nn import preset
 from gmlm.training import checkpoint
 from gmlm.training.config import TrainConfig
 
@@ -18,7 +18,7 @@ from gmlm.training.config import TrainConfig
 @pytest.fixture(scope="session")
 def ar_checkpoint(word_task_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     tokenizer = load_dataset(word_task_data).tokenizer
-    cfg = TrainConfig(kind="ar", model=tiny(vocab_size=tokenizer.vocab_size))
+    cfg = TrainConfig(kind="ar", model=preset("tiny", vocab_size=tokenizer.vocab_size))
     model = build_model("ar", cfg.model)
     folder = tmp_path_factory.mktemp("analysis") / "ar"
     checkpoint.write_checkpoint_dir(

@@ -15,7 +15,7 @@ from gmlm.models import (
     autoregressive_loss,
     padir_loss,
 )
-from gmlm.nn import ModelConfig, tiny
+from gmlm.nn import ModelConfig, preset
 from tests.reversal import CONFIG, EOS, PAD, one_thread, reversal_pairs  # noqa: F401
 
 
@@ -83,6 +83,10 @@ def tokenizer() -> Tokenizer:
 def text_config(tokenizer: Tokenizer) -> ModelConfig:
     # Untied embeddings: a tied untrained model copies its input, and its PaDIR outputs are
     # then all dropped as unchanged initial tokens, which would make empty outputs pass.
-    return tiny(
-        vocab_size=tokenizer.vocab_size, max_source_len=24, max_target_len=24, tie_embeddings=False
+    return preset(
+        "tiny",
+        vocab_size=tokenizer.vocab_size,
+        max_source_len=24,
+        max_target_len=24,
+        tie_embeddings=False,
     )

@@ -18,7 +18,7 @@ from gmlm.decoding.autoregressive import (
 from gmlm.decoding.scores import length_penalty
 from gmlm.errors import GmlmError
 from gmlm.models import AutoregressiveModel
-from gmlm.nn import tiny
+from gmlm.nn import preset
 from tests.decoding.conftest import CONFIG, EOS, PAD
 
 
@@ -193,7 +193,7 @@ def test_invalid_options_are_clear_errors(untrained_ar: AutoregressiveModel) -> 
 # --- beam search against brute-force enumeration -------------------------------------------
 
 # Three ordinary tokens: every output of up to 4 tokens (EOS counted) can be enumerated.
-SMALL = tiny(vocab_size=CONFIG.n_special + 3, tie_embeddings=False)
+SMALL = preset("tiny", vocab_size=CONFIG.n_special + 3, tie_embeddings=False)
 ORDINARY = list(range(SMALL.n_special, SMALL.vocab_size))
 
 

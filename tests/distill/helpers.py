@@ -8,7 +8,7 @@ import torch
 
 from gmlm.data.tokenizer import Tokenizer
 from gmlm.models import build_model
-from gmlm.nn import tiny
+from gmlm.nn import preset
 from gmlm.training import checkpoint
 from gmlm.training.config import TrainConfig
 
@@ -20,7 +20,8 @@ def write_checkpoint(
 
     Untied embeddings: an untied untrained model does not just copy its input, so its
     outputs differ from sentence to sentence."""
-    config = tiny(
+    config = preset(
+        "tiny",
         vocab_size=tokenizer.vocab_size,
         max_source_len=64,
         max_target_len=64,

@@ -1,9 +1,9 @@
 import torch
 
 from gmlm.models import AutoregressiveModel, teacher_forcing_input
-from gmlm.nn import tiny
+from gmlm.nn import preset
 
-CONFIG = tiny(vocab_size=40)
+CONFIG = preset("tiny", vocab_size=40)
 EOS, PAD, BOS = CONFIG.eos_id, CONFIG.pad_id, CONFIG.bos_id
 
 

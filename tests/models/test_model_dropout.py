@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from gmlm.models import ModelKind, build_model, teacher_forcing_input
-from gmlm.nn import tiny
+from gmlm.nn import preset
 
-CONFIG = tiny(vocab_size=40)  # residual dropout 0 too, so only the rate under test acts
+CONFIG = preset("tiny", vocab_size=40)  # residual dropout 0 too, so only the rate under test acts
 EOS, PAD = CONFIG.eos_id, CONFIG.pad_id
 SRC = torch.tensor([[7, 8, 9, 10, EOS], [11, 12, EOS, PAD, PAD]])
 TGT = torch.tensor([[20, 21, 22, EOS], [23, EOS, PAD, PAD]])
@@ -24,7 +24,7 @@ def logits(model: torch.nn.Module, kind: ModelKind) -> torch.Tensor:
 def test_dropout_rate_acts_in_training_only(kind: ModelKind, setting: str) -> None:
     torch.manual_seed(0)
     plain = build_model(kind, CONFIG)
-    noisy = build_model(kind, tiny(vocab_size=40, **{setting: 0.3}))
+    noisy = build_model(kind, preset("tiny", vocab_size=40, **{setting: 0.3}))
     noisy.load_state_dict(plain.state_dict())
     with torch.no_grad():
         reference = logits(plain.eval(), kind)

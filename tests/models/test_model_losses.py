@@ -18,10 +18,10 @@ from gmlm.models import (
     teacher_forcing_input,
     token_cross_entropy,
 )
-from gmlm.nn import DecoderOutput, KVCache, tiny
+from gmlm.nn import DecoderOutput, KVCache, preset
 from gmlm.training.config import PadirObjectiveConfig
 
-CONFIG = tiny(vocab_size=40)
+CONFIG = preset("tiny", vocab_size=40)
 EOS, PAD = CONFIG.eos_id, CONFIG.pad_id
 SRC = torch.tensor([[7, 8, 9, 10, EOS], [11, 12, EOS, PAD, PAD]])
 TGT = torch.tensor([[20, 21, 22, EOS], [23, EOS, PAD, PAD]])
@@ -44,7 +44,7 @@ def random_targets(rows: int, width: int, vocab: int, seed: int) -> torch.Tensor
 
 
 def test_noising_keeps_eos_and_padding_and_draws_only_ordinary_tokens() -> None:
-    config = tiny(vocab_size=1000)
+    config = preset("tiny", vocab_size=1000)
     targets = random_targets(2000, 50, 1000, seed=0)
     noised = noise_targets(
         targets, config, keep_rate=0.15, generator=torch.Generator().manual_seed(1)
@@ -109,8 +109,8 @@ def test_length_loss_is_weighted_and_label_smoothed_as_computed_by_hand() -> Non
     )
     noised = noise_targets(TGT, CONFIG, generator=torch.Generator().manual_seed(7))
     logits, length_logits = model(SRC, noised)
-    # Smoothing spreads its mass evenly over all max_target_len = 32 length classes: the
-    # target class gets 1 - 0.2 + 0.2 / 32, every other class 0.2 / 32.
+    # Smoothing spreads its mass evenly over all max_target_len = L length classes: the
+    # target class gets 1 - 0.2 + 0.2 / L, every other class 0.2 / L.
     log_p = length_logits.log_softmax(-1)
     classes = CONFIG.max_target_len
     per_sentence = [

@@ -3,10 +3,10 @@ import torch
 
 from gmlm.errors import GmlmError
 from gmlm.models import PadirModel, initial_hypothesis, padir_loss
-from gmlm.nn import ModelConfig, tiny
+from gmlm.nn import ModelConfig, preset
 from tests.reversal import one_thread, reversal_pairs  # noqa: F401 (autouse fixture)
 
-CONFIG = tiny(vocab_size=40)
+CONFIG = preset("tiny", vocab_size=40)
 EOS, PAD = CONFIG.eos_id, CONFIG.pad_id
 
 
@@ -57,13 +57,13 @@ def test_padding_does_not_change_real_positions() -> None:
 
 @torch.no_grad()
 def test_positional_attention_alone_tells_positions_apart() -> None:
-    config = tiny(vocab_size=40, decoder_positions=False)
+    config = preset("tiny", vocab_size=40, decoder_positions=False)
     hyp = torch.tensor([[20, 21, 20, 21, 20, 21, EOS]])
     src = torch.tensor([[7, 8, EOS]])
     with_attention, _ = make_model(config)(src, hyp)
     # The same token with the same neighbours: only position can separate 0, 2 and 4.
     assert not torch.allclose(with_attention[0, 0], with_attention[0, 2], atol=1e-4)
-    ablated = tiny(vocab_size=40, positional_attention=False)
+    ablated = preset("tiny", vocab_size=40, positional_attention=False)
     assert not torch.allclose(make_model(ablated)(src, hyp)[0], make_model()(src, hyp)[0])
 
 
@@ -121,7 +121,9 @@ def test_initial_hypothesis_layout() -> None:
         initial_hypothesis(torch.tensor([2, 0]), CONFIG)
 
 
-BIASED = tiny(vocab_size=40, relative_bias=True, relative_buckets=8, relative_max_distance=4)
+BIASED = preset(
+    "tiny", vocab_size=40, relative_bias=True, relative_buckets=8, relative_max_distance=4
+)
 
 
 @torch.no_grad()
@@ -136,7 +138,7 @@ def test_relative_bias_enters_self_attention_and_positional_attention() -> None:
         table.weight.copy_(saved)
         assert not torch.allclose(changed, logits, atol=1e-3)
     # Zero tables are no bias at all: the model without it, same other weights.
-    plain = PadirModel(tiny(vocab_size=40)).eval()
+    plain = PadirModel(preset("tiny", vocab_size=40)).eval()
     plain.load_state_dict(model.state_dict(), strict=False)
     model.self_attention_bias.table.weight.zero_()
     model.positional_attention_bias.table.weight.zero_()
@@ -165,7 +167,7 @@ def test_padir_with_relative_bias_instead_of_absolute_decoder_positions_learns()
     # The authors' decoder: positions enter through positional attention and the relative
     # bias only. Reversal needs positions, so learning it shows the bias trains.
     torch.manual_seed(0)
-    config = tiny(vocab_size=20, relative_bias=True, decoder_positions=False)
+    config = preset("tiny", vocab_size=20, relative_bias=True, decoder_positions=False)
     src, tgt = reversal_pairs()
     model = PadirModel(config)
     optimizer = torch.optim.Adam(model.parameters(), lr=5e-3)

@@ -1,14 +1,16 @@
+import dataclasses
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from gmlm.config import ConfigError, from_dict
+from gmlm.config import ConfigError, from_dict, load_config
 from gmlm.errors import GmlmError
 from gmlm.models import AutoregressiveModel, ModelKind, PadirModel, build_model
-from gmlm.nn import ModelConfig, PositionEmbedding, count_parameters, preset, small, tiny
+from gmlm.nn import ModelConfig, PositionEmbedding, count_parameters, preset
 from gmlm.nn.layers import source_padding_mask
+from gmlm.training.config import TrainConfig
 
 
 def parameters_of(kind: ModelKind, config: ModelConfig) -> int:
@@ -20,7 +22,7 @@ def parameters_of(kind: ModelKind, config: ModelConfig) -> int:
 
 
 def test_small_preset_has_the_intended_size() -> None:
-    config = small(vocab_size=8000)
+    config = preset("small", vocab_size=8000)
     ar, padir = parameters_of("ar", config), parameters_of("padir", config)
     assert 10e6 < ar < padir < 20e6
     # PaDIR adds per-layer positional attention (4 D^2 + 2 D for its LayerNorm) and the
@@ -36,18 +38,21 @@ def test_base_padir_matches_the_paper_size_with_a_32k_vocabulary() -> None:
 
 
 def test_shallow_decoder_variant_and_positional_attention_ablation_are_smaller() -> None:
-    config = tiny(vocab_size=100)
-    assert parameters_of("ar", tiny(vocab_size=100, n_decoder_layers=1)) < parameters_of(
+    config = preset("tiny", vocab_size=100)
+    assert parameters_of("ar", preset("tiny", vocab_size=100, n_decoder_layers=1)) < parameters_of(
         "ar", config
     )
-    ablated = tiny(vocab_size=100, positional_attention=False)
+    ablated = preset("tiny", vocab_size=100, positional_attention=False)
     d = config.d_model
     removed = config.n_decoder_layers * (4 * d * d + 2 * d)
     assert parameters_of("padir", config) - parameters_of("padir", ablated) == removed
 
 
 def test_tied_embeddings_count_once() -> None:
-    tied, untied = tiny(vocab_size=100), tiny(vocab_size=100, tie_embeddings=False)
+    tied, untied = (
+        preset("tiny", vocab_size=100),
+        preset("tiny", vocab_size=100, tie_embeddings=False),
+    )
     difference = parameters_of("ar", untied) - parameters_of("ar", tied)
     assert difference == 2 * 100 * tied.d_model
 
@@ -66,18 +71,18 @@ def test_tied_embeddings_count_once() -> None:
         ({"relative_buckets": 2}, "model.relative_buckets must be even and at least 4"),
         ({"relative_max_distance": 8}, "model.relative_max_distance=8 must exceed"),
         ({"n_decoder_layers": 0}, "n_decoder_layers"),
-        ({"widht": 3}, "unknown model config keys"),
+        ({"widht": 3}, "unknown config key 'model.widht'"),
     ],
 )
 def test_invalid_configs_are_rejected_with_the_field_named(
     overrides: dict[str, object], message: str
 ) -> None:
     with pytest.raises(ConfigError, match=message):
-        tiny(**overrides)
+        preset("tiny", **overrides)
 
 
 def test_unknown_preset_and_config_file_keys_are_rejected() -> None:
-    with pytest.raises(ConfigError, match="tiny, small, base"):
+    with pytest.raises(ConfigError, match="unknown preset 'huge'; available presets: base, "):
         preset("huge")
     with pytest.raises(ConfigError, match="unknown config key"):
         from_dict(ModelConfig, {"d_modle": 3})
@@ -86,21 +91,29 @@ def test_unknown_preset_and_config_file_keys_are_rejected() -> None:
 
 def test_padir_needs_some_decoder_position_information() -> None:
     with pytest.raises(ConfigError, match="no position information"):
-        PadirModel(tiny(vocab_size=50, positional_attention=False, decoder_positions=False))
+        PadirModel(
+            preset("tiny", vocab_size=50, positional_attention=False, decoder_positions=False)
+        )
     # The relative bias alone is a position signal.
     PadirModel(
-        tiny(vocab_size=50, positional_attention=False, decoder_positions=False, relative_bias=True)
+        preset(
+            "tiny",
+            vocab_size=50,
+            positional_attention=False,
+            decoder_positions=False,
+            relative_bias=True,
+        )
     )
 
 
 def test_relative_bias_adds_one_table_per_attention_kind_and_is_padir_only() -> None:
-    config = tiny(vocab_size=50)
-    biased = tiny(vocab_size=50, relative_bias=True, relative_buckets=16)
+    config = preset("tiny", vocab_size=50)
+    biased = preset("tiny", vocab_size=50, relative_bias=True, relative_buckets=16)
     # (buckets x heads) for self-attention and for positional attention, shared by the layers.
     table = 16 * config.n_heads
     assert parameters_of("padir", biased) - parameters_of("padir", config) == 2 * table
-    no_positional = tiny(vocab_size=50, relative_bias=True, positional_attention=False)
-    ablated = tiny(vocab_size=50, positional_attention=False)
+    no_positional = preset("tiny", vocab_size=50, relative_bias=True, positional_attention=False)
+    ablated = preset("tiny", vocab_size=50, positional_attention=False)
     assert parameters_of("padir", no_positional) - parameters_of("padir", ablated) == 32 * 2
     with pytest.raises(ConfigError, match="relative_bias is a PaDIR option"):
         AutoregressiveModel(biased)
@@ -119,7 +132,7 @@ def test_too_long_inputs_and_empty_sources_raise_clear_errors() -> None:
 def test_state_dict_round_trips_through_safetensors(kind: ModelKind, tmp_path: Path) -> None:
     # safetensors refuses tensors shared between keys, so a tied table must appear once.
     torch.manual_seed(0)
-    config = tiny(vocab_size=50)
+    config = preset("tiny", vocab_size=50)
     model = build_model(kind, config)
     save_file(model.state_dict(), tmp_path / "model.safetensors")
     torch.manual_seed(1)
@@ -131,3 +144,11 @@ def test_state_dict_round_trips_through_safetensors(kind: ModelKind, tmp_path: P
     first = expected[0] if isinstance(expected, tuple) else expected
     second = actual[0] if isinstance(actual, tuple) else actual
     torch.testing.assert_close(first, second, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("name", ["tiny", "small", "base"])
+def test_model_presets_are_the_training_presets_model_sections(name: str) -> None:
+    """One source for model sizes: `preset(name)` is what `gmlm train --config NAME-padir`
+    builds (the builders this replaced had drifted: tiny's max_source_len 32 against 64)."""
+    trained = load_config(TrainConfig, f"{name}-padir").model  # vocab_size 0: the tokenizer's
+    assert preset(name) == dataclasses.replace(trained, vocab_size=ModelConfig.vocab_size)

@@ -1,7 +1,7 @@
 """Building blocks shared by the autoregressive baseline and PaDIR."""
 
 from gmlm.nn.attention import KVCache, MultiHeadAttention, attention_mask
-from gmlm.nn.config import ModelConfig, base, preset, small, tiny
+from gmlm.nn.config import ModelConfig, preset
 from gmlm.nn.layers import (
     DecoderOutput,
     Encoder,
@@ -30,12 +30,9 @@ __all__ = [
     "RelativePositionBias",
     "TokenEmbeddings",
     "attention_mask",
-    "base",
     "count_parameters",
     "init_weights",
     "preset",
     "relative_buckets",
-    "small",
     "source_padding_mask",
-    "tiny",
 ]

@@ -1,8 +1,8 @@
 """Model hyper-parameters shared by the autoregressive baseline and PaDIR, plus size presets.
 
-The presets are plain builder functions (`tiny`, `small`, `base`) that return a
-:class:`ModelConfig` with any field overridden by keyword, e.g. the deep-encoder /
-shallow-decoder autoregressive baseline used in speed comparisons is
+The size presets are the `model` sections of the YAML presets (gmlm/configs/tiny.yaml,
+small.yaml, base.yaml); :func:`preset` reads one with any field overridden by keyword, e.g. the
+deep-encoder / shallow-decoder autoregressive baseline used in speed comparisons is
 ``preset("small", n_decoder_layers=1)``. The AR model and PaDIR built from the same config
 differ only by PaDIR's length table and positional-attention weights.
 
@@ -13,12 +13,11 @@ special pieces at the ids named here.
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
-from gmlm.config import ConfigError
+from gmlm.config import ConfigError, deep_update, from_dict, load_preset_dict
 
 
 @dataclass
@@ -134,38 +133,11 @@ class ModelConfig:
             )
 
 
-def tiny(**overrides: Any) -> ModelConfig:
-    """For tests: a few thousand parameters plus the embeddings."""
-    sizes = dict(d_model=32, n_heads=2, n_encoder_layers=2, n_decoder_layers=2, d_ff=64)
-    return _build(dict(sizes, dropout=0.0, max_source_len=32, max_target_len=32), overrides)
-
-
-def small(**overrides: Any) -> ModelConfig:
-    """For Multi30k on a 2-core CPU: about 13M (AR) / 15M (PaDIR) parameters at vocab 8000."""
-    sizes = dict(d_model=256, n_heads=4, n_encoder_layers=6, n_decoder_layers=6, d_ff=1024)
-    return _build(dict(sizes, dropout=0.1, max_source_len=128, max_target_len=128), overrides)
-
-
-def base(**overrides: Any) -> ModelConfig:
-    """The paper's size: 6 + 6 layers, d_model 512, 8 heads, FFN 2048, dropout 0.1."""
-    return _build({}, overrides)
-
-
-PRESETS: dict[str, Callable[..., ModelConfig]] = {"tiny": tiny, "small": small, "base": base}
-
-
-def preset(name: str, **overrides: Any) -> ModelConfig:
-    """The named preset with `overrides` applied, e.g. ``preset("small", n_decoder_layers=1)``."""
-    if name not in PRESETS:
-        raise ConfigError(f"unknown model preset '{name}'; choose one of {', '.join(PRESETS)}")
-    return PRESETS[name](**overrides)
-
-
-def _build(values: dict[str, Any], overrides: dict[str, Any]) -> ModelConfig:
-    known = {f.name for f in dataclasses.fields(ModelConfig)}
-    unknown = sorted(set(overrides) - known)
-    if unknown:
-        raise ConfigError(f"unknown model config keys {unknown}; valid keys: {sorted(known)}")
-    config = ModelConfig(**{**values, **overrides})
+def preset(name: str | Path, **overrides: Any) -> ModelConfig:
+    """The `model` section of a YAML preset (`tiny`, `small`, `base`, `small-padir`, ... in
+    gmlm/configs, or a YAML file), with `overrides` applied: ``preset("small",
+    n_decoder_layers=1)``. The YAML presets are the one place model sizes are written down."""
+    model = load_preset_dict(name).get("model", {})
+    config = from_dict(ModelConfig, deep_update(model, overrides), prefix="model.")
     config.validate()
     return config
