@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -110,3 +111,18 @@ def test_lazy_data_package_exports_every_name() -> None:
 
     for name in gmlm.data.__all__:
         assert getattr(gmlm.data, name).__module__.startswith("gmlm.data."), name
+
+
+def test_cited_documents_are_in_the_repository() -> None:
+    """The code cites docs/*.md of this repository (and the paper), never a document or an
+    issue tracker the reader does not have."""
+    root = SRC.parent
+    texts = {p: p.read_text() for p in SRC.rglob("*") if p.suffix in (".py", ".yaml")}
+    cited = {m for text in texts.values() for m in re.findall(r"\bdocs/[\w.-]+\.md\b", text)}
+    assert cited and all((root / path).is_file() for path in cited), cited
+    stray = [
+        str(p.relative_to(root))
+        for p, text in texts.items()
+        if re.search(r"PADIR_SPEC|\bissue \d+", text)
+    ]
+    assert stray == []

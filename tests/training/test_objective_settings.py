@@ -1,4 +1,4 @@
-"""The PaDIR recipe settings of issue 16 through the trainer: the length weight in the logged
+"""The PaDIR recipe settings through the trainer: the length weight in the logged
 and validated objective, and a checkpoint trained with relative bias that saves and loads it."""
 
 import json

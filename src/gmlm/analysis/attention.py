@@ -23,7 +23,7 @@ final pass remain observable with the default ``stutter_remask="previous"``; ``"
 shows the model without that help. Stutters are token-level (subword pieces), which is
 what the decoder's remasking and dedup act on; `gmlm evaluate` reports the word-level rate.
 
-Metric definitions are in :mod:`gmlm.analysis.metrics`. Paper numbers: PADIR_SPEC section 4
+Metric definitions are in :mod:`gmlm.analysis.metrics`. Paper numbers: docs/DESIGN.md section 4
 quotes only the average-over-heads total variation of Table 5 (0.13 for stutter pairs, 0.23
 for the others); every other paper cell is shown as n/a rather than guessed.
 """
@@ -82,8 +82,8 @@ TITLES = {
     "cross_attention": "Cross-attention (paper Table 5)",
 }
 PAPER: dict[str, Any] = {
-    "source": "PADIR_SPEC.md section 4, quoting Li et al. (ICML 2024) Section 3.4 / Table 5: "
-    "average-over-heads cross-attention TV 0.13 (stutter) vs 0.23 (non-stutter); the spec "
+    "source": "docs/DESIGN.md section 4, quoting Li et al. (ICML 2024) Section 3.4 / Table 5: "
+    "average-over-heads cross-attention TV 0.13 (stutter) vs 0.23 (non-stutter); that document "
     "gives no other cell, so the rest are n/a",
     "finding": "self-attention does not separate stutter pairs; cross-attention does (stutter "
     "pairs attend to the source more similarly)",

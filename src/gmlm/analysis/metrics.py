@@ -17,7 +17,7 @@ and returns one value per pair and head, (P, H). Definitions:
 * self-attention weights between the pair, both directions: ``next`` the weight position i
   gives to i+1, ``prev`` the weight i+1 gives to i;
 * self-attention top-k: "one position is among the other's top-k attended positions"
-  (PADIR_SPEC section 4): i+1 is in the top-k of row i, or i is in the top-k of row i+1.
+  (docs/DESIGN.md section 4): i+1 is in the top-k of row i, or i is in the top-k of row i+1.
 
 Heads are then aggregated per pair (min / avg / max over heads, :func:`over_heads`) and pairs
 per group (mean and standard deviation, :func:`summarize`); a top-k indicator becomes a

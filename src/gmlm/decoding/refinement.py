@@ -1,4 +1,4 @@
-"""PaDIR inference: iterative refinement of whole hypotheses (PADIR_SPEC section 3).
+"""PaDIR inference: iterative refinement of whole hypotheses (docs/DESIGN.md section 3).
 
 Pure ``init`` / ``step`` / ``finish`` functions over a small frozen state, plus a driver::
 
@@ -62,12 +62,12 @@ filtering; we score before it, because otherwise a candidate gains from every po
 model left unchanged, i.e. from the positions it is least sure of (on a small reversal task
 this picked a wrong-length candidate for most sentences).
 
-Defaults follow the paper and PADIR_SPEC section 3: T = 4 passes, 5 lengths, one random
+Defaults follow the paper and docs/DESIGN.md section 3: T = 4 passes, 5 lengths, one random
 start, no offsets, random initial tokens (the model config's choice), stutter remasking from
 the previous iteration's tokens, dropping unchanged initial tokens and final stutter, no
 length normalisation, no Mask-Predict remasking. (In the authors' release, previous-iteration
 tokens are the default replacement, but stutter remasking sits behind a flag that defaults
-to off; we enable it because the spec lists it as part of inference.)
+to off; we enable it because the paper's inference includes it.)
 """
 
 from __future__ import annotations

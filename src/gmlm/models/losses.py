@@ -4,7 +4,7 @@ Targets are right-padded ``y_1 .. y_n EOS pad ..`` (B, T). Token losses are mean
 non-pad target positions of the batch (every position, EOS included, weighs the same).
 
 PaDIR's length loss is a mean over sentences, so its weight against the per-token mean
-decides how hard the length head is pushed (PADIR_SPEC section 1): the authors' code adds it
+decides how hard the length head is pushed (docs/DESIGN.md section 1): the authors' code adds it
 to per-token *sums* over the stages (relative weight about 1 / (stages x target length)),
 fairseq's NAT models weigh it 0.1; ``length_weight=1`` (the default, kept for older runs)
 weighs it about 30 times the authors' on Multi30k.

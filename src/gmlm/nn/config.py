@@ -36,7 +36,7 @@ class ModelConfig:
     position. The table is shared between that input embedding and every layer's positional
     attention.
 
-    Relative bias (PaDIR only, PADIR_SPEC section 1): T5's bucketed bias, a learned scalar per
+    Relative bias (PaDIR only, docs/DESIGN.md section 1): T5's bucketed bias, a learned scalar per
     head and bucket of key - query distance, added to the attention scores of the decoder's
     self-attention and positional attention. Each of the two has its own table, shared by
     every decoder layer: the T5 way (computed once per pass, no per-layer copies), and the
