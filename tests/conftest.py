@@ -1,14 +1,26 @@
-"""Fixtures shared across test folders: a tiny prepared translation dataset and a tiny PaDIR
-run trained on it."""
+"""Fixtures shared across test folders: one torch thread, a tiny prepared translation dataset
+and a tiny PaDIR run trained on it. Helpers (plain functions) live in tests/helpers/."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
 
-from tests.data.datahelpers import make_pairs, tiny_config, write_lines
+from tests.helpers.corpora import make_pairs, tiny_config, write_lines
+
+
+@pytest.fixture
+def one_thread() -> Iterator[None]:
+    """Run the test on one torch thread. Tiny ops are dominated by thread hand-off: one thread
+    is several times faster there, far more on a machine whose other core is busy. Modules opt
+    in with `pytestmark = pytest.mark.usefixtures("one_thread")`."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="session")

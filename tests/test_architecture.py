@@ -12,15 +12,16 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 
-def module_imports(src: Path) -> dict[str, set[str]]:
-    """gmlm module -> the gmlm modules it imports anywhere in its file (late imports too).
+def module_imports(root: Path, package: str) -> dict[str, set[str]]:
+    """Module of `package` (a folder of `root`) -> the modules of `package` it imports anywhere
+    in its file (late imports too).
 
     `from gmlm.a import b` counts as importing `gmlm.a.b` when that is a module, else `gmlm.a`;
     a package is its `__init__`.
     """
     paths = {}
-    for path in src.rglob("*.py"):
-        parts = path.relative_to(src).with_suffix("").parts
+    for path in (root / package).rglob("*.py"):
+        parts = path.relative_to(root).with_suffix("").parts
         paths[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     graph: dict[str, set[str]] = {}
     for name, path in paths.items():
@@ -76,13 +77,13 @@ def test_cycle_finder_finds_a_cycle_through_a_late_import(tmp_path: Path) -> Non
     (pkg / "b.py").write_text("def f():\n    from gmlm import c\n")
     (pkg / "c.py").write_text("import gmlm.a\n")
     (pkg / "d.py").write_text("from gmlm.a import f\n")
-    assert cycles(module_imports(tmp_path)) == [["gmlm.a", "gmlm.b", "gmlm.c"]]
+    assert cycles(module_imports(tmp_path, "gmlm")) == [["gmlm.a", "gmlm.b", "gmlm.c"]]
 
 
 def test_no_import_cycles() -> None:
     """Two modules that need each other share a third (STYLE.md habit 11); a late import that
     closes a cycle counts too."""
-    assert cycles(module_imports(SRC)) == []
+    assert cycles(module_imports(SRC, "gmlm")) == []
 
 
 def test_help_does_not_load_torch() -> None:
@@ -126,3 +127,14 @@ def test_cited_documents_are_in_the_repository() -> None:
         if re.search(r"PADIR_SPEC|\bissue \d+", text)
     ]
     assert stray == []
+
+
+def test_tests_import_shared_code_from_tests_helpers_only() -> None:
+    """Shared test code lives in tests/helpers/; fixtures in conftest.py files are found by
+    pytest, never imported, and test modules do not import each other."""
+    graph = module_imports(SRC.parent, "tests")
+    wrong = {
+        name: sorted(d for d in deps if not d.startswith("tests.helpers"))
+        for name, deps in graph.items()
+    }
+    assert {name: deps for name, deps in wrong.items() if deps} == {}

@@ -21,7 +21,7 @@ from gmlm.data.binarized import load_dataset
 from gmlm.data.lengths import encode_inputs
 from gmlm.decoding import RefinementOptions, refine, sentence_seed
 from gmlm.errors import GmlmError
-from tests.analysis.test_metrics import SELF
+from tests.helpers.attention import SELF
 
 # Cross-attention of the same 4 positions over 3 source tokens, two heads.
 CROSS = torch.tensor(

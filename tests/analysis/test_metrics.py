@@ -18,6 +18,7 @@ from gmlm.analysis.metrics import (
     top_k_overlap,
     total_variation,
 )
+from tests.helpers.attention import SELF
 
 # (left row, right row, TV, cosine distance, top-1 overlap, top-2 overlap)
 GOLDEN = [
@@ -68,17 +69,6 @@ def test_cross_pair_metrics_batch_shapes() -> None:
     torch.testing.assert_close(out["cosine"], torch.tensor([[0.0, 1.0], [1 / 13, 31 / 54]]))
     assert out["top1"].tolist() == [[1.0, 0.0], [0.0, 0.0]]
     assert out["top2"].tolist() == [[1.0, 1.0], [1.0, 1.0]]
-
-
-# One hypothesis of 3 tokens + EOS, two heads; rows are queries, columns keys.
-HEAD0 = [
-    [0.1, 0.6, 0.2, 0.1],
-    [0.5, 0.1, 0.3, 0.1],
-    [0.2, 0.2, 0.2, 0.4],
-    [0.25, 0.25, 0.25, 0.25],
-]
-HEAD1 = torch.eye(4).tolist()
-SELF = torch.tensor([HEAD0, HEAD1])  # (H, N, N)
 
 
 def test_self_pair_metrics_by_hand() -> None:

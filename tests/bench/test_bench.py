@@ -20,7 +20,7 @@ from gmlm.decoding import RefinementOptions
 from gmlm.decoding.autoregressive import SearchOptions
 from gmlm.errors import GmlmError
 from gmlm.translate import Translator
-from tests.distill.helpers import write_checkpoint
+from tests.helpers.checkpoints import write_checkpoint
 
 PADIR_SYSTEMS = [f"padir T={t} B={b}" for t in (1, 2, 4, 10) for b in (1, 5)]
 AR_SYSTEMS = ["ar greedy", "ar beam5"]

@@ -1,4 +1,4 @@
-"""Fixtures shared by the data tests (helpers live in datahelpers.py)."""
+"""Fixtures shared by the data tests (helpers live in tests/helpers/corpora.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.data.datahelpers import make_pairs, tiny_config, write_lines
+from tests.helpers.corpora import make_pairs, tiny_config, write_lines
 
 
 @pytest.fixture

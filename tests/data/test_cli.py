@@ -5,7 +5,7 @@ import pytest
 import yaml
 
 from gmlm.cli.main import main
-from tests.data.datahelpers import make_pairs, write_lines
+from tests.helpers.corpora import make_pairs, write_lines
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import pytest
 from gmlm.data.corpora import parse_spec, read_corpus, read_multi30k
 from gmlm.data.textfiles import read_lines
 from gmlm.errors import GmlmError
-from tests.data.datahelpers import MULTI30K, write_lines
+from tests.helpers.corpora import MULTI30K, write_lines
 
 
 def test_read_lines_plain_gz_bom_and_crlf(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from gmlm.data.corpora import read_corpus
 from gmlm.data.hf import corpus_from_hf, import_datasets
 from gmlm.data.prepare import prepare_dataset
 from gmlm.errors import GmlmError
-from tests.data.datahelpers import make_pairs, tiny_config
+from tests.helpers.corpora import make_pairs, tiny_config
 
 SKIP = "Hugging Face `datasets` is not installed (optional extra: pip install 'gmlm[hf]')"
 

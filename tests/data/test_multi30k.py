@@ -5,7 +5,7 @@ import pytest
 from gmlm.data.batching import BatchIterator
 from gmlm.data.binarized import load_dataset
 from gmlm.data.prepare import DataConfig, prepare_dataset
-from tests.data.datahelpers import MULTI30K
+from tests.helpers.corpora import MULTI30K
 
 pytestmark = pytest.mark.skipif(
     not MULTI30K.is_dir(), reason=f"Multi30k not found at {MULTI30K} (../shared/data/multi30k)"

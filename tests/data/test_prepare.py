@@ -11,7 +11,7 @@ from gmlm.data.cleaning import normalize
 from gmlm.data.prepare import DataConfig, prepare_dataset
 from gmlm.data.tokenizer import Tokenizer
 from gmlm.errors import GmlmError
-from tests.data.datahelpers import make_pairs, tiny_config, write_lines
+from tests.helpers.corpora import make_pairs, tiny_config, write_lines
 
 
 def files_spec(tmp_path: Path, src: list[str], tgt: list[str], name: str = "c") -> str:

@@ -7,7 +7,7 @@ import pytest
 from gmlm.data.cleaning import normalize
 from gmlm.data.tokenizer import Tokenizer
 from gmlm.errors import GmlmError
-from tests.data.datahelpers import make_pairs
+from tests.helpers.corpora import make_pairs
 
 
 @pytest.fixture(scope="module")

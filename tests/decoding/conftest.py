@@ -3,8 +3,6 @@ a reversal task so that they stop at different lengths and converge at different
 
 from __future__ import annotations
 
-import random
-
 import pytest
 import torch
 
@@ -16,7 +14,13 @@ from gmlm.models import (
     padir_loss,
 )
 from gmlm.nn import ModelConfig, preset
-from tests.reversal import CONFIG, EOS, PAD, one_thread, reversal_pairs  # noqa: F401
+from tests.helpers.reversal import CONFIG, reversal_pairs
+from tests.helpers.sentences import sentences
+
+
+@pytest.fixture(autouse=True)
+def _one_thread(one_thread: None) -> None:
+    """Every decoding test runs on one torch thread (tests/conftest.py)."""
 
 
 @pytest.fixture(scope="session")
@@ -62,16 +66,6 @@ def trained_padir(reversal: tuple[torch.Tensor, torch.Tensor]) -> PadirModel:
 def untrained_ar() -> AutoregressiveModel:
     torch.manual_seed(1)
     return AutoregressiveModel(CONFIG).eval()
-
-
-WORDS = ["der", "die", "das", "Hund", "Katze", "läuft", "springt", "über", "einen", "großen"]
-
-
-def sentences(count: int, seed: int = 0) -> list[str]:
-    rng = random.Random(seed)
-    return [
-        " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 9))) + "." for _ in range(count)
-    ]
 
 
 @pytest.fixture(scope="session")

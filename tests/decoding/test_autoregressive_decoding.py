@@ -19,7 +19,7 @@ from gmlm.decoding.scores import length_penalty
 from gmlm.errors import GmlmError
 from gmlm.models import AutoregressiveModel
 from gmlm.nn import preset
-from tests.decoding.conftest import CONFIG, EOS, PAD
+from tests.helpers.reversal import CONFIG, EOS, PAD
 
 
 @torch.no_grad()

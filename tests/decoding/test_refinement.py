@@ -28,7 +28,7 @@ from gmlm.decoding.scores import length_penalty
 from gmlm.errors import GmlmError
 from gmlm.models import PadirModel
 from gmlm.nn.layers import DecoderOutput
-from tests.decoding.conftest import CONFIG, EOS, PAD
+from tests.helpers.reversal import CONFIG, EOS, PAD
 
 PLAIN = RefinementOptions(
     stutter_remask="none", drop_unchanged_initial=False, dedup_final=False, early_stop=False

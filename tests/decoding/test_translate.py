@@ -26,7 +26,7 @@ from gmlm.nn import ModelConfig
 from gmlm.training import checkpoint
 from gmlm.training.config import TrainConfig
 from gmlm.translate import Translator
-from tests.decoding.conftest import WORDS, sentences
+from tests.helpers.sentences import WORDS, sentences
 
 LONG = " ".join(WORDS * 3) + "."  # about 60 tokens; the limit is 24
 

@@ -19,8 +19,8 @@ from gmlm.data.prepare import prepare_dataset
 from gmlm.distill import distill
 from gmlm.errors import GmlmError
 from gmlm.translate import Translator
-from tests.data.datahelpers import make_pairs, tiny_config, write_lines
-from tests.distill.helpers import write_checkpoint
+from tests.helpers.checkpoints import write_checkpoint
+from tests.helpers.corpora import make_pairs, tiny_config, write_lines
 
 BEAM = 3
 SETTINGS: dict[str, Any] = dict(

@@ -10,7 +10,9 @@ from gmlm.models import (
     initial_hypothesis,
     padir_loss,
 )
-from tests.reversal import CONFIG, PAD, one_thread, reversal_pairs  # noqa: F401 (autouse fixture)
+from tests.helpers.reversal import CONFIG, PAD, reversal_pairs
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @torch.no_grad()

@@ -4,7 +4,9 @@ import torch
 from gmlm.errors import GmlmError
 from gmlm.models import PadirModel, initial_hypothesis, padir_loss
 from gmlm.nn import ModelConfig, preset
-from tests.reversal import one_thread, reversal_pairs  # noqa: F401 (autouse fixture)
+from tests.helpers.reversal import reversal_pairs
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 CONFIG = preset("tiny", vocab_size=40)
 EOS, PAD = CONFIG.eos_id, CONFIG.pad_id

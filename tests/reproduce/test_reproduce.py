@@ -13,7 +13,7 @@ from gmlm.evaluation.summary import quality_row
 from gmlm.reproduce.config import STAGES, load_reproduce_config, parse_stages
 from gmlm.reproduce.pipeline import run_reproduce
 from gmlm.reproduce.report import NOTES_MARKER, publish_report
-from tests.data.datahelpers import make_pairs, write_lines
+from tests.helpers.corpora import make_pairs, write_lines
 
 QUICK_THEORY = [
     "theory.verify_max_n=3",

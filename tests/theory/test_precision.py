@@ -27,8 +27,8 @@ from gmlm.theory.chains import k_gibbs, poincare_constant
 from gmlm.theory.distributions import IsingModel
 from gmlm.theory.estimators import ExponentialFamily, MaskingScheme
 from gmlm.theory.verify import CaseResult, VerifyReport, VerifySettings, run_verify
-from tests.theory.mpref import MpIsing, to_mp
-from tests.theory.mpref import generalised_eigenvalues as mp_generalised
+from tests.helpers.mpref import MpIsing, to_mp
+from tests.helpers.mpref import generalised_eigenvalues as mp_generalised
 
 ACCURACY = 1e-9
 

@@ -2,7 +2,7 @@
 loaded with `gmlm.load` and decoded from text: a small check in the default tier (about a
 minute on one thread) and a near-perfect-quality check in the slow tier.
 
-The task is word-for-word translation over a 14-word vocabulary (tests/data/datahelpers.py)
+The task is word-for-word translation over a 14-word vocabulary (tests/helpers/corpora.py)
 without adjacent repeated target words, because PaDIR's post-processing drops adjacent repeats
 (the paper's stutter removal) and would otherwise be penalised on correct output. Training runs
 in fp32 (`precision=fp32`): `auto` would pick bf16 on some CPUs only, and the outcome must not
@@ -29,7 +29,7 @@ from gmlm.data import load_dataset
 from gmlm.evaluation.bleu import corpus_scores
 from gmlm.training.config import load_train_config
 from gmlm.training.trainer import Trainer
-from tests.data.datahelpers import make_pairs, tiny_config, without_adjacent_repeats, write_lines
+from tests.helpers.corpora import make_pairs, tiny_config, without_adjacent_repeats, write_lines
 
 # Settings every run shares: one thread, fp32, no validation pass.
 COMMON = ["precision=fp32", "threads=1", "valid_sentences=0"]

@@ -26,7 +26,7 @@ from gmlm.training.optim import lr_at
 from gmlm.training.throughput import ThroughputReport, measure_throughput, precision_verdict
 from gmlm.training.trainer import Trainer
 from gmlm.training.validation import validation_pairs
-from tests.data.datahelpers import make_pairs, tiny_config, write_lines
+from tests.helpers.corpora import make_pairs, tiny_config, write_lines
 
 FAST = ["valid_sentences=0", "log_every=1", "threads=1"]
 

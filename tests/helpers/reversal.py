@@ -1,11 +1,8 @@
 """The toy task several test folders share: reverse a short word sequence, with a tiny model
-configuration and a fixture that runs the test on one torch thread."""
+configuration. Run such tests on one torch thread (the `one_thread` fixture, tests/conftest.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 import torch
 
 from gmlm.nn import preset
@@ -14,16 +11,6 @@ from gmlm.nn import preset
 # reject length_beam=33.
 CONFIG = preset("tiny", vocab_size=20, max_source_len=32, max_target_len=32)
 PAD, EOS = CONFIG.pad_id, CONFIG.eos_id
-
-
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    """Tiny ops are dominated by thread hand-off: one thread is several times faster here,
-    far more on a machine whose other core is busy. Autouse where imported."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def reversal_pairs(count: int = 8, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
