@@ -31,7 +31,11 @@ from gmlm.nn.layers import DecoderOutput
 from tests.helpers.reversal import CONFIG, EOS, PAD
 
 PLAIN = RefinementOptions(
-    stutter_remask="none", drop_unchanged_initial=False, dedup_final=False, early_stop=False
+    stutter_remask="none",
+    drop_unchanged_initial=False,
+    dedup_final=False,
+    early_stop=False,
+    selection="sum",
 )
 
 

@@ -107,8 +107,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     padir.add_argument(
         "--selection",
         choices=("sum", "mean", "changed"),
-        help="how candidates are scored: sum of token log-probabilities (default, the paper), "
-        "their mean, or the sum over tokens changed from the random start (authors' code)",
+        help="how candidates are scored: mean token log-probability (default, chosen on "
+        "validation data), their sum (the paper), or the sum over tokens changed from the "
+        "random start (the authors' code)",
     )
     p.set_defaults(func=run)
 
