@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from gmlm.data.corpora import parse_spec, read_corpus, read_multi30k
+from gmlm.data.corpora import multi30k_test_missing, parse_spec, read_corpus, read_multi30k
 from gmlm.data.textfiles import read_lines
 from gmlm.errors import GmlmError
 from tests.helpers.corpora import MULTI30K, write_lines
@@ -130,8 +130,27 @@ def test_tsv_and_jsonl_errors_name_the_line(tmp_path: Path) -> None:
 
 
 def test_multi30k_missing_files(tmp_path: Path) -> None:
-    with pytest.raises(GmlmError, match=r"neither train\.de\.gz nor train\.de"):
+    with pytest.raises(GmlmError, match=r"holds no Multi30k split.*test_2016_flickr"):
         read_multi30k(tmp_path, "de", "en")
+    assert multi30k_test_missing(f"multi30k:{tmp_path / 'nope'}") == f"no folder {tmp_path / 'nope'}"
+    write_lines(tmp_path / "val.en", ["A dog."])
+    with pytest.raises(GmlmError, match=r"has val\.en but neither val\.de\.gz nor val\.de"):
+        read_multi30k(tmp_path, "de", "en")
+    message = multi30k_test_missing(f"multi30k:{tmp_path}")
+    assert message == f"{tmp_path} has no test_2016_flickr.de or test_2016_flickr.en[.gz]"
+
+
+def test_multi30k_folder_with_only_the_test_files(tmp_path: Path) -> None:
+    """The layout of data/task1/raw in the multi30k/dataset repository, test files only."""
+    for lang, lines in (("de", ["Ein Hund.", "Zwei Katzen."]), ("en", ["A dog.", "Two cats."])):
+        with gzip.open(tmp_path / f"test_2016_flickr.{lang}.gz", "wt", encoding="utf-8") as f:
+            f.write("".join(line + "\n" for line in lines))
+    corpus = read_corpus(f"multi30k:{tmp_path}")
+    assert list(corpus.splits) == ["test"]
+    assert corpus.splits["test"].src == ["Ein Hund.", "Zwei Katzen."]
+    assert corpus.splits["test"].tgt == ["A dog.", "Two cats."]
+    assert multi30k_test_missing(f"multi30k:{tmp_path}") is None
+    assert multi30k_test_missing(f"multi30k:{tmp_path}:en-fr") is not None
 
 
 @pytest.mark.skipif(not MULTI30K.is_dir(), reason=f"Multi30k not found at {MULTI30K}")

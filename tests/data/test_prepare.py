@@ -177,6 +177,26 @@ def test_separate_splits_and_reused_tokenizer(tmp_path: Path, tiny_dataset: Path
     assert stats["valid"]["pairs"] == 20
 
 
+def test_a_test_set_alone_with_a_reused_tokenizer(tmp_path: Path, tiny_dataset: Path) -> None:
+    """A corpus without a training split (a Multi30k folder holding only the test files) is
+    encoded with a given tokenizer, split as it is; without one it is a clear error."""
+    src, tgt = make_pairs(30, seed=7)
+    folder = tmp_path / "raw"
+    folder.mkdir()
+    write_lines(folder / "test_2016_flickr.de", src)
+    write_lines(folder / "test_2016_flickr.en", tgt)
+    cfg = tiny_config(f"multi30k:{folder}")
+    with pytest.raises(GmlmError, match=r"has no training split \(it has test\).*tokenizer"):
+        prepare_dataset(cfg, tmp_path / "out")
+    cfg.tokenizer.path = str(tiny_dataset)
+    prepared = load_dataset(prepare_dataset(cfg, tmp_path / "out"))
+    assert prepared.splits == ["test"]
+    assert prepared.read_text("test", "src") == src and prepared.read_text("test", "tgt") == tgt
+    tokenizer = Tokenizer.load(tiny_dataset)
+    ds = prepared.split("test")
+    assert [ds[i][0].tolist() for i in range(len(ds))] == [tokenizer.encode(s) for s in src]
+
+
 def test_files_are_readable_by_others(tiny_dataset: Path) -> None:
     umask = os.umask(0)
     os.umask(umask)

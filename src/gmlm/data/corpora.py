@@ -95,27 +95,60 @@ def _distinct(langs: tuple[str | None, str | None]) -> tuple[str | None, str | N
     return (None, None) if langs[0] == langs[1] else langs
 
 
+MULTI30K_FILES = {"train": "train", "valid": "val", "test": "test_2016_flickr"}
+"""Split -> file prefix of Multi30k task 1 (the multi30k/dataset repository's data/task1/raw)."""
+
+
 def read_multi30k(directory: Path, src_lang: str, tgt_lang: str) -> dict[str, ParallelText]:
-    """Multi30k task 1 as laid out in `../shared/data/multi30k` (plain or .gz files)."""
+    """Multi30k task 1 as laid out in `../shared/data/multi30k` (plain or .gz files).
+
+    Every split whose two files are there is read, so a folder holding only the test files
+    (test_2016_flickr.de.gz, test_2016_flickr.en.gz) gives the test split alone; a split with
+    one of its two files is an error, and so is a folder with no split at all.
+    """
     if not directory.is_dir():
         raise GmlmError(f"multi30k: {directory} is not a directory")
-    prefixes = {"train": "train", "valid": "val", "test": "test_2016_flickr"}
     out = {}
-    for split, prefix in prefixes.items():
+    for split, prefix in MULTI30K_FILES.items():
         paths = [_find(directory, f"{prefix}.{lang}") for lang in (src_lang, tgt_lang)]
+        if paths[0] is None and paths[1] is None:
+            continue
+        if paths[0] is None or paths[1] is None:
+            lang = src_lang if paths[0] is None else tgt_lang
+            raise GmlmError(
+                f"multi30k: {directory} has {(paths[0] or paths[1]).name} but neither "
+                f"{prefix}.{lang}.gz nor {prefix}.{lang}; add the missing side of the "
+                f"{split} split (multi30k/dataset on GitHub, data/task1/raw)"
+            )
         src, tgt = read_parallel_files(paths[0], paths[1])
         out[split] = ParallelText(src, tgt)
+    if not out:
+        raise GmlmError(
+            f"multi30k: {directory} holds no Multi30k split; expected the layout of "
+            "../shared/data/multi30k (and of data/task1/raw in the multi30k/dataset GitHub "
+            f"repository): {{train,val,test_2016_flickr}}.{{{src_lang},{tgt_lang}}}[.gz]"
+        )
     return out
 
 
-def _find(directory: Path, name: str) -> Path:
+def multi30k_test_missing(spec: str) -> str | None:
+    """Why the `multi30k:DIR[:PAIR]` corpus `spec` has no test split on this machine (a
+    sentence to show a person), or None when both test files are there."""
+    path, pair = _split_option(spec.partition(":")[2], PAIR_PATTERN)
+    langs = parse_pair(pair, spec) if pair else ("de", "en")
+    directory = Path(path)
+    if not directory.is_dir():
+        return f"no folder {directory}"
+    names = [f"{MULTI30K_FILES['test']}.{lang}" for lang in langs]
+    absent = [name for name in names if _find(directory, name) is None]
+    return f"{directory} has no {' or '.join(absent)}[.gz]" if absent else None
+
+
+def _find(directory: Path, name: str) -> Path | None:
     for candidate in (directory / f"{name}.gz", directory / name):
         if candidate.is_file():
             return candidate
-    raise GmlmError(
-        f"multi30k: {directory} has neither {name}.gz nor {name}; expected the layout of "
-        "../shared/data/multi30k: {train,val,test_2016_flickr}.{de,en}[.gz]"
-    )
+    return None
 
 
 def _read_bible_corpus(arg: str, spec: str) -> Corpus:
@@ -170,7 +203,13 @@ def carve_splits(
     end up empty are omitted.
     """
     if "train" not in corpus.splits:
-        raise GmlmError(f"corpus '{corpus.name}' has no training split")
+        raise GmlmError(
+            f"corpus '{corpus.name}' has no training split (it has "
+            f"{', '.join(corpus.splits) or 'none'}), and one is needed to train the tokenizer; "
+            "to encode it with an existing tokenizer instead, set tokenizer.path to a "
+            "checkpoint's tokenizer folder or a prepared dataset (gmlm data prepare "
+            "--tokenizer DIR)"
+        )
     missing = [s for s in ("valid", "test") if s not in corpus.splits]
     out = dict(corpus.splits)
     if missing:

@@ -271,12 +271,17 @@ def prepare_dataset(
         corpus = read_corpus(cfg.corpus, valid=cfg.valid, test=cfg.test)
     lap("read")
     corpus = clean_corpus(corpus, progress)
-    splits = carve_splits(
-        corpus, valid_fraction=cfg.valid_fraction, test_fraction=cfg.test_fraction
-    )
-    if "train" not in splits:
-        raise GmlmError(f"corpus '{corpus.name}': the training split is empty")
     reused = Tokenizer.load(cfg.tokenizer.path) if cfg.tokenizer.path else None
+    if "train" in corpus.splits or reused is None:
+        splits = carve_splits(
+            corpus, valid_fraction=cfg.valid_fraction, test_fraction=cfg.test_fraction
+        )
+        if "train" not in splits:
+            raise GmlmError(f"corpus '{corpus.name}': the training split is empty")
+    else:  # e.g. a test set to encode for released checkpoints: nothing to train or carve
+        splits = {name: text for name, text in corpus.splits.items() if len(text) > 0}
+        if not splits:
+            raise GmlmError(f"corpus '{corpus.name}': every split is empty")
     digest = content_hash(splits, _settings(cfg, corpus), reused)
     lap("clean")
     if existing and not force and _up_to_date(out, digest):
