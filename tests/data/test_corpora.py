@@ -132,7 +132,9 @@ def test_tsv_and_jsonl_errors_name_the_line(tmp_path: Path) -> None:
 def test_multi30k_missing_files(tmp_path: Path) -> None:
     with pytest.raises(GmlmError, match=r"holds no Multi30k split.*test_2016_flickr"):
         read_multi30k(tmp_path, "de", "en")
-    assert multi30k_test_missing(f"multi30k:{tmp_path / 'nope'}") == f"no folder {tmp_path / 'nope'}"
+    assert (
+        multi30k_test_missing(f"multi30k:{tmp_path / 'nope'}") == f"no folder {tmp_path / 'nope'}"
+    )
     write_lines(tmp_path / "val.en", ["A dog."])
     with pytest.raises(GmlmError, match=r"has val\.en but neither val\.de\.gz nor val\.de"):
         read_multi30k(tmp_path, "de", "en")

@@ -74,3 +74,67 @@ def test_spec_loads_hub_name_and_saved_folder(
     )
     with pytest.raises(GmlmError, match="expected a 'translation' column or columns 'de' and 'en'"):
         corpus_from_hf(column_layout, "de", "en", name="x")
+
+
+HUB_README = """---
+configs:
+- config_name: de-en
+  data_files:
+  - split: train
+    path: de-en/train-*
+  - split: validation
+    path: de-en/validation-*
+  - split: test
+    path: de-en/test-*
+---
+"""
+
+
+def hub_copy(root: Path, datasets: Any, fmt: str) -> Path:
+    """A local copy of a WMT dataset as the hub serves wmt/wmt14: per config a folder of
+    `SPLIT-0000N-of-0000M.parquet` files (or json lines) of a `translation` column, and the
+    README.md whose `configs` map them. Loaded with `load_dataset`, not `load_from_disk`."""
+    root.mkdir()
+    (root / "README.md").write_text(HUB_README.replace("-*", f"-*.{fmt}"), encoding="utf-8")
+    (root / "de-en").mkdir()
+    sizes = {"train": (400, 2), "validation": (20, 1), "test": (20, 1)}
+    for seed, (split, (pairs, shards)) in enumerate(sizes.items()):
+        src, tgt = make_pairs(pairs, seed=10 + seed)
+        rows = [{"de": s, "en": t} for s, t in zip(src, tgt, strict=True)]
+        for shard in range(shards):
+            part = datasets.Dataset.from_dict({"translation": rows[shard::shards]})
+            path = root / "de-en" / f"{split}-{shard:05d}-of-{shards:05d}.{fmt}"
+            part.to_parquet(str(path)) if fmt == "parquet" else part.to_json(str(path))
+    return root
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "json"])
+def test_hub_layout_through_the_reader_and_the_paper_data_stage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str
+) -> None:
+    """The `paper` preset's hf: path end to end on a stand-in for wmt/wmt14: the corpus reader
+    and the reproduction's data stage with the preset's settings, made tiny."""
+    datasets = pytest.importorskip("datasets", reason=SKIP)
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))  # no cache outside tmp_path
+    local = hub_copy(tmp_path / "wmt14", datasets, fmt)
+    corpus = read_corpus(f"hf:{local}:en-de")
+    assert {k: len(v) for k, v in corpus.splits.items()} == {"train": 400, "valid": 20, "test": 20}
+    src, tgt = make_pairs(20, seed=12)
+    assert sorted(corpus.splits["test"].src) == sorted(tgt)  # en-de: English is the source
+    assert (corpus.src_lang, corpus.tgt_lang) == ("en", "de")
+
+    from gmlm.reproduce.config import load_reproduce_config
+    from gmlm.reproduce.pipeline import run_reproduce
+
+    cfg = load_reproduce_config("paper")
+    assert cfg.data.corpus == "hf:wmt/wmt14:de-en"
+    overrides = [f"data.corpus=hf:{local}:de-en", "data.vocab_size=400", "threads=1"]
+    cfg = load_reproduce_config("paper", overrides)
+    out = tmp_path / "paper"
+    run_reproduce(cfg, out, ["data"], progress=False, log=lambda _m: None)
+    prepared = load_dataset(out / "data")
+    assert prepared.splits == ["train", "valid", "test"]
+    assert prepared.manifest["max_len"] == 256  # the preset's setting
+    assert sorted(prepared.read_text("test", "src")) == sorted(src)
+    assert prepared.stats()["splits"]["train"]["pairs"] == 400

@@ -65,7 +65,7 @@ def test_unknown_preset_stage_and_key():
     assert parse_stages(None) == list(STAGES)
 
 
-@pytest.mark.parametrize("name", ["smoke", "demo", "laptop", "multi30k", "paper"])
+@pytest.mark.parametrize("name", ["smoke", "demo", "bible-tiny", "laptop", "multi30k", "paper"])
 def test_presets_resolve(name):
     cfg = load_reproduce_config(name)
     assert cfg.preset == name and cfg.description
@@ -80,9 +80,9 @@ def test_refuses_a_folder_of_another_preset_or_config(tmp_path):
     cfg = load_reproduce_config("smoke", ["theory.enabled=false"])
     run_reproduce(cfg, out, ["theory"], progress=False, log=lambda _m: None)
     assert json.loads((out / "stages" / "theory.json").read_text())["summary"]["skipped"]
-    other = load_reproduce_config("demo", ["theory.enabled=false"])
+    other = load_reproduce_config("bible-tiny", ["theory.enabled=false"])
     with pytest.raises(
-        GmlmError, match=r"holds a run of preset 'smoke' \(this is 'demo'\).*ar.overrides"
+        GmlmError, match=r"holds a run of preset 'smoke' \(this is 'bible-tiny'\).*ar.overrides"
     ):
         run_reproduce(other, out, ["theory"], progress=False, log=lambda _m: None)
     # A changed thread count is not a different run.

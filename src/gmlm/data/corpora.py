@@ -9,8 +9,9 @@ A spec names where the parallel text comes from; `read_corpus` turns it into a `
     files:SRC,TGT               two line-aligned text files (.gz allowed)
     tsv:FILE                    source<TAB>target per line (.gz allowed)
     jsonl:FILE[:SKEY,TKEY]      one JSON object per line; keys default to src,tgt
-    hf:NAME:PAIR[:CONFIG]       a Hugging Face dataset (needs the `hf` extra), e.g. hf:wmt14:de-en;
-                                NAME may be a folder written by `Dataset.save_to_disk`
+    hf:NAME:PAIR[:CONFIG]       a Hugging Face dataset (needs the `hf` extra), e.g.
+                                hf:wmt/wmt14:de-en; NAME may be a local copy in the hub's
+                                layout or a folder written by `DatasetDict.save_to_disk`
 
 For files, tsv and jsonl corpora the valid and test splits may be given as further specs of
 those three kinds (`--valid files:val.de,val.en`); a split that is not given is carved out of
@@ -110,17 +111,18 @@ def read_multi30k(directory: Path, src_lang: str, tgt_lang: str) -> dict[str, Pa
         raise GmlmError(f"multi30k: {directory} is not a directory")
     out = {}
     for split, prefix in MULTI30K_FILES.items():
-        paths = [_find(directory, f"{prefix}.{lang}") for lang in (src_lang, tgt_lang)]
-        if paths[0] is None and paths[1] is None:
-            continue
-        if paths[0] is None or paths[1] is None:
-            lang = src_lang if paths[0] is None else tgt_lang
+        src_path, tgt_path = (_find(directory, f"{prefix}.{lang}") for lang in (src_lang, tgt_lang))
+        if src_path is None or tgt_path is None:
+            found = src_path or tgt_path
+            if found is None:
+                continue
+            lang = src_lang if src_path is None else tgt_lang
             raise GmlmError(
-                f"multi30k: {directory} has {(paths[0] or paths[1]).name} but neither "
-                f"{prefix}.{lang}.gz nor {prefix}.{lang}; add the missing side of the "
-                f"{split} split (multi30k/dataset on GitHub, data/task1/raw)"
+                f"multi30k: {directory} has {found.name} but neither {prefix}.{lang}.gz nor "
+                f"{prefix}.{lang}; add the missing side of the {split} split (multi30k/dataset "
+                "on GitHub, data/task1/raw)"
             )
-        src, tgt = read_parallel_files(paths[0], paths[1])
+        src, tgt = read_parallel_files(src_path, tgt_path)
         out[split] = ParallelText(src, tgt)
     if not out:
         raise GmlmError(

@@ -1,8 +1,10 @@
 """Hugging Face `datasets` adapter, so that WMT14/16/17 are prepared like any other corpus.
 
 `datasets` is an optional dependency (`pip install 'gmlm[hf]'`), imported only when an
-`hf:` corpus is used. The spec is `hf:NAME:PAIR[:CONFIG]`: NAME is a hub dataset (wmt14,
-wmt16, wmt17) or a folder written by `DatasetDict.save_to_disk`; PAIR (de-en, en-de, ...)
+`hf:` corpus is used. The spec is `hf:NAME:PAIR[:CONFIG]`: NAME is a hub dataset (wmt/wmt14,
+wmt/wmt16, ...), a local copy of one (a folder laid out as the hub serves it: parquet or json
+files per config and split, with the README.md that maps them), or a folder written by
+`DatasetDict.save_to_disk`; PAIR (de-en, en-de, ...)
 picks the two languages and their direction; CONFIG defaults to the pair with English last,
 which is how the WMT datasets name theirs (`wmt14` has `de-en`, not `en-de`).
 
@@ -28,6 +30,10 @@ SPLIT_NAMES: dict[str, str] = {
     "dev": "valid",
     "test": "test",
 }
+
+
+# The files by which `save_to_disk` folders (DatasetDict, Dataset) are told from hub copies.
+SAVED_MARKERS = ("dataset_dict.json", "state.json")
 
 
 def import_datasets() -> Any:
@@ -56,7 +62,7 @@ def read_hf(arg: str, spec: str) -> Corpus:
     config = parts[2] if len(parts) == 3 else default_config(src_lang, tgt_lang)
     datasets = import_datasets()
     try:
-        if Path(name).is_dir():
+        if any((Path(name) / marker).is_file() for marker in SAVED_MARKERS):
             data = datasets.load_from_disk(name)
         else:
             data = datasets.load_dataset(name, config)

@@ -3,7 +3,9 @@
 A preset holds overrides of :class:`ReproduceConfig` only; `gmlm reproduce --preset NAME
 key=value ...` resolves defaults, then the preset (and its `base:` chain), then the overrides.
 The training stages name a training preset (`small-ar`, ...) plus `key=value` overrides of it,
-so a stage trains exactly what `gmlm train --config PRESET KEY=VALUE ...` would.
+so a stage trains exactly what `gmlm train --config PRESET KEY=VALUE ...` would; or they name
+a trained `checkpoint` (e.g. the released checkpoints/multi30k-de-en/ar), which the later
+stages then use as it is (the `demo` preset).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ STAGES = (
     "evaluate",
     "bench",
     "attention",
+    "length",
     "report",
 )
 
@@ -52,20 +55,36 @@ class TheoryStage:
 
 @dataclass
 class DataStage:
-    """`gmlm data prepare`: corpus spec (bible:de-en, multi30k:DIR, files:SRC,TGT, ...)."""
+    """`gmlm data prepare`: corpus spec (bible:de-en, multi30k:DIR, files:SRC,TGT, ...).
+
+    `tokenizer`: a folder holding a tokenizer (a checkpoint's `tokenizer/`, a prepared dataset)
+    to encode with instead of training one, as given checkpoints need; `splits`: prepare only
+    these of the corpus's splits (empty: all). `examples_if_missing`: when a `multi30k:` corpus
+    has no test files on this machine, prepare gmlm's own example sentences
+    (`gmlm/reproduce/examples.{de,en}`) as the test split instead; the quality stages then
+    say what they need rather than score them.
+    """
 
     corpus: str = "bible:de-en"
     vocab_size: int = 8000
     max_len: int = 128  # tokens incl. EOS; must fit the models' max_source/target_len
     overrides: list[str] = field(default_factory=list)  # more DataConfig key=value
+    tokenizer: str = ""
+    splits: list[str] = field(default_factory=list)
+    examples_if_missing: bool = False
 
 
 @dataclass
 class TrainStage:
-    """A training run: a `gmlm train` preset and key=value overrides (data/out are set)."""
+    """A training run: a `gmlm train` preset and key=value overrides (data/out are set).
+
+    With `checkpoint` (a checkpoint folder) nothing is trained: the stage checks that the
+    folder holds a model of the stage's kind and the later stages use it.
+    """
 
     preset: str = "small-ar"
     overrides: list[str] = field(default_factory=list)
+    checkpoint: str = ""
 
 
 @dataclass
@@ -103,6 +122,8 @@ class BenchStage:
     precisions: list[str] = field(default_factory=lambda: ["fp32", "bf16"])
     warmup: int = 10
     threads: int = 2
+    padir_steps: list[int] = field(default_factory=lambda: [1, 2, 4, 10])  # PaDIR systems timed
+    length_beams: list[int] = field(default_factory=lambda: [1, 5])
 
 
 @dataclass
@@ -114,6 +135,38 @@ class AttentionStage:
     length_beam: int = 5
     # "none": look at the stutters the model makes (remasking would hide most of them).
     stutter_remask: Literal["none", "previous", "initial"] = "none"
+
+
+@dataclass
+class LengthStage:
+    """`gmlm analyze length`: the length predictor against the references and decoding with
+    the reference length (an oracle). Off by default (it decodes the split several times)."""
+
+    enabled: bool = False
+    split: str = "test"
+    sentences: int = 0  # 0: the whole split
+    steps: int = 4
+    length_beam: int = 5
+    length_weights: list[float] = field(default_factory=lambda: [0.0])
+    batch_size: int = 64
+
+
+@dataclass
+class StageSeconds:
+    """Measured wall-clock seconds of each stage of a preset on its reference machine, for the
+    time-left estimates of the progress lines (all 0, the default: no estimate is printed)."""
+
+    theory: float = 0.0
+    data: float = 0.0
+    teacher: float = 0.0
+    distill: float = 0.0
+    ar: float = 0.0
+    padir: float = 0.0
+    evaluate: float = 0.0
+    bench: float = 0.0
+    attention: float = 0.0
+    length: float = 0.0
+    report: float = 0.0
 
 
 @dataclass
@@ -130,7 +183,22 @@ class ReproduceConfig:
     evaluate: EvaluateStage = field(default_factory=EvaluateStage)
     bench: BenchStage = field(default_factory=BenchStage)
     attention: AttentionStage = field(default_factory=AttentionStage)
+    length: LengthStage = field(default_factory=LengthStage)
     checkpoint: Literal["best", "last", "averaged"] = "best"
+    expected_seconds: StageSeconds = field(default_factory=StageSeconds)
+
+
+def trained_stage(cfg: ReproduceConfig, name: str) -> TrainStage:
+    """The settings of the training stage `name` (teacher, ar or padir)."""
+    stages = {"teacher": cfg.teacher, "ar": cfg.ar, "padir": cfg.padir}
+    return stages[name]
+
+
+def checkpoint_dir(cfg: ReproduceConfig, out: Path, name: str) -> Path:
+    """The checkpoint the later stages use for the training stage `name`: the one given in
+    its settings, or the `cfg.checkpoint` of the run it trained under `out`."""
+    given = trained_stage(cfg, name).checkpoint
+    return Path(given) if given else out / name / cfg.checkpoint
 
 
 def list_reproduce_presets() -> list[str]:

@@ -7,6 +7,15 @@ refused, naming the keys that differ, so two presets never mix their outputs. On
 for long runs spread over days: with the same preset, the settings of a stage that has not
 started yet (neither finished nor written its folder) may change, e.g. PaDIR's recipe while
 the teacher trains; the saved config then records the new settings.
+
+A run whose data stage prepared gmlm's example sentences because the Multi30k test files were
+missing (`data.examples_if_missing`) is provisional: once the files are there (at the
+configured folder, or at another one given as `data.corpus`), rerunning the same command
+prepares the test set and redoes the stages that read it.
+
+Each stage starts with a line saying what it does and, where the preset states measured stage
+times (`expected_seconds`), about how long the run has left, scaled by how fast the stages of
+this invocation have gone so far against those times.
 """
 
 from __future__ import annotations
@@ -26,7 +35,9 @@ from gmlm.reproduce.config import STAGES, ReproduceConfig
 
 CONFIG_FILE = "reproduce.yaml"
 # Settings that may change between a run and its resumption: they do not change results.
-RESUMABLE_KEYS = ("threads", "description")
+RESUMABLE_KEYS = ("threads", "description", "expected_seconds")
+# The stages that read the data stage's output, redone when a stand-in run gets its test set.
+READ_DATA = ("data", "evaluate", "bench", "attention", "length", "report")
 
 STAGE_FUNCTIONS: dict[str, Callable[[stages.Context], dict[str, Any]]] = {
     "theory": stages.theory,
@@ -38,7 +49,22 @@ STAGE_FUNCTIONS: dict[str, Callable[[stages.Context], dict[str, Any]]] = {
     "evaluate": stages.evaluate,
     "bench": stages.bench,
     "attention": stages.attention,
+    "length": stages.length,
     "report": stages.report,
+}
+# What each stage does, for the progress lines.
+WHAT: dict[str, str] = {
+    "theory": "exact checks of Lemma 2 and Theorems 1-3, then Figures 1-3",
+    "data": "preparing the corpus: cleaning, tokenizer, binarized splits",
+    "teacher": "the autoregressive teacher",
+    "distill": "distilling the training sources with the teacher's beam search",
+    "ar": "the autoregressive baseline",
+    "padir": "PaDIR",
+    "evaluate": "translating the test split with every system; BLEU, chrF, stutter",
+    "bench": "batch-1 latency and throughput of every system",
+    "attention": "attention of stutter pairs (the paper's Tables 4 and 5)",
+    "length": "the length predictor against the references, and oracle-length decoding",
+    "report": "writing REPORT.md and its plots",
 }
 # What each stage reads from earlier stages.
 NEEDS: dict[str, tuple[str, ...]] = {
@@ -51,6 +77,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "evaluate": ("teacher", "ar", "padir"),
     "bench": ("teacher", "ar", "padir"),
     "attention": ("padir",),
+    "length": ("padir",),
     "report": (),
 }
 
@@ -87,6 +114,8 @@ def check_run_folder(cfg: ReproduceConfig, out: Path) -> None:
     if saved.get("preset") == cfg.preset:
         # The same preset, revised: settings of stages that have not started yet may change.
         diff = [key for key in diff if not _not_started(out, key.split(".")[0])]
+        if stages.stand_in_reason(out):  # its data stage is redone once the corpus is there
+            diff = [key for key in diff if key != "data.corpus"]
     if diff:
         was = saved.get("preset", "?")
         other = f" (this is '{cfg.preset}')" if was != cfg.preset else ""
@@ -129,6 +158,15 @@ def run_reproduce(
     if cfg.threads > 0:
         torch.set_num_threads(cfg.threads)
     ctx = stages.Context(cfg, out, progress, log)
+    redo = list(redo)
+    if "data" in only and stage_done(out, "data") and _stand_in_outdated(cfg, out):
+        log(
+            f"[data] the test set is there now ({cfg.data.corpus}): preparing it and redoing "
+            f"{', '.join(READ_DATA[1:])} in place of the example sentences"
+        )
+        redo += READ_DATA
+    todo = [n for n in STAGES if n in only and (n in redo or not stage_done(out, n))]
+    clock = _Clock(cfg, todo)
     for name in STAGES:
         if name not in only:
             continue
@@ -145,10 +183,14 @@ def run_reproduce(
                 f"`gmlm reproduce --preset {cfg.preset} --out {out} --stages "
                 f"{','.join(missing)}` (or without --stages to run everything)"
             )
-        log(f"[{name}] started {dt.datetime.now():%Y-%m-%d %H:%M:%S}")
+        log(
+            f"[{name}] started {dt.datetime.now():%Y-%m-%d %H:%M:%S}, stage "
+            f"{todo.index(name) + 1} of {len(todo)}: {WHAT[name]}{clock.left(name)}"
+        )
         start = time.perf_counter()
         summary = STAGE_FUNCTIONS[name](ctx)
         seconds = time.perf_counter() - start
+        clock.done(name, seconds)
         atomic_write_json(
             out / "stages" / f"{name}.json",
             {
@@ -161,3 +203,37 @@ def run_reproduce(
         )
         log(f"[{name}] finished in {seconds / 60:.1f} min")
     return out
+
+
+def _stand_in_outdated(cfg: ReproduceConfig, out: Path) -> bool:
+    """Whether the data stage prepared the example sentences and the corpus is there now."""
+    from gmlm.data.corpora import multi30k_test_missing, parse_spec
+
+    if not stages.stand_in_reason(out) or parse_spec(cfg.data.corpus).kind != "multi30k":
+        return False
+    return multi30k_test_missing(cfg.data.corpus) is None
+
+
+class _Clock:
+    """Time left: the preset's measured seconds of the stages still to run, scaled by the
+    ratio of actual to measured time of the stages run so far in this invocation."""
+
+    def __init__(self, cfg: ReproduceConfig, todo: Sequence[str]) -> None:
+        self.expected = {name: float(getattr(cfg.expected_seconds, name)) for name in todo}
+        self.actual: dict[str, float] = {}
+
+    def done(self, name: str, seconds: float) -> None:
+        self.actual[name] = seconds
+
+    def left(self, name: str) -> str:
+        """`, about N min left` before stage `name` starts, or "" without measured times."""
+        remaining = [n for n in self.expected if n not in self.actual]
+        if sum(self.expected.values()) <= 0:
+            return ""
+        measured = [n for n in self.actual if self.expected.get(n, 0) > 0]
+        pace = 1.0
+        if measured and sum(self.expected[n] for n in measured) > 0:
+            pace = sum(self.actual[n] for n in measured) / sum(self.expected[n] for n in measured)
+        seconds = pace * sum(self.expected[n] for n in remaining)
+        text = f"{seconds / 60:.1f} min" if seconds >= 90 else f"{max(seconds, 1):.0f} s"
+        return f"; about {text} left in all"

@@ -14,7 +14,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from gmlm.reproduce.config import STAGES, ReproduceConfig
+from gmlm.reproduce.config import STAGES, ReproduceConfig, checkpoint_dir
+from gmlm.reproduce.summary import extra_sections, not_meaningful, read_headline, summary_section
 
 # Table 1 of the paper (SacreBLEU, B = 5, WMT14 DE>EN): a different corpus, shown for scale.
 PAPER_WMT14_DE_EN = {"ar": 33.50, "padir-T4": 33.49, "padir-T10": 33.63}
@@ -95,6 +96,7 @@ def targets_section(scores: dict[str, Any] | None, bench: dict[str, Any] | None)
     if padir and ar:
         gap = ar["bleu"] - padir["bleu"]
         verdict = "met" if gap <= TARGET_BLEU_GAP else f"missed by {gap - TARGET_BLEU_GAP:.2f} BLEU"
+        verdict = not_meaningful(ar["bleu"]) or verdict
         rows.append(
             [
                 f"quality: PaDIR T=4 B=5 within {TARGET_BLEU_GAP} BLEU of {ar['label']}",
@@ -107,6 +109,7 @@ def targets_section(scores: dict[str, Any] | None, bench: dict[str, Any] | None)
             continue
         ratio = s["e2e_p50"]
         verdict = "met" if ratio >= TARGET_SPEEDUP else f"missed: {ratio:.2f}x < {TARGET_SPEEDUP}x"
+        verdict = (not_meaningful(ar["bleu"]) if ar else None) or verdict
         rows.append(
             [
                 f"speed ({s['precision']}): PaDIR T=4 B=5 at least {TARGET_SPEEDUP}x faster "
@@ -411,6 +414,7 @@ def stage_section(out: Path) -> list[str]:
 
 
 def commands_section(cfg: ReproduceConfig, out: Path) -> list[str]:
+    ar, padir, teacher = (checkpoint_dir(cfg, out, name) for name in ("ar", "padir", "teacher"))
     return [
         "## Reproduce",
         "",
@@ -426,12 +430,13 @@ def commands_section(cfg: ReproduceConfig, out: Path) -> list[str]:
         "",
         "```",
         f"gmlm data prepare --corpus {cfg.data.corpus} --vocab-size {cfg.data.vocab_size} "
-        f"--max-len {cfg.data.max_len} --out {out}/data",
+        f"--max-len {cfg.data.max_len} --out {out}/data"
+        + (f" --tokenizer {cfg.data.tokenizer}" if cfg.data.tokenizer else ""),
         *(
             [
                 f"gmlm train --config {cfg.teacher.preset} data={out}/data out={out}/teacher "
                 + " ".join(cfg.teacher.overrides),
-                f"gmlm distill --teacher {out}/teacher/{cfg.checkpoint} --data {out}/data "
+                f"gmlm distill --teacher {teacher} --data {out}/data "
                 f"--out {out}/distill --beam {cfg.distill.beam}",
             ]
             if cfg.distill.enabled
@@ -444,16 +449,22 @@ def commands_section(cfg: ReproduceConfig, out: Path) -> list[str]:
                 ("ar", cfg.ar, "distill" if cfg.distill.enabled else "data"),
                 ("padir", cfg.padir, "distill" if cfg.distill.enabled else "data"),
             )
+            if not stage.checkpoint
         ),
-        f"gmlm translate --checkpoint {out}/padir/{cfg.checkpoint} --steps 4 --length-beam 5 "
+        f"gmlm translate --checkpoint {padir} --steps 4 --length-beam 5 "
         f"--input {out}/data/{cfg.evaluate.split}.src.txt > hyp.txt",
         f"gmlm evaluate --hyp hyp.txt --ref {out}/data/{cfg.evaluate.split}.tgt.txt",
-        f"gmlm bench --ar {out}/ar/{cfg.checkpoint} --padir {out}/padir/{cfg.checkpoint} "
-        + (f"--teacher {out}/teacher/{cfg.checkpoint} " if cfg.distill.enabled else "")
+        f"gmlm bench --ar {ar} --padir {padir} "
+        + (f"--teacher {teacher} " if cfg.distill.enabled else "")
         + f"--data {out}/data --sentences {cfg.bench.sentences} --warmup {cfg.bench.warmup} "
         f"--threads {cfg.bench.threads} --precision {','.join(cfg.bench.precisions)} "
         f"--batch-sizes {','.join(str(b) for b in cfg.bench.batch_sizes)}",
-        f"gmlm analyze attention --checkpoint {out}/padir/{cfg.checkpoint} --data {out}/data",
+        f"gmlm analyze attention --checkpoint {padir} --data {out}/data",
+        *(
+            [f"gmlm analyze length --checkpoint {padir} --data {out}/data"]
+            if cfg.length.enabled
+            else []
+        ),
         "```",
         "",
     ]
@@ -479,6 +490,7 @@ def write_report(
         + ".",
         "",
     ]
+    lines += summary_section(read_headline(out))
     scores = read_json(out / "eval" / "scores.json")
     lines += targets_section(scores, read_json(out / "bench" / "bench.json"))
     if scores:
@@ -495,6 +507,7 @@ def write_report(
             attention_markdown.strip(),
             "",
         ]
+    lines += extra_sections(out)
     lines += training_section(cfg, out, out / "figures")
     lines += theory_section(out)
     lines += stage_section(out)

@@ -8,6 +8,8 @@ their own checkpoints; evaluation skips systems whose hypotheses are already wri
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,9 +18,12 @@ from typing import Any
 
 from gmlm.errors import GmlmError
 from gmlm.io import atomic_write_json, atomic_write_text
-from gmlm.reproduce.config import ReproduceConfig, TrainStage
+from gmlm.reproduce.config import ReproduceConfig, TrainStage, checkpoint_dir
 
 Log = Callable[[str], None]
+
+EXAMPLES = Path(__file__).parent / "examples"  # .de and .en: gmlm's own example sentences
+MULTI30K_SOURCE = "https://github.com/multi30k/dataset (folder data/task1/raw)"
 
 
 @dataclass
@@ -41,7 +46,31 @@ class Context:
         return self.out / name
 
     def checkpoint(self, name: str) -> Path:
-        return self.out / name / self.cfg.checkpoint
+        return checkpoint_dir(self.cfg, self.out, name)
+
+    @property
+    def stand_in(self) -> str | None:
+        """Why the data stage prepared gmlm's example sentences instead of the corpus (the
+        quality stages then skip), or None when it prepared the corpus."""
+        return stand_in_reason(self.out)
+
+
+def stand_in_reason(out: Path) -> str | None:
+    """The `stand_in` of the finished data stage's summary in run folder `out`, if any."""
+    path = out / "stages" / "data.json"
+    if not path.is_file():
+        return None
+    summary = json.loads(path.read_text(encoding="utf-8")).get("summary", {})
+    reason = summary.get("stand_in") if isinstance(summary, dict) else None
+    return str(reason) if reason else None
+
+
+def needs_multi30k(what: str, reason: str) -> str:
+    """The message of a stage that cannot run on the example sentences."""
+    return (
+        f"{what} needs the Multi30k test set ({reason}): get test_2016_flickr.de.gz and "
+        f"test_2016_flickr.en.gz from {MULTI30K_SOURCE}"
+    )
 
 
 # ----------------------------------------------------------------------------- theory
@@ -102,9 +131,35 @@ def theory(ctx: Context) -> dict[str, Any]:
 def data(ctx: Context) -> dict[str, Any]:
     from gmlm.config import load_config
     from gmlm.data import load_dataset
+    from gmlm.data.corpora import multi30k_test_missing, parse_spec, read_corpus
+    from gmlm.data.parallel import Corpus, ParallelText
     from gmlm.data.prepare import DataConfig, prepare_dataset
+    from gmlm.data.textfiles import read_parallel_files
 
     d = ctx.cfg.data
+    missing = None
+    if d.examples_if_missing and parse_spec(d.corpus).kind == "multi30k":
+        missing = multi30k_test_missing(d.corpus)
+    corpus = None
+    if missing:
+        ctx.log(
+            f"  {needs_multi30k('scoring quality', missing)}; until then the run "
+            f"translates and times gmlm's own example sentences ({EXAMPLES}.de)"
+        )
+        src, tgt = read_parallel_files(EXAMPLES.with_suffix(".de"), EXAMPLES.with_suffix(".en"))
+        name = f"files:{EXAMPLES}.de,{EXAMPLES}.en"
+        corpus = Corpus(name, {"test": ParallelText(src, tgt)}, "de", "en")
+    elif d.splits:
+        corpus = read_corpus(d.corpus)
+        unknown = [s for s in d.splits if s not in corpus.splits]
+        if unknown:
+            raise GmlmError(
+                f"data.splits: {', '.join(unknown)} not in corpus '{d.corpus}', which has "
+                f"{', '.join(corpus.splits)}"
+            )
+        corpus = dataclasses.replace(
+            corpus, splits={k: v for k, v in corpus.splits.items() if k in d.splits}
+        )
     cfg = load_config(
         DataConfig,
         None,
@@ -115,12 +170,17 @@ def data(ctx: Context) -> dict[str, Any]:
             *d.overrides,
         ],
     )
+    if d.tokenizer:
+        cfg.tokenizer.path = d.tokenizer
     if ctx.cfg.threads > 0:
         cfg.threads = ctx.cfg.threads
-    root = prepare_dataset(cfg, ctx.data_dir, progress=ctx.progress, log=ctx.log)
+    root = prepare_dataset(cfg, ctx.data_dir, progress=ctx.progress, log=ctx.log, corpus=corpus)
 
     stats = load_dataset(root).stats()
-    return {"pairs": {k: v["kept"] for k, v in stats["splits"].items()}}
+    summary: dict[str, Any] = {"pairs": {k: v["kept"] for k, v in stats["splits"].items()}}
+    if missing:
+        summary["stand_in"] = missing
+    return summary
 
 
 # --------------------------------------------------------------------------- training
@@ -128,6 +188,8 @@ def train_run(ctx: Context, name: str, stage: TrainStage, data_dir: Path) -> dic
     from gmlm.training.config import load_train_config
     from gmlm.training.trainer import Trainer
 
+    if stage.checkpoint:
+        return given_checkpoint(ctx, name, Path(stage.checkpoint))
     overrides = [f"data={data_dir}", f"out={ctx.run_dir(name)}"]
     if ctx.cfg.threads > 0:
         overrides.append(f"threads={ctx.cfg.threads}")
@@ -138,6 +200,26 @@ def train_run(ctx: Context, name: str, stage: TrainStage, data_dir: Path) -> dic
         "train_seconds": result.last_metrics.get("elapsed_s"),
         "best": _plain_best(result.best),
     }
+
+
+def given_checkpoint(ctx: Context, name: str, path: Path) -> dict[str, Any]:
+    """A training stage with a given checkpoint: check it is one of the stage's kind."""
+    from gmlm.training.checkpoint import read_config, resolve_checkpoint
+
+    if not path.exists():
+        raise GmlmError(
+            f"{name}.checkpoint={path}: no such folder (a relative path is read from the "
+            f"current folder, {Path.cwd()}); run from the repository root or give the full path"
+        )
+    folder = resolve_checkpoint(path)
+    kind = read_config(folder).kind
+    expected = "padir" if name == "padir" else "ar"
+    if kind != expected:
+        raise GmlmError(f"{name}.checkpoint={path}: holds a {kind} model, not {expected}")
+    meta_path = folder / "meta.json"
+    meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
+    ctx.log(f"  using the given {kind} model {folder} (trained for {meta.get('step', '?')} steps)")
+    return {"checkpoint": str(folder), "trained": False, "step": meta.get("step")}
 
 
 def _plain_best(best: dict[str, Any]) -> dict[str, Any]:
@@ -220,6 +302,8 @@ def evaluate(ctx: Context) -> dict[str, Any]:
     from gmlm.evaluation.summary import quality_row
 
     e = ctx.cfg.evaluate
+    if ctx.stand_in:
+        return examples(ctx, ctx.stand_in)
     prepared = load_dataset(ctx.data_dir)
     if e.split not in prepared.splits:
         raise GmlmError(f"split {e.split!r} not in {ctx.data_dir}; it has {prepared.splits}")
@@ -230,6 +314,7 @@ def evaluate(ctx: Context) -> dict[str, Any]:
     tokenize = default_tokenizer(prepared.stats().get("tgt_lang"))
     folder = ctx.out / "eval"
     folder.mkdir(parents=True, exist_ok=True)
+    (folder / "examples.json").unlink(missing_ok=True)  # of a run before the test set came
     atomic_write_text(folder / "reference.txt", "".join(r + "\n" for r in references))
     rows: list[dict[str, Any]] = []
     signatures: dict[str, str] = {}
@@ -281,6 +366,31 @@ def evaluate(ctx: Context) -> dict[str, Any]:
     return {r["system"]: r["bleu"] for r in rows}
 
 
+def examples(ctx: Context, reason: str) -> dict[str, Any]:
+    """Without the test set: every system's translations of the example sentences, for the
+    report to show (eval/examples.json); no scores."""
+    import gmlm
+    from gmlm.data import load_dataset
+
+    e = ctx.cfg.evaluate
+    sources = load_dataset(ctx.data_dir).read_text(e.split, "src")
+    translators: dict[str, Any] = {}
+    translations: dict[str, list[str]] = {}
+    for system in systems(ctx.cfg):
+        if system.run not in translators:
+            translators[system.run] = gmlm.load(ctx.checkpoint(system.run))
+        translations[system.key] = translators[system.run].translate(
+            sources, batch_size=e.batch_size, bf16=e.bf16, on_over_length="split", **system.settings
+        )
+    labels = {s.key: s.label for s in systems(ctx.cfg)}
+    atomic_write_json(
+        ctx.out / "eval" / "examples.json",
+        {"sources": sources, "labels": labels, "translations": translations, "stand_in": reason},
+    )
+    ctx.log(f"  translated {len(sources)} example sentences with {len(translations)} systems")
+    return {"skipped": needs_multi30k("scoring quality", reason)}
+
+
 # --------------------------------------------------------------------------- bench
 def bench(ctx: Context) -> dict[str, Any]:
     b = ctx.cfg.bench
@@ -299,6 +409,8 @@ def bench(ctx: Context) -> dict[str, Any]:
         precisions=b.precisions,
         warmup=b.warmup,
         threads=b.threads,
+        steps=b.padir_steps,
+        length_beams=b.length_beams,
         json_out=ctx.out / "bench" / "bench.json",
         progress=ctx.progress,
         log=ctx.log,
@@ -311,6 +423,8 @@ def attention(ctx: Context) -> dict[str, Any]:
     a = ctx.cfg.attention
     if not a.enabled:
         return {"skipped": "attention.enabled=false"}
+    if ctx.stand_in:
+        return {"skipped": needs_multi30k("the attention analysis", ctx.stand_in)}
     from gmlm.analysis.attention import attention_analysis
 
     result = attention_analysis(
@@ -325,6 +439,30 @@ def attention(ctx: Context) -> dict[str, Any]:
     )
     atomic_write_json(ctx.out / "attention" / "attention.json", result)
     return {"pairs": result.get("pairs")}
+
+
+# -------------------------------------------------------------------------- length
+def length(ctx: Context) -> dict[str, Any]:
+    g = ctx.cfg.length
+    if not g.enabled:
+        return {"skipped": "length.enabled=false"}
+    if ctx.stand_in:
+        return {"skipped": needs_multi30k("the length analysis", ctx.stand_in)}
+    from gmlm.analysis.length import length_analysis
+
+    result = length_analysis(
+        ctx.checkpoint("padir"),
+        ctx.data_dir,
+        g.split,
+        sentences=g.sentences or None,
+        steps=g.steps,
+        length_beam=g.length_beam,
+        length_weights=tuple(g.length_weights),
+        batch_size=g.batch_size,
+        progress=ctx.progress,
+    )
+    atomic_write_json(ctx.out / "length" / "length.json", result)
+    return {"top1_exact": result["predictor"]["top1_exact"]}
 
 
 # -------------------------------------------------------------------------- report

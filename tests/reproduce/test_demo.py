@@ -1,0 +1,229 @@
+"""The `demo` preset: the released checkpoints through the reproduction pipeline, its report's
+numbers against `gmlm evaluate` and the `sacrebleu` command, the run without a test set, and
+the verdicts and progress lines it relies on."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gmlm.cli.main import main
+from gmlm.errors import GmlmError
+from gmlm.reproduce import stages
+from gmlm.reproduce.config import STAGES, StageSeconds, load_reproduce_config
+from gmlm.reproduce.pipeline import _Clock, run_reproduce
+from gmlm.reproduce.report import targets_section
+from gmlm.reproduce.stages import EXAMPLES
+from gmlm.reproduce.summary import attention_sentence, final_lines
+from tests.helpers.corpora import write_lines
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+RELEASED = Path(__file__).resolve().parents[2] / "checkpoints" / "multi30k-de-en"
+
+
+def demo_overrides(corpus: Path) -> list[str]:
+    """The demo preset cut down: no theory, two AR and one PaDIR system, a tiny benchmark."""
+    return [
+        f"data.corpus=multi30k:{corpus}",
+        f"data.tokenizer={RELEASED / 'ar' / 'tokenizer'}",
+        f"ar.checkpoint={RELEASED / 'ar'}",
+        f"padir.checkpoint={RELEASED / 'padir'}",
+        "threads=1",
+        "theory.enabled=false",
+        "evaluate.ar_beams=[1,5]",
+        "evaluate.padir_steps=[4]",
+        "evaluate.length_beams=[5]",
+        "bench.sentences=2",
+        "bench.warmup=1",
+        "bench.threads=1",
+        "bench.padir_steps=[4]",
+        "bench.length_beams=[5]",
+        "attention.sentences=6",
+        "length.sentences=4",
+    ]
+
+
+def examples() -> tuple[list[str], list[str]]:
+    """gmlm's own example sentences and our reference translations of them."""
+    read = [
+        EXAMPLES.with_suffix(s).read_text(encoding="utf-8").splitlines() for s in (".de", ".en")
+    ]
+    return read[0], read[1]
+
+
+def sacrebleu_command(ref: Path, hyp: Path) -> dict[str, float]:
+    exe = shutil.which("sacrebleu") or str(Path(sys.executable).parent / "sacrebleu")
+    if not Path(exe).exists():
+        pytest.skip("the sacrebleu command is not installed (it comes with sacrebleu)")
+    out = subprocess.run(
+        [exe, str(ref), "-i", str(hyp), "-m", "bleu", "chrf", "-f", "json", "-w", "4"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    bleu, chrf = json.loads(out)
+    return {"bleu": bleu["score"], "chrf": chrf["score"]}
+
+
+def test_demo_without_the_test_set_then_with_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "raw"  # not there yet
+    out = tmp_path / "demo"
+    cfg = load_reproduce_config("demo", demo_overrides(folder))
+    messages: list[str] = []
+    run_reproduce(cfg, out, progress=False, log=messages.append)
+    # Without Multi30k: the models translate the examples, the speed is timed on them, and the
+    # quality stages say what they need.
+    data = json.loads((out / "stages" / "data.json").read_text())["summary"]
+    assert data["stand_in"] == f"no folder {folder}"
+    translated = json.loads((out / "eval" / "examples.json").read_text())
+    sources, references = examples()
+    assert translated["sources"] == sources
+    assert set(translated["translations"]) == {"ar-beam1", "ar-beam5", "padir-T4-B5"}
+    assert not (out / "eval" / "scores.json").exists()
+    for stage in ("attention", "length"):
+        skipped = json.loads((out / "stages" / f"{stage}.json").read_text())["summary"]["skipped"]
+        assert "needs the Multi30k test set" in skipped and "github.com/multi30k/dataset" in skipped
+    report = (out / "REPORT.md").read_text()
+    summary = report.split("## In 30 seconds")[1].split("\n## ")[0]
+    assert "No test set here" in summary and "make demo MULTI30K=DIR" in summary
+    assert "**Speed-up**" in summary and "**Quality**" not in summary
+    assert "## Example translations" in report and sources[0] in report
+    assert translated["translations"]["padir-T4-B5"][0] in report
+    lines = final_lines(out)
+    assert lines[0] == f"report: {out / 'REPORT.md'}" and "quality not measured" in lines[-1]
+
+    # The test files arrive (our own sentences in Multi30k's layout): the same command
+    # prepares them and redoes the stages that read the data.
+    folder.mkdir()
+    write_lines(folder / "test_2016_flickr.de.gz", sources)
+    write_lines(folder / "test_2016_flickr.en.gz", references)
+    capsys.readouterr()
+    args = ["reproduce", "--preset", "demo", "--out", str(out), "--no-progress"]
+    assert main([*args, *demo_overrides(folder)]) == 0
+    printed = capsys.readouterr().out
+    assert "[data] the test set is there now" in printed
+    assert "stand_in" not in json.loads((out / "stages" / "data.json").read_text())["summary"]
+    assert "done already" in printed  # the checkpoint stages are not redone
+    scores = json.loads((out / "eval" / "scores.json").read_text())
+    assert scores["sentences"] == len(sources)
+    ref = out / "eval" / "reference.txt"
+    assert ref.read_text(encoding="utf-8").splitlines() == references
+    report = (out / "REPORT.md").read_text()
+    assert "No test set here" not in report and "## Example translations" not in report
+    quality = report.split("## Translation quality")[1].split("\n## ")[0]
+    rows = {r["system"]: r for r in scores["systems"]}
+    evaluated = {}
+    for key, label, steps, hyps in (
+        ("ar-beam1", "AR, greedy", "N", 1),
+        ("ar-beam5", "AR, beam 5", "N", 5),
+        ("padir-T4-B5", "PaDIR T=4 B=5", 4, 5),
+    ):
+        hyp = out / "eval" / f"{key}.txt"
+        assert main(["evaluate", "--hyp", str(hyp), "--ref", str(ref), "--json"]) == 0
+        ours = json.loads(capsys.readouterr().out)
+        golden = sacrebleu_command(ref, hyp)
+        assert ours["bleu"]["score"] == pytest.approx(golden["bleu"], abs=5e-5)
+        assert ours["chrf"]["score"] == pytest.approx(golden["chrf"], abs=5e-5)
+        bleu, chrf = ours["bleu"]["score"], ours["chrf"]["score"]
+        assert f"| {label} | {steps} | {hyps} | {bleu:.2f} | {chrf:.2f} |" in quality, key
+        stutter = ours["stutter"]["stutters_per_100_words"]
+        assert rows[key]["stutter_per_100_words"] == pytest.approx(stutter, abs=5e-4)
+        evaluated[key] = ours
+    ar, padir = evaluated["ar-beam5"]["bleu"]["score"], evaluated["padir-T4-B5"]["bleu"]["score"]
+    assert ar > 20 and padir > 20  # trained models on sentences like their training data
+    summary = report.split("## In 30 seconds")[1].split("\n## ")[0]
+    gap = f"{padir:.2f} BLEU vs AR, beam 5 {ar:.2f}: gap {ar - padir:+.2f}"
+    assert gap in summary and gap in printed
+    bench = json.loads((out / "bench" / "bench.json").read_text())
+    speed = next(
+        s
+        for s in bench["speedups"]
+        if (s["precision"], s["padir"], s["ar"]) == ("fp32", "padir T=4 B=5", "ar beam5")
+    )
+    ratio = (
+        f"{speed['e2e_p50']:.2f}x as fast as AR beam 5 at the median and {speed['e2e_p99']:.2f}x"
+    )
+    assert ratio in summary and ratio in printed
+    stutter = f"PaDIR T=4 B=5 {rows['padir-T4-B5']['stutter_per_100_words']:.2f} stuttered"
+    assert stutter in summary and stutter in printed
+    attention = json.loads((out / "attention" / "attention.json").read_text())
+    assert attention["sentences"]["decoded"] == 6
+    sentence = attention_sentence(attention)
+    assert sentence is not None and sentence in summary
+    length = json.loads((out / "length" / "length.json").read_text())
+    assert length["sentences"]["analysed"] + sum(length["sentences"]["skipped"].values()) == 4
+    assert "## Length prediction" in report
+    assert f"report: {out / 'REPORT.md'}" in printed.splitlines()
+
+
+def test_a_given_checkpoint_of_the_wrong_kind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(RELEASED.parents[1])  # the preset's paths are relative to the repository
+    cfg = load_reproduce_config("demo", [f"ar.checkpoint={RELEASED / 'padir'}"])
+    ctx = stages.Context(cfg, tmp_path, False, lambda _m: None)
+    with pytest.raises(GmlmError, match=r"ar.checkpoint=.*padir: holds a padir model, not ar"):
+        stages.ar(ctx)
+    cfg = load_reproduce_config("demo", [f"padir.checkpoint={tmp_path / 'nope'}"])
+    ctx = stages.Context(cfg, tmp_path, False, lambda _m: None)
+    with pytest.raises(GmlmError, match=r"padir.checkpoint=.*nope: no such folder"):
+        stages.padir(ctx)
+    assert stages.ar(ctx) == {
+        "checkpoint": "checkpoints/multi30k-de-en/ar",
+        "trained": False,
+        "step": 3500,
+    }
+
+
+def verdicts(ar_bleu: float) -> list[str]:
+    scores = {
+        "systems": [
+            {"system": "ar-beam5", "label": "AR, beam 5", "bleu": ar_bleu},
+            {"system": "padir-T4-B5", "label": "PaDIR T=4 B=5", "bleu": ar_bleu - 0.03},
+        ]
+    }
+    bench = {
+        "speedups": [
+            {
+                "precision": "fp32",
+                "padir": "padir T=4 B=5",
+                "ar": "ar beam5",
+                "e2e_p50": 3.82,
+                "model_p50": 3.9,
+            }
+        ]
+    }
+    text = "\n".join(targets_section(scores, bench))
+    rows = [line for line in text.splitlines() if line.startswith("| ")][1:]
+    return [row.rstrip(" |").rsplit(" | ", 1)[1] for row in rows]
+
+
+def test_targets_of_models_that_have_not_learned_are_not_met() -> None:
+    """The Bible demo's report said "met" for PaDIR 0.24 vs AR 0.27 BLEU and a 3.82x speed-up
+    that came from an untrained beam search stopping early."""
+    assert verdicts(0.27) == ["not meaningful: AR BLEU 0.27"] * 2
+    assert verdicts(4.99) == ["not meaningful: AR BLEU 4.99"] * 2
+    assert verdicts(30.0) == ["met", "met"]
+
+
+def test_time_left_scales_with_the_pace_so_far() -> None:
+    cfg = load_reproduce_config("smoke")
+    assert _Clock(cfg, ["theory", "data"]).left("theory") == ""  # no measured times
+    cfg.expected_seconds = StageSeconds(theory=60.0, evaluate=120.0)
+    clock = _Clock(cfg, ["theory", "data", "evaluate"])
+    assert clock.left("theory") == "; about 3.0 min left in all"
+    clock.done("theory", 120.0)  # twice as slow as measured
+    assert clock.left("data") == "; about 4.0 min left in all"
+    clock.done("data", 1.0)
+    assert clock.left("evaluate") == "; about 4.0 min left in all"
+    clock.done("evaluate", 10.0)
+    assert [f.name for f in dataclasses.fields(StageSeconds)] == list(STAGES)
