@@ -17,8 +17,11 @@ $(STAMP): pyproject.toml Makefile
 
 install: $(STAMP)
 
+# The Multi30k folder the demo scores the released models on (test_2016_flickr.{de,en}[.gz]).
+MULTI30K ?= ../shared/data/multi30k
+
 demo: $(STAMP)
-	$(BIN)/gmlm reproduce --preset demo --out runs/demo
+	$(BIN)/gmlm reproduce --preset demo --out runs/demo data.corpus=multi30k:$(MULTI30K)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"

@@ -13,6 +13,7 @@ from gmlm.evaluation.summary import quality_row
 from gmlm.reproduce.config import STAGES, load_reproduce_config, parse_stages
 from gmlm.reproduce.pipeline import run_reproduce
 from gmlm.reproduce.report import NOTES_MARKER, publish_report
+from gmlm.reproduce.summary import AR_BLEU_FLOOR
 from tests.helpers.corpora import make_pairs, write_lines
 
 QUICK_THEORY = [
@@ -174,6 +175,8 @@ def test_whole_pipeline_on_a_synthetic_corpus(corpus, tmp_path):
     targets = report.split("## Targets")[1].split("\n## ")[0]
     assert targets.count("| speed (") == len(speed)
     verdict = "met" if gap <= 1.0 else f"missed by {gap - 1.0:.2f} BLEU"
+    if rows["ar-beam5"]["bleu"] < AR_BLEU_FLOOR:  # a 20-step model has not learned
+        verdict = f"not meaningful: AR BLEU {rows['ar-beam5']['bleu']:.2f}"
     assert f"(gap {gap:+.2f}) | {verdict} |" in targets
     assert (out / "theory" / "figure3.png").is_file()
     theory = report.split("## Theory")[1].split("\n## ")[0]
