@@ -154,8 +154,8 @@ class LengthStage:
 @dataclass
 class StageSeconds:
     """Wall-clock seconds of each stage of a preset on its reference machine (measured, or
-    estimated where the preset says so), for the
-    time-left estimates of the progress lines (all 0, the default: no estimate is printed)."""
+    estimated where the preset says so), for the time-left estimates of the progress lines
+    (all 0, the default: no estimate is printed)."""
 
     theory: float = 0.0
     data: float = 0.0
