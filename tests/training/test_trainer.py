@@ -11,7 +11,6 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from gmlm.bench.environment import cpu_model
 from gmlm.cli.main import main
 from gmlm.config import ConfigError
 from gmlm.data.binarized import load_dataset
@@ -19,6 +18,7 @@ from gmlm.data.cleaning import normalize
 from gmlm.data.prepare import prepare_dataset
 from gmlm.data.tokenizer import Tokenizer
 from gmlm.errors import GmlmError
+from gmlm.provenance import cpu_model
 from gmlm.training import checkpoint as ckpt
 from gmlm.training.config import OptimConfig, load_train_config
 from gmlm.training.objective import LossModule

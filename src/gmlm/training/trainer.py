@@ -43,6 +43,7 @@ from gmlm.errors import GmlmError
 from gmlm.io import atomic_open, atomic_write_json
 from gmlm.models import build_model
 from gmlm.nn.layers import count_parameters
+from gmlm.provenance import torch_version
 from gmlm.training import checkpoint as ckpt
 from gmlm.training.config import TrainConfig, use_vocab_size
 from gmlm.training.distributed import (
@@ -274,7 +275,7 @@ class Trainer:
         return {
             "step": self.step,
             "kind": self.cfg.kind,
-            "torch": torch.__version__,
+            "torch": torch_version(),
             "parameters": count_parameters(self.model),
             **extra,
         }
