@@ -72,17 +72,19 @@ def test_predictor_statistics_match_a_per_sentence_recomputation(
     errors, ranks = [], []
     with torch.no_grad():
         for source, reference in zip(sources, references, strict=True):
-            src = translator._source_tensor([translator.tokenizer.encode(source)])
+            src = translator.source_tensor([translator.tokenizer.encode(source)])
             logits = model.length_logits(model.encode(src))[0]
             target = len(translator.tokenizer.encode(reference)) + 1
             errors.append(int(logits.argmax()) + 1 - target)
             ranks.append(int((logits > logits[target - 1]).sum()) + 1)
-    p = result["predictor"]
-    assert p["top1_exact"] == pytest.approx(sum(e == 0 for e in errors) / 12, abs=1e-4)
-    assert p["top1_within_1"] == pytest.approx(sum(abs(e) <= 1 for e in errors) / 12, abs=1e-4)
-    assert p["top1_mean_signed_error"] == pytest.approx(sum(errors) / 12, abs=1e-3)
-    assert p["reference_in_top_2"] == pytest.approx(sum(r <= 2 for r in ranks) / 12, abs=1e-4)
-    assert p["reference_mean_rank"] == pytest.approx(sum(ranks) / 12, abs=1e-3)
+    p = result.predictor
+    assert p.top1_exact == pytest.approx(sum(e == 0 for e in errors) / 12, abs=1e-4)
+    assert p.top1_within_1 == pytest.approx(sum(abs(e) <= 1 for e in errors) / 12, abs=1e-4)
+    assert p.top1_mean_signed_error == pytest.approx(sum(errors) / 12, abs=1e-3)
+    assert p.length_beam == 2
+    assert p.reference_in_top == pytest.approx(sum(r <= 2 for r in ranks) / 12, abs=1e-4)
+    assert result.to_json()["predictor"]["reference_in_top_2"] == p.reference_in_top
+    assert p.reference_mean_rank == pytest.approx(sum(ranks) / 12, abs=1e-3)
     assert "reference length (oracle)" in render_length_markdown(result)
 
 

@@ -30,7 +30,8 @@ def render(tmp_path: Path) -> str:
     assert (out / "figures" / "latency_vs_batch.png").is_file()
     assert (out / "figures" / "valid_bleu_vs_step.png").is_file()
     text = (out / "REPORT.md").read_text(encoding="utf-8")
-    text = re.sub(r"(?m)^Written .*$", "Written DATE. Hardware: HARDWARE. Software: SOFTWARE.", text)
+    written = "Written DATE. Hardware: HARDWARE. Software: SOFTWARE."
+    text = re.sub(r"(?m)^Written .*$", written, text)
     return text.replace(str(out), "OUT")
 
 

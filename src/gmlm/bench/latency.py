@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import gc
 import json
-import platform
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -44,13 +43,20 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from gmlm import __version__
-from gmlm.bench.environment import cpu_model
+from gmlm import provenance
+from gmlm.bench.result import (
+    BenchResult,
+    BenchRow,
+    CheckpointInfo,
+    Percentiles,
+    Rates,
+    SpeedSettings,
+    Speedup,
+)
 from gmlm.data.binarized import load_dataset
 from gmlm.data.lengths import encode_inputs
 from gmlm.decoding import RefinementOptions
 from gmlm.errors import GmlmError
-from gmlm.io import atomic_write_json
 from gmlm.translate import DecodingOptions, Translator, load
 
 PRECISIONS = ("fp32", "bf16")
@@ -91,21 +97,22 @@ class System:
         return self.translator.kind
 
     def settings(self) -> dict[str, Any]:
+        """The decoding settings `Translator.translate` takes, as keyword arguments."""
         if isinstance(self.options, RefinementOptions):
             return {"steps": self.options.steps, "length_beam": self.options.length_beam}
         return {"beam": self.options.beam}
 
 
-def percentiles(values: Sequence[float]) -> dict[str, float]:
+def percentiles(values: Sequence[float]) -> Percentiles:
     """Median, p90, p99 and mean of `values` (seconds) in milliseconds, rounded to 0.001."""
     array = np.asarray(values, dtype=np.float64) * 1000.0
     p50, p90, p99 = np.percentile(array, [50, 90, 99])
-    return {
-        "p50_ms": round(float(p50), 3),
-        "p90_ms": round(float(p90), 3),
-        "p99_ms": round(float(p99), 3),
-        "mean_ms": round(float(array.mean()), 3),
-    }
+    return Percentiles(
+        p50_ms=round(float(p50), 3),
+        p90_ms=round(float(p90), 3),
+        p99_ms=round(float(p99), 3),
+        mean_ms=round(float(array.mean()), 3),
+    )
 
 
 def _load(
@@ -225,7 +232,7 @@ def _throughput(
     bf16: bool,
     tick: Callable[[], object],
     clock: Clock,
-) -> dict[str, dict[str, float]]:
+) -> dict[str, Rates]:
     """Sentences/s and output tokens/s of each system over all sentences (ids[role][i] is
     line lines[i]) in batches of `batch_size` (longest sources first), interleaved batch by
     batch; `tick` after each."""
@@ -256,31 +263,31 @@ def _throughput(
     return {name: _rates(count, tokens[name], seconds[name]) for name in seconds}
 
 
-def _rates(sentences: int, tokens: int, seconds: float) -> dict[str, float]:
-    return {
-        "sentences_per_s": round(sentences / seconds, 3),
-        "tokens_per_s": round(tokens / seconds, 2),
-    }
+def _rates(sentences: int, tokens: int, seconds: float) -> Rates:
+    return Rates(
+        sentences_per_s=round(sentences / seconds, 3), tokens_per_s=round(tokens / seconds, 2)
+    )
 
 
-def speedups(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def speedups(results: Sequence[BenchRow]) -> list[Speedup]:
     """For each precision, PaDIR setting and AR system: AR / PaDIR of the batch-1 median and
     p99 latency, model-only and end-to-end."""
     rows = []
-    for precision in dict.fromkeys(r["precision"] for r in results):
-        mine = [r for r in results if r["precision"] == precision]
-        for padir in (r for r in mine if r["kind"] == "padir"):
-            for ar in (r for r in mine if r["kind"] == "ar"):
-                row: dict[str, Any] = {
-                    "precision": precision,
-                    "padir": padir["system"],
-                    "ar": ar["system"],
-                }
-                for measure in ("model", "e2e"):
-                    for stat in ("p50", "p99"):
-                        ratio = ar[measure][f"{stat}_ms"] / padir[measure][f"{stat}_ms"]
-                        row[f"{measure}_{stat}"] = round(ratio, 3)
-                rows.append(row)
+    for precision in dict.fromkeys(r.precision for r in results):
+        mine = [r for r in results if r.precision == precision]
+        for padir in (r for r in mine if r.kind == "padir"):
+            for ar in (r for r in mine if r.kind == "ar"):
+                rows.append(
+                    Speedup(
+                        precision=precision,
+                        padir=padir.system,
+                        ar=ar.system,
+                        model_p50=round(ar.model.p50_ms / padir.model.p50_ms, 3),
+                        model_p99=round(ar.model.p99_ms / padir.model.p99_ms, 3),
+                        e2e_p50=round(ar.e2e.p50_ms / padir.e2e.p50_ms, 3),
+                        e2e_p99=round(ar.e2e.p99_ms / padir.e2e.p99_ms, 3),
+                    )
+                )
     return rows
 
 
@@ -304,9 +311,9 @@ def run_bench(
     progress: bool = False,
     log: Log | None = None,
     clock: Clock = time.perf_counter,
-) -> dict[str, Any]:
+) -> BenchResult:
     """Benchmark every system (see the module docstring) on the first `sentences` usable
-    source lines of `split` of the prepared dataset `data`; returns the result dict and, with
+    source lines of `split` of the prepared dataset `data`; returns the result and, with
     `json_out`, writes it there as JSON (atomically). `progress`: a tqdm bar (stderr);
     `log` gets a message as each phase starts; `clock` reads the time in seconds (tests pass
     a fake one to check the statistics against known durations)."""
@@ -332,7 +339,7 @@ def run_bench(
             raise GmlmError(f"{data}: split '{split}' has no sentence every model can take")
         chosen = [texts[i] for i in lines]
         systems = make_systems(translators, steps, length_beams)
-        results = []
+        results: list[BenchRow] = []
         per_precision = min(warmup, len(lines)) + len(lines)
         per_precision += sum(-(-len(lines) // size) for size in batch_sizes if size > 1)
         bar = tqdm(
@@ -348,7 +355,7 @@ def run_bench(
             model, e2e, out_tokens = _latency(
                 systems, chosen, lines, ids, bf16, warmup, bar.update, clock
             )
-            throughput: dict[int, dict[str, dict[str, float]]] = {}
+            throughput: dict[int, dict[str, Rates]] = {}
             for size in batch_sizes:
                 if size == 1:
                     throughput[1] = {
@@ -361,59 +368,60 @@ def run_bench(
                         systems, lines, ids, size, bf16, bar.update, clock
                     )
             for system in systems:
+                settings = system.settings()
                 results.append(
-                    {
-                        "precision": precision,
-                        "system": system.name,
-                        "role": system.model,
-                        "kind": system.kind,
-                        **system.settings(),
-                        "model_params": sum(
-                            p.numel() for p in system.translator.model.parameters()
-                        ),
-                        "mean_output_tokens": round(out_tokens[system.name] / len(lines), 2),
-                        "model": percentiles(model[system.name]),
-                        "e2e": percentiles(e2e[system.name]),
-                        "throughput": {
+                    BenchRow(
+                        precision=precision,
+                        system=system.name,
+                        role=system.model,
+                        kind=system.kind,
+                        steps=settings.get("steps"),
+                        length_beam=settings.get("length_beam"),
+                        beam=settings.get("beam"),
+                        model_params=sum(p.numel() for p in system.translator.model.parameters()),
+                        mean_output_tokens=round(out_tokens[system.name] / len(lines), 2),
+                        model=percentiles(model[system.name]),
+                        e2e=percentiles(e2e[system.name]),
+                        throughput={
                             str(size): throughput[size][system.name] for size in batch_sizes
                         },
-                    }
+                    )
                 )
         bar.close()
-        threads_used = torch.get_num_threads()
+        threads_used = provenance.torch_threads()
     finally:
         torch.set_num_threads(previous_threads)
-    result = {
-        "settings": {
-            "threads": threads_used,
-            "torch": torch.__version__,
-            "gmlm": __version__,
-            "python": platform.python_version(),
-            "cpu": cpu_model(),
-            "device": device,
-            "precisions": list(precisions),
-            "split": split,
-            "sentences": len(lines),
-            "mean_source_tokens": round(statistics.mean(len(x) for x in ids["ar"]), 2),
-            "warmup": warmup,
-            "batch_sizes": list(batch_sizes),
-            "checkpoints": {
-                role: {
-                    "path": str(path),
-                    "decoder_layers": translators[role].config.n_decoder_layers,
-                    "load_s": round(load_s[role], 3),
-                }
+    result = BenchResult(
+        settings=SpeedSettings(
+            threads=threads_used,
+            torch=provenance.torch_version(),
+            gmlm=provenance.gmlm_version(),
+            python=provenance.python_version(),
+            cpu=provenance.cpu_model(),
+            device=device,
+            precisions=tuple(precisions),
+            split=split,
+            sentences=len(lines),
+            mean_source_tokens=round(statistics.mean(len(x) for x in ids["ar"]), 2),
+            warmup=warmup,
+            batch_sizes=tuple(batch_sizes),
+            checkpoints={
+                role: CheckpointInfo(
+                    path=str(path),
+                    decoder_layers=translators[role].config.n_decoder_layers,
+                    load_s=round(load_s[role], 3),
+                )
                 for role, path, _ in roles
             },
-            "ar1": "measured" if ar1 is not None else "skipped (no --ar1 given)",
-            "fairness": FAIRNESS,
-        },
-        "systems": [s.name for s in systems],
-        "results": results,
-        "speedups": speedups(results),
-    }
+            ar1="measured" if ar1 is not None else "skipped (no --ar1 given)",
+            fairness=FAIRNESS,
+        ),
+        systems=tuple(s.name for s in systems),
+        results=tuple(results),
+        speedups=tuple(speedups(results)),
+    )
     if json_out is not None:
-        atomic_write_json(Path(json_out), result)
+        result.write(Path(json_out))
     return result
 
 
@@ -437,5 +445,5 @@ def _check_settings(
         raise GmlmError(f"warmup={warmup} must be >= 0")
 
 
-def json_line(result: dict[str, Any]) -> str:
-    return json.dumps(result, separators=(",", ":"))
+def json_line(result: BenchResult) -> str:
+    return json.dumps(result.to_json(), separators=(",", ":"))

@@ -7,9 +7,11 @@ import argparse
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from gmlm.io import atomic_write_json
+from gmlm.records import Record
+
+R = TypeVar("R", bound=Record)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -124,12 +126,10 @@ def common_settings(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def report(
-    args: argparse.Namespace, result: dict[str, Any], render: Callable[[dict[str, Any]], str]
-) -> int:
+def report(args: argparse.Namespace, result: R, render: Callable[[R], str]) -> int:
     if args.out is not None:
-        atomic_write_json(args.out, result)
-    print(json.dumps(result) if args.json else render(result).rstrip("\n"))
+        result.write(args.out)
+    print(json.dumps(result.to_json()) if args.json else render(result).rstrip("\n"))
     return 0
 
 
