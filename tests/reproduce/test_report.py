@@ -8,12 +8,14 @@ software) and the run folder's path are normalised before the comparison.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
 
 import pytest
 
+from gmlm.errors import GmlmError
 from gmlm.reproduce import stages
 from gmlm.reproduce.config import load_reproduce_config
 
@@ -38,3 +40,26 @@ def render(tmp_path: Path) -> str:
 def test_report_of_a_fixed_run_matches_the_golden_file(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     assert render(tmp_path) == GOLDEN.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("name", "key"),
+    [
+        ("eval/scores.json", "bleu_signature"),
+        ("bench/bench.json", "speedups"),
+        ("theory/verify.json", "claims"),
+        ("stages/data.json", "finished"),
+    ],
+)
+def test_a_result_missing_a_key_is_an_error_naming_the_file_and_the_key(
+    tmp_path: Path, name: str, key: str
+) -> None:
+    out = tmp_path / "run"
+    shutil.copytree(FIXTURES / "run", out)
+    data = json.loads((out / name).read_text(encoding="utf-8"))
+    del data[key]
+    (out / name).write_text(json.dumps(data), encoding="utf-8")
+    cfg = load_reproduce_config(str(out / "reproduce.yaml"))
+    with pytest.raises(GmlmError, match=rf"{re.escape(str(out / name))}: key '{key}' is missing"):
+        stages.report(stages.Context(cfg, out, False, lambda _message: None))
+    assert not (out / "REPORT.md").exists()

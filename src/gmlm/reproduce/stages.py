@@ -187,7 +187,15 @@ class System:
     key: str  # file-name friendly: ar-beam5, padir-T4-B5
     label: str  # for tables
     run: str  # run folder name under OUT
-    settings: dict[str, int]
+    beam: int | None = None  # AR
+    steps: int | None = None  # PaDIR
+    length_beam: int | None = None  # PaDIR
+
+    @property
+    def settings(self) -> dict[str, int]:
+        """The decoding settings, as `Translator.translate` takes them."""
+        found = {"beam": self.beam, "steps": self.steps, "length_beam": self.length_beam}
+        return {name: value for name, value in found.items() if value is not None}
 
 
 def systems(cfg: ReproduceConfig) -> list[System]:
@@ -199,7 +207,7 @@ def systems(cfg: ReproduceConfig) -> list[System]:
     for run, label in ar_runs:
         for beam in e.ar_beams:
             kind = "greedy" if beam == 1 else f"beam {beam}"
-            found.append(System(f"{run}-beam{beam}", f"{label}, {kind}", run, {"beam": beam}))
+            found.append(System(f"{run}-beam{beam}", f"{label}, {kind}", run, beam=beam))
     for b in e.length_beams:
         for t in e.padir_steps:
             found.append(
@@ -207,7 +215,8 @@ def systems(cfg: ReproduceConfig) -> list[System]:
                     f"padir-T{t}-B{b}",
                     f"PaDIR T={t} B={b}",
                     "padir",
-                    {"steps": t, "length_beam": b},
+                    steps=t,
+                    length_beam=b,
                 )
             )
     return found
@@ -260,9 +269,9 @@ def evaluate(ctx: Context) -> dict[str, Any]:
                 system=system.key,
                 label=system.label,
                 run=system.run,
-                beam=system.settings.get("beam"),
-                steps=system.settings.get("steps"),
-                length_beam=system.settings.get("length_beam"),
+                beam=system.beam,
+                steps=system.steps,
+                length_beam=system.length_beam,
                 quality=quality,
                 decode_seconds=seconds,
             )
