@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from gmlm.translate import Translator
+    from gmlm.translation.translator import Translator
 
 __version__ = "0.1.0"
 
@@ -16,6 +16,6 @@ def load(checkpoint: str | Path, device: str = "auto") -> Translator:
 
     Imports torch and the models on first use, so ``import gmlm`` stays light.
     """
-    from gmlm.translate import load as load_translator
+    from gmlm.translation.translator import load as load_translator
 
     return load_translator(checkpoint, device)

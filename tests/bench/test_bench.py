@@ -19,7 +19,7 @@ from gmlm.data import load_dataset
 from gmlm.decoding import RefinementOptions
 from gmlm.decoding.autoregressive import SearchOptions
 from gmlm.errors import GmlmError
-from gmlm.translate import Translator
+from gmlm.translation.translator import Translator
 from tests.helpers.checkpoints import write_checkpoint
 
 PADIR_SYSTEMS = [f"padir T={t} B={b}" for t in (1, 2, 4, 10) for b in (1, 5)]

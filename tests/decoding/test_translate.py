@@ -25,7 +25,7 @@ from gmlm.models import build_model
 from gmlm.nn import ModelConfig
 from gmlm.training import checkpoint
 from gmlm.training.config import TrainConfig
-from gmlm.translate import Translator
+from gmlm.translation.translator import Translator
 from tests.helpers.sentences import WORDS, sentences
 
 LONG = " ".join(WORDS * 3) + "."  # about 60 tokens; the limit is 24
@@ -353,7 +353,7 @@ def test_cli_checks_the_output_before_translating(
     def load(*args: object, **kwargs: object) -> None:
         raise AssertionError("the model was loaded before the output was checked")
 
-    monkeypatch.setattr("gmlm.translate.load", load)
+    monkeypatch.setattr("gmlm.translation.translator.load", load)
     source = tmp_path / "in.de"
     source.write_text("der Hund.\n", encoding="utf-8")
     (tmp_path / "file.txt").write_text("mine", encoding="utf-8")

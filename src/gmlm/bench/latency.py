@@ -51,7 +51,7 @@ from gmlm.data.lengths import encode_inputs
 from gmlm.decoding import RefinementOptions
 from gmlm.errors import GmlmError
 from gmlm.io import atomic_write_json
-from gmlm.translate import DecodingOptions, Translator, load
+from gmlm.translation.translator import DecodingOptions, Translator, load
 
 PRECISIONS = ("fp32", "bf16")
 # 2 precisions x 12 systems x (2 batch-1 passes + throughput) with small (8-19M) models cost

@@ -1,6 +1,6 @@
 """`gmlm distill`: sequence-level knowledge distillation of a prepared dataset's training split.
 
-Argument parsing only; the work is in `gmlm.distill` (imported when the command runs).
+Argument parsing only; the work is in `gmlm.translation.distill` (imported when the command runs).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gmlm.distill import distill
+    from gmlm.translation.distill import distill
 
     distill(
         args.teacher,

@@ -1,6 +1,6 @@
 """`gmlm translate`: raw sentences in (stdin or --input), detokenized translations out.
 
-Argument parsing and file handling only; the work is in `gmlm.translate` (imported when the
+Argument parsing and file handling only; the work is in `gmlm.translation.translator` (imported when the
 command runs, so `gmlm --help` does not load torch).
 """
 
@@ -136,7 +136,7 @@ def _same_file(a: Path, b: Path) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gmlm.translate import load
+    from gmlm.translation.translator import load
 
     if args.output is not None:
         check_output_file(args.output, "--output")  # not after the whole translation

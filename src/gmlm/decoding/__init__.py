@@ -9,7 +9,7 @@ PaDIR's iterative refinement. Each is a pure init / step / finish trio plus a dr
     results = refine(padir_model, src, RefinementOptions(steps=4), generators)
 
 Sources are (B, S) right-padded id tensors with EOS, as the data pipeline makes them; raw text
-goes through :class:`gmlm.translate.Translator`.
+goes through :class:`gmlm.translation.translator.Translator`.
 """
 
 from gmlm.decoding.autoregressive import (
