@@ -303,8 +303,8 @@ def test_cli_stdin_to_stdout(
     used = []
     original = Translator.options
 
-    def spy(self, **settings):  # type: ignore[no-untyped-def]
-        used.append(original(self, **settings))
+    def spy(self, options=None, /, **settings):  # type: ignore[no-untyped-def]
+        used.append(original(self, options, **settings))
         return used[-1]
 
     monkeypatch.setattr(Translator, "options", spy)

@@ -16,8 +16,8 @@ from gmlm.cli.main import main
 from gmlm.data import load_dataset
 from gmlm.data.cleaning import normalize
 from gmlm.data.prepare import prepare_dataset
-from gmlm.translation.distill import distill
 from gmlm.errors import GmlmError
+from gmlm.translation.distill import distill
 from gmlm.translation.translator import Translator
 from tests.helpers.checkpoints import write_checkpoint
 from tests.helpers.corpora import make_pairs, tiny_config, write_lines
