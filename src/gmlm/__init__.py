@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from gmlm.translation.translator import Translator
@@ -19,3 +19,12 @@ def load(checkpoint: str | Path, device: str = "auto") -> Translator:
     from gmlm.translation.translator import load as load_translator
 
     return load_translator(checkpoint, device)
+
+
+def __getattr__(name: str) -> Any:
+    """``gmlm.Translator``, imported on first use like :func:`load`."""
+    if name == "Translator":
+        from gmlm.translation.translator import Translator
+
+        return Translator
+    raise AttributeError(f"module 'gmlm' has no attribute '{name}'")
