@@ -180,7 +180,7 @@ PYTHON_ONLY = {"init", "early_stop", "return_steps", "return_attention", "min_le
 def test_every_decoding_setting_reaches_gmlm_translate() -> None:
     """A field added to SearchOptions or RefinementOptions gets a translate flag of its own
     (or is declared Python-only, which this test pins), with its help and default."""
-    from gmlm.cli.common import show
+    from gmlm.cli.flags import show
     from gmlm.decoding.options import RefinementOptions, SearchOptions
 
     fields = {

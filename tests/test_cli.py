@@ -153,7 +153,7 @@ def test_output_flags_follow_the_vocabulary():
 
 
 def test_shared_list_parsers():
-    from gmlm.cli.common import float_list, int_list, precision_list
+    from gmlm.cli.flags import float_list, int_list, precision_list
 
     assert int_list("1, 8,,64") == (1, 8, 64) and float_list("0,.5") == (0.0, 0.5)
     assert precision_list("bf16,fp32") == ("bf16", "fp32")

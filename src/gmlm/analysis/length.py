@@ -95,8 +95,8 @@ def length_analysis(
     offsets). Returns a JSON-ready dict."""
     if not length_weights or min(length_weights) < 0:
         raise GmlmError(
-            f"length_weights={tuple(length_weights)}: give at least one weight, each >= 0 (0 is the "
-            "paper's selection)"
+            f"length_weights={tuple(length_weights)}: give at least one weight, each >= 0 "
+            "(0 is the paper's selection)"
         )
     started = time.perf_counter()
     translator, model = load_padir(checkpoint, device, sentences, batch_size, "length prediction")

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gmlm.cli.common import (
+from gmlm.cli.flags import (
     add_batch_size,
     add_checkpoint,
     add_device,

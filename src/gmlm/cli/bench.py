@@ -9,7 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from gmlm.cli.common import add_device, add_json, add_output, int_list, precision_list, show
+from gmlm.cli.flags import add_device, add_json, add_output, int_list, precision_list, show
 from gmlm.cli.options import documented_fields
 from gmlm.decoding.options import PRECISIONS, RefinementOptions
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gmlm.cli.common import add_batch_size, add_device, add_no_progress, add_precision
+from gmlm.cli.flags import add_batch_size, add_device, add_no_progress, add_precision
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gmlm.cli.common import add_alias, add_checkpoint, add_precision
+from gmlm.cli.flags import add_alias, add_checkpoint, add_precision
 from gmlm.decoding.options import PRECISIONS
 
 

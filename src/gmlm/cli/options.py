@@ -22,7 +22,7 @@ import typing
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gmlm.cli.common import comma_list, show
+from gmlm.cli.flags import comma_list, show
 
 
 def documented_fields(cls: type) -> list[dataclasses.Field[Any]]:

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from gmlm.cli.common import float_list, int_list, show
+from gmlm.cli.flags import float_list, int_list, show
 from gmlm.io import atomic_write_json, make_dirs
 from gmlm.theory.settings import (
     BenchSettings,

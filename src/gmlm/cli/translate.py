@@ -12,7 +12,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from gmlm.cli.common import (
+from gmlm.cli.flags import (
     add_batch_size,
     add_checkpoint,
     add_device,
