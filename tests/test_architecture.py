@@ -217,3 +217,20 @@ def test_no_per_kind_lists_of_settings() -> None:
     """Which kind owns a setting is derived from the options classes' fields."""
     texts = {p: p.read_text() for p in SRC.rglob("*.py")}
     assert [str(p) for p, text in texts.items() if re.search(r"\b(PADIR|AR)_ONLY\b", text)] == []
+
+
+def test_analyze_offers_the_padir_settings_of_gmlm_translate() -> None:
+    """Both analyses decode as `gmlm translate` does, with the same flags, except where the
+    analysis sets a field itself (length: --length-weights) or ignores it (attention: the
+    final filters never touch the raw hypotheses analysed)."""
+    from gmlm.cli.options import cli_fields
+    from gmlm.decoding.options import RefinementOptions
+
+    padir = {f.name for f in cli_fields(RefinementOptions)}
+    decoding = {"attention": padir - {"drop_unchanged_initial", "dedup_final"}}
+    decoding["length"] = padir - {"length_weight"}
+    for name, expected in decoding.items():
+        shown = flags(subcommand("analyze", name))
+        assert set(shown) & padir == expected, name
+        translate = flags(subcommand("translate"))  # length_penalty: both kinds' defaults
+        assert all(shown[n].help == translate[n].help for n in expected - {"length_penalty"})
