@@ -102,4 +102,4 @@ def test_bad_input_is_a_clean_error(
     with pytest.raises(SystemExit) as exit_info:
         main([*args, "--length-weights", "a,b"])
     assert exit_info.value.code == 2
-    assert "give numbers separated by commas" in capsys.readouterr().err
+    assert "expected comma-separated numbers, e.g. 0,0.5" in capsys.readouterr().err

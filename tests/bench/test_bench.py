@@ -19,7 +19,7 @@ from gmlm.data import load_dataset
 from gmlm.decoding import RefinementOptions
 from gmlm.decoding.autoregressive import SearchOptions
 from gmlm.errors import GmlmError
-from gmlm.translate import Translator
+from gmlm.translation.translator import Translator
 from tests.helpers.checkpoints import write_checkpoint
 
 PADIR_SYSTEMS = [f"padir T={t} B={b}" for t in (1, 2, 4, 10) for b in (1, 5)]
@@ -56,7 +56,7 @@ def cli_run(
 
     json_file = tmp_path_factory.mktemp("bench") / "bench.json"
     args = ["bench", "--ar", str(checkpoints["ar"]), "--padir", str(checkpoints["padir"])]
-    args += ["--data", str(word_task_data), *FAST, "--json-out", str(json_file)]
+    args += ["--data", str(word_task_data), *FAST, "--output", str(json_file)]
     stdout = io.StringIO()
     with contextlib.redirect_stdout(stdout):
         assert main(args) == 0
@@ -180,10 +180,10 @@ class WorkClock:
                 self.calls.append((name, size, lengths, [len(o) for o in out], cost))
             return out
 
-        def timed_text(translator, sentences, **kwargs):  # type: ignore[no-untyped-def]
+        def timed_text(translator, sentences, options, **kwargs):  # type: ignore[no-untyped-def]
             self.in_text = True
             try:
-                out = translate(translator, sentences, **kwargs)
+                out = translate(translator, sentences, options, **kwargs)
             finally:
                 self.in_text = False
             self.now += self.TEXT

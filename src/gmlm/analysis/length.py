@@ -78,27 +78,39 @@ def length_analysis(
     split: str = "test",
     *,
     sentences: int | None = None,
-    steps: int = 4,
-    length_beam: int = 5,
+    options: RefinementOptions | None = None,
     length_weights: tuple[float, ...] = (0.0, 0.5),
     batch_size: int = 32,
     bf16: bool = False,
     seed: int = 0,
     device: str = "auto",
     progress: bool = False,
+    **overrides: Any,
 ) -> dict[str, Any]:
     """Length prediction and oracle-length decoding of a PaDIR `checkpoint` on the first
     `sentences` (default all) pairs of `split` of the prepared dataset `data` (see the module
-    docstring). Returns a JSON-ready dict."""
-    if not length_weights:
-        raise GmlmError("length_weights needs at least one weight (0 is the paper's selection)")
+    docstring), decoded with `options` (default: those of ``gmlm translate``, T = 4, B = 5)
+    and field `overrides` (``steps=10``, as :meth:`Translator.translate` takes them), each
+    configuration setting its length_beam and length_weight (the oracle: one length, no
+    offsets). Returns a JSON-ready dict."""
+    if not length_weights or min(length_weights) < 0:
+        raise GmlmError(
+            f"length_weights={tuple(length_weights)}: give at least one weight, each >= 0 "
+            "(0 is the paper's selection)"
+        )
     started = time.perf_counter()
     translator, model = load_padir(checkpoint, device, sentences, batch_size, "length prediction")
     config, tokenizer = translator.config, translator.tokenizer
+    base = translator.options(options, **overrides)
+    assert isinstance(base, RefinementOptions)
+    steps, length_beam = base.steps, base.length_beam
     runs = configurations(length_beam, tuple(length_weights))
-    options = {
+    decodings = {
         c.name: translator.options(
-            steps=steps, length_beam=c.length_beam, length_weight=c.length_weight
+            base,
+            length_beam=c.length_beam,
+            length_weight=c.length_weight,
+            length_offsets=() if c.oracle else None,
         )
         for c in runs
     }
@@ -155,7 +167,7 @@ def length_analysis(
                 top1[rows] = logits.argmax(1) + 1
                 rank[rows] = (logits > target_logit).sum(1) + 1
                 for c in runs:
-                    opts = options[c.name]
+                    opts = decodings[c.name]
                     assert isinstance(opts, RefinementOptions)
                     lengths = targets.unsqueeze(1).to(src.device) if c.oracle else None
                     generators = sentence_generators(seed, lines)
@@ -205,6 +217,11 @@ def length_analysis(
             "steps": steps,
             "length_beam": length_beam,
             "length_weights": list(length_weights),
+            "decoding": {
+                k: v
+                for k, v in dataclasses.asdict(base).items()
+                if k not in ("return_steps", "return_attention", "length_weight")
+            },
             "batch_size": batch_size,
             "seed": seed,
             "bf16": bf16,

@@ -48,12 +48,11 @@ from gmlm import __version__
 from gmlm.bench.environment import cpu_model
 from gmlm.data.binarized import load_dataset
 from gmlm.data.lengths import encode_inputs
-from gmlm.decoding import RefinementOptions
+from gmlm.decoding.options import PRECISIONS, DecodingOptions, RefinementOptions
 from gmlm.errors import GmlmError
 from gmlm.io import atomic_write_json
-from gmlm.translate import DecodingOptions, Translator, load
+from gmlm.translation.translator import Translator, load
 
-PRECISIONS = ("fp32", "bf16")
 # 2 precisions x 12 systems x (2 batch-1 passes + throughput) with small (8-19M) models cost
 # at most about 21 s per sentence on one busy core (measured with a PaDIR that never stops
 # early); a trained PaDIR stops early and 2 idle cores are faster, hence about 10 minutes.
@@ -213,8 +212,7 @@ def _latency(
 
 
 def _translate_text(system: System, text: str, line: int, bf16: bool) -> list[str]:
-    settings = system.settings()
-    return system.translator.translate([text], bf16=bf16, lines=[line], **settings)
+    return system.translator.translate([text], system.options, bf16=bf16, lines=[line])
 
 
 def _throughput(

@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gmlm.cli.flags import add_alias, add_checkpoint, add_precision
+from gmlm.decoding.options import PRECISIONS
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -14,11 +17,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "checkpoint folder or a run folder, whose best one is taken) to --out, without "
         "optimizer state. `gmlm translate` and `gmlm bench` load the result directly.",
     )
-    p.add_argument("--checkpoint", required=True, help="checkpoint or run folder")
+    add_checkpoint(p, "checkpoint or run folder")
     p.add_argument("--out", type=Path, required=True, help="folder to write (atomically)")
-    p.add_argument(
-        "--dtype", choices=("bf16", "fp32"), default="bf16", help="weight type (default bf16)"
-    )
+    add_precision(p, "weight type", default="bf16", old_switch=None)
+    add_alias(p, "--dtype", "precision", "--precision {value}", choices=PRECISIONS)
     p.set_defaults(func=run)
 
 
@@ -27,8 +29,8 @@ def run(args: argparse.Namespace) -> int:
 
     from gmlm.training.checkpoint import MODEL_FILE, export_checkpoint
 
-    dtype = torch.bfloat16 if args.dtype == "bf16" else None
+    dtype = torch.bfloat16 if args.precision == "bf16" else None
     out = export_checkpoint(args.checkpoint, args.out, dtype)
     size = (out / MODEL_FILE).stat().st_size
-    print(f"wrote {out} ({args.dtype} weights, {size / 2**20:.1f} MiB)")
+    print(f"wrote {out} ({args.precision} weights, {size / 2**20:.1f} MiB)")
     return 0
