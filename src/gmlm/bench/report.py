@@ -35,6 +35,9 @@ def settings_lines(result: dict[str, Any]) -> list[str]:
         )
     if "ar1" not in s["checkpoints"]:
         lines.append(f"ar1: {s['ar1']}")
+    ct2 = s.get("ctranslate2")
+    if isinstance(ct2, dict):
+        lines.append(f"ctranslate2 {ct2['version']} (loaded in {ct2['load_s']} s): {ct2['note']}")
     lines.append(f"fairness: {s['fairness']}")
     return lines
 
