@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from gmlm.analysis.results import AttentionResult, LengthResult
-from gmlm.bench.result import BenchResult
+from gmlm.bench.result import BenchResult, Ctranslate2Info
 from gmlm.errors import GmlmError
 from gmlm.evaluation.results import Evaluation, EvaluationScores
 from gmlm.records import FLATTEN, OMIT_NONE, Record, json_key
@@ -23,7 +23,7 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 RUN = FIXTURES / "run"
 
 # Files as the writers of commit 51ba4ed wrote them (before the typed results): the pipeline's
-# stages, `gmlm analyze length --out`, `gmlm theory verify` (with its environment).
+# stages, `gmlm analyze length --out` (now --output), `gmlm theory verify` (with its environment).
 INDENTED = [
     (BenchResult, RUN / "bench" / "bench.json"),
     (EvaluationScores, RUN / "eval" / "scores.json"),
@@ -134,6 +134,15 @@ def test_the_theory_table_bug_is_an_error_not_an_empty_table(tmp_path: Path) -> 
             lambda d: d["settings"].update(extra=1),
             r"key 'settings' has key\(s\) 'extra' that SpeedSettings does not declare",
         ),
+        (
+            lambda d: d["settings"].update(ctranslate2=3),
+            r"key 'settings\.ctranslate2' holds 3, expected a JSON object \(Ctranslate2Info\) "
+            r"or a string",
+        ),
+        (
+            lambda d: d["settings"].update(ctranslate2={"version": "4.8.5", "load_s": 0.5}),
+            r"key 'settings\.ctranslate2\.note' is missing",
+        ),
     ],
 )
 def test_a_wrong_type_or_unknown_key_names_the_file_and_the_key(
@@ -142,6 +151,32 @@ def test_a_wrong_type_or_unknown_key_names_the_file_and_the_key(
     path = edited(tmp_path, RUN / "bench" / "bench.json", edit)
     with pytest.raises(GmlmError, match=rf"^{re.escape(str(path))}: {message}"):
         BenchResult.read(path)
+
+
+def test_a_union_is_read_by_the_kind_of_json_value(tmp_path: Path) -> None:
+    """bench.json's settings.ctranslate2: what ran the CTranslate2 rows (an object), why there
+    are none (a string), or absent in files written before gmlm bench had them."""
+    assert BenchResult.read(RUN / "bench" / "bench.json").settings.ctranslate2 is None
+    info = {"version": "4.8.5", "load_s": 0.25, "note": "a worker process"}
+    for value, expected in (
+        (info, Ctranslate2Info(version="4.8.5", load_s=0.25, note="a worker process")),
+        ("skipped (no --ctranslate2 given)", "skipped (no --ctranslate2 given)"),
+    ):
+        path = edited(
+            tmp_path,
+            RUN / "bench" / "bench.json",
+            lambda d, value=value: d["settings"].update(ctranslate2=value),
+        )
+        result = BenchResult.read(path)
+        assert result.settings.ctranslate2 == expected
+        assert result.to_json() == json.loads(path.read_text(encoding="utf-8"))
+
+    @dataclass(frozen=True, kw_only=True)
+    class Ambiguous(Record):
+        value: int | float
+
+    with pytest.raises(TypeError, match="members must differ in JSON kind"):
+        Ambiguous.from_json({"value": 1})
 
 
 def test_length_predictor_key_and_bad_files(tmp_path: Path) -> None:

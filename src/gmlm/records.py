@@ -3,7 +3,8 @@
 A record is a frozen dataclass whose fields are the keys of a JSON object, in order; `to_json`
 and `from_json` are derived from the field declarations, so one declaration writes and reads a
 file. Field types: bool, int, float (an int is accepted and kept, so a file round-trips
-exactly), str, `Literal[...]` of strings, `X | None`, `tuple[X, ...]` (a JSON list),
+exactly), str, `Literal[...]` of strings, `X | None`, unions of types read from different
+kinds of JSON value (`Info | str`: an object or a string), `tuple[X, ...]` (a JSON list),
 `dict[str, X]`, nested dataclasses, and `Any`: an open-ended value kept as read (the modules
 that use one say why it is open). Field metadata declares the exceptions to "key = field name":
 
@@ -162,11 +163,19 @@ def decode(hint: Any, value: Any, origin: str, path: str) -> Any:
         if value is None and type(None) in args:
             return None
         others = [a for a in args if a is not type(None)]
-        if len(others) != 1:
-            raise TypeError(f"unsupported record field type {hint}")
-        if value is None:
-            raise _wrong(origin, path, value, _describe(others[0]))
-        return decode(others[0], value, origin, path)
+        if len(others) == 1:
+            if value is None:
+                raise _wrong(origin, path, value, _describe(others[0]))
+            return decode(others[0], value, origin, path)
+        kinds = [_json_kind(a) for a in others]
+        if None in kinds or len(set(kinds)) != len(kinds):
+            raise TypeError(
+                f"unsupported record field type {hint}: members must differ in JSON kind"
+            )
+        for member, member_kind in zip(others, kinds, strict=True):
+            if member_kind == _value_kind(value):
+                return decode(member, value, origin, path)
+        raise _wrong(origin, path, value, " or ".join(_describe(a) for a in others))
     if kind is Literal:
         if value not in args:
             raise _wrong(origin, path, value, " or ".join(map(repr, args)))
@@ -197,6 +206,31 @@ def decode(hint: Any, value: Any, origin: str, path: str) -> Any:
     raise _wrong(origin, path, value, _describe(hint))
 
 
+def _json_kind(hint: Any) -> str | None:
+    """The kind of JSON value a union member is read from ("object", "list", "string",
+    "number", "bool"); None for a member a union cannot tell apart (Any, a nested union)."""
+    kind = typing.get_origin(hint)
+    if kind is dict or (isinstance(hint, type) and dataclasses.is_dataclass(hint)):
+        return "object"
+    if kind is tuple:
+        return "list"
+    if kind is Literal or hint is str:
+        return "string"
+    return {int: "number", float: "number", bool: "bool"}.get(hint)
+
+
+def _value_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, dict):
+        return "object"
+    if isinstance(value, list):
+        return "list"
+    return "string" if isinstance(value, str) else "other"
+
+
 def _encode(value: Any) -> Any:
     if isinstance(value, Record):
         return value.to_json()
@@ -214,6 +248,8 @@ def _join(path: str, key: str) -> str:
 
 
 def _describe(hint: Any) -> str:
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return f"a JSON object ({hint.__name__})"
     names = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
     return names.get(hint, getattr(hint, "__name__", str(hint)))
 

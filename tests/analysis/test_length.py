@@ -11,6 +11,7 @@ import torch
 
 import gmlm
 from gmlm.analysis.length import length_analysis, render_length_markdown
+from gmlm.analysis.results import LengthResult
 from gmlm.cli.main import main
 from gmlm.data.binarized import load_dataset
 from gmlm.errors import GmlmError
@@ -54,7 +55,14 @@ def test_cli_rows_equal_translate(
     assert main([*args, *flags, "--device", "cpu", "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "| top-1 = reference length |" in text and "| reference length (oracle) |" in text
-    assert json.loads(out.read_text(encoding="utf-8"))["analysis"] == "length"
+    written = json.loads(out.read_text(encoding="utf-8"))
+    assert written["analysis"] == "length"
+    read = LengthResult.read(out)
+    assert read.to_json() == written
+    # The base decoding options, less the field each configuration sets itself.
+    assert read.settings.decoding is not None and read.settings.decoding["steps"] == 2
+    assert read.settings.decoding["length_beam"] == 3
+    assert "length_weight" not in read.settings.decoding
 
 
 def test_predictor_statistics_match_a_per_sentence_recomputation(
@@ -104,4 +112,4 @@ def test_bad_input_is_a_clean_error(
     with pytest.raises(SystemExit) as exit_info:
         main([*args, "--length-weights", "a,b"])
     assert exit_info.value.code == 2
-    assert "give numbers separated by commas" in capsys.readouterr().err
+    assert "expected comma-separated numbers, e.g. 0,0.5" in capsys.readouterr().err

@@ -20,7 +20,7 @@ from gmlm.data import load_dataset
 from gmlm.decoding import RefinementOptions
 from gmlm.decoding.autoregressive import SearchOptions
 from gmlm.errors import GmlmError
-from gmlm.translate import Translator
+from gmlm.translation.translator import Translator
 from tests.helpers.checkpoints import write_checkpoint
 
 PADIR_SYSTEMS = [f"padir T={t} B={b}" for t in (1, 2, 4, 10) for b in (1, 5)]
@@ -57,7 +57,7 @@ def cli_run(
 
     json_file = tmp_path_factory.mktemp("bench") / "bench.json"
     args = ["bench", "--ar", str(checkpoints["ar"]), "--padir", str(checkpoints["padir"])]
-    args += ["--data", str(word_task_data), *FAST, "--json-out", str(json_file)]
+    args += ["--data", str(word_task_data), *FAST, "--output", str(json_file)]
     stdout = io.StringIO()
     with contextlib.redirect_stdout(stdout):
         assert main(args) == 0
@@ -76,6 +76,8 @@ def test_json_line_last_with_every_system_and_key(
     assert settings["threads"] == 1 and settings["sentences"] == 3 and settings["warmup"] == 1
     assert settings["torch"] == torch.__version__ and settings["cpu"]
     assert "skipped" in settings["ar1"] and "ar1: skipped" in text
+    assert settings["ctranslate2"] == "skipped (no --ctranslate2 given)"
+    assert "settings: ctranslate2" not in text  # its settings line only with its rows
     systems = PADIR_SYSTEMS + AR_SYSTEMS
     assert [(r["precision"], r["system"]) for r in result["results"]] == [
         (p, s) for p in ("fp32", "bf16") for s in systems
@@ -191,10 +193,10 @@ class WorkClock:
                 self.calls.append((name, size, lengths, [len(o) for o in out], cost))
             return out
 
-        def timed_text(translator, sentences, **kwargs):  # type: ignore[no-untyped-def]
+        def timed_text(translator, sentences, options, **kwargs):  # type: ignore[no-untyped-def]
             self.in_text = True
             try:
-                out = translate(translator, sentences, **kwargs)
+                out = translate(translator, sentences, options, **kwargs)
             finally:
                 self.in_text = False
             self.now += self.TEXT

@@ -111,6 +111,48 @@ def test_refuses_a_folder_of_another_preset_or_config(tmp_path):
         run_reproduce(cfg, tmp_path / "junk", ["theory"], progress=False, log=lambda _m: None)
 
 
+def test_a_started_stage_may_change_max_steps_only_under_a_schedule_that_ignores_it(tmp_path):
+    out = tmp_path / "run"
+    base = ["theory.enabled=false"]
+
+    def with_padir(*overrides: str):
+        return load_reproduce_config("smoke", [*base, f"padir.overrides=[{','.join(overrides)}]"])
+
+    run_reproduce(
+        with_padir("optim.schedule=inverse_sqrt", "max_steps=10"),
+        out,
+        ["theory"],
+        progress=False,
+        log=lambda _m: None,
+    )
+    (out / "padir").mkdir()  # the stage has started
+    longer = with_padir("optim.schedule=inverse_sqrt", "max_steps=30")
+    run_reproduce(longer, out, ["theory"], progress=False, log=lambda _m: None)
+    assert "max_steps=30" in (out / "reproduce.yaml").read_text()
+    # Any other change stays refused,
+    refused = with_padir("optim.schedule=inverse_sqrt", "max_steps=30", "optim.lr=0.1")
+    with pytest.raises(GmlmError, match=r"different settings \(padir.overrides\)"):
+        run_reproduce(refused, out, ["theory"], progress=False, log=lambda _m: None)
+    # and so does max_steps under the cosine schedule it shapes.
+    cosine = tmp_path / "cosine"
+    run_reproduce(
+        with_padir("optim.schedule=cosine", "max_steps=10"),
+        cosine,
+        ["theory"],
+        progress=False,
+        log=lambda _m: None,
+    )
+    (cosine / "padir").mkdir()
+    with pytest.raises(GmlmError, match=r"different settings \(padir.overrides\)"):
+        run_reproduce(
+            with_padir("optim.schedule=cosine", "max_steps=30"),
+            cosine,
+            ["theory"],
+            progress=False,
+            log=lambda _m: None,
+        )
+
+
 def test_stage_needs_its_inputs(tmp_path):
     cfg = load_reproduce_config("smoke")
     with pytest.raises(GmlmError, match="stage 'teacher' needs stage\\(s\\) data first"):

@@ -63,12 +63,8 @@ from gmlm.analysis.results import (
 )
 from gmlm.data.binarized import load_dataset
 from gmlm.data.lengths import encode_inputs
-from gmlm.decoding.refinement import (
-    RefinementOptions,
-    StutterRemask,
-    refine,
-    sentence_generators,
-)
+from gmlm.decoding.options import RefinementOptions
+from gmlm.decoding.refinement import refine, sentence_generators
 
 GROUPS = ("stutter", "non_stutter")
 TABLES = ("self_attention", "cross_attention")
@@ -186,22 +182,22 @@ def attention_analysis(
     split: str = "test",
     *,
     sentences: int | None = None,
-    steps: int = 4,
-    length_beam: int = 5,
-    stutter_remask: StutterRemask | None = None,
+    options: RefinementOptions | None = None,
     batch_size: int = 32,
     bf16: bool = False,
     seed: int = 0,
     device: str = "auto",
     progress: bool = False,
+    **overrides: Any,
 ) -> AttentionResult:
     """Tables 4 and 5 for a PaDIR `checkpoint` (folder or run folder) on the first
     `sentences` (default all) sources of `split` of the prepared dataset `data`.
 
-    Decoding: `steps` passes, `length_beam` lengths, `stutter_remask` (None: the decoder's
-    default, "previous"), in batches of `batch_size` sorted by length, each line's initial
-    tokens from its own generator keyed by (`seed`, line index) as in ``gmlm translate``,
-    optionally under bf16 autocast. Sources empty or longer
+    Decoding: `options` (default: those of ``gmlm translate``, T = 4 passes, B = 5
+    lengths) with field `overrides` (``steps=10``, as :meth:`Translator.translate` takes
+    them), in batches of `batch_size` sorted by length, each line's initial tokens from
+    its own generator keyed by (`seed`, line index) as in ``gmlm translate``, optionally
+    under bf16 autocast. Sources empty or longer
     than the model's max_source_len are skipped and counted. n/a statistics are None.
     """
     started = time.perf_counter()
@@ -209,11 +205,8 @@ def attention_analysis(
         checkpoint, device, sentences, batch_size, "PaDIR's parallel decoder"
     )
     config = translator.config
-    options = translator.options(
-        steps=steps, length_beam=length_beam, stutter_remask=stutter_remask
-    )
-    assert isinstance(options, RefinementOptions)
-    options = dataclasses.replace(options, return_attention=True)
+    decoding = translator.options(options, **{**overrides, "return_attention": True})
+    assert isinstance(decoding, RefinementOptions)
 
     prepared = load_dataset(data)
     texts = prepared.read_text(split, "src")
@@ -241,7 +234,7 @@ def attention_analysis(
             src = translator.source_tensor(batch)
             generators = sentence_generators(seed, lines)
             with torch.autocast(translator.device.type, dtype=torch.bfloat16, enabled=bf16):
-                results = refine(model, src, options, generators)
+                results = refine(model, src, decoding, generators)
             for result in results:
                 assert result.self_attention is not None and result.cross_attention is not None
                 stutter, self_m, cross_m = pair_metrics(
@@ -254,7 +247,7 @@ def attention_analysis(
 
     # The post-processing filters never touch the raw hypotheses analysed: leave them out.
     unused = ("return_steps", "return_attention", "drop_unchanged_initial", "dedup_final")
-    settings = {k: v for k, v in dataclasses.asdict(options).items() if k not in unused}
+    settings = {k: v for k, v in dataclasses.asdict(decoding).items() if k not in unused}
     tables = {table: {g: collector.summary(table, g) for g in GROUPS} for table in TABLES}
     return AttentionResult(
         checkpoint=str(checkpoint),

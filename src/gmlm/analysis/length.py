@@ -37,6 +37,7 @@ import dataclasses
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -54,12 +55,13 @@ from gmlm.analysis.results import (
 from gmlm.data.binarized import load_dataset
 from gmlm.data.lengths import encode_inputs
 from gmlm.data.tokenizer import Tokenizer
-from gmlm.decoding.refinement import RefinementOptions, refine, sentence_generators
+from gmlm.decoding.options import RefinementOptions
+from gmlm.decoding.refinement import refine, sentence_generators
 from gmlm.errors import GmlmError
 from gmlm.evaluation.bleu import default_tokenizer
 from gmlm.evaluation.summary import quality_row
 from gmlm.models import PadirModel
-from gmlm.translate import Translator
+from gmlm.translation.translator import Translator
 
 
 @dataclasses.dataclass(frozen=True)
@@ -227,30 +229,42 @@ def length_analysis(
     split: str = "test",
     *,
     sentences: int | None = None,
-    steps: int = 4,
-    length_beam: int = 5,
+    options: RefinementOptions | None = None,
     length_weights: tuple[float, ...] = (0.0, 0.5),
     batch_size: int = 32,
     bf16: bool = False,
     seed: int = 0,
     device: str = "auto",
     progress: bool = False,
+    **overrides: Any,
 ) -> LengthResult:
     """Length prediction and oracle-length decoding of a PaDIR `checkpoint` on the first
     `sentences` (default all) pairs of `split` of the prepared dataset `data` (see the module
-    docstring)."""
-    if not length_weights:
-        raise GmlmError("length_weights needs at least one weight (0 is the paper's selection)")
+    docstring), decoded with `options` (default: those of ``gmlm translate``, T = 4, B = 5)
+    and field `overrides` (``steps=10``, as :meth:`Translator.translate` takes them), each
+    configuration setting its length_beam and length_weight (the oracle: one length, no
+    offsets)."""
+    if not length_weights or min(length_weights) < 0:
+        raise GmlmError(
+            f"length_weights={tuple(length_weights)}: give at least one weight, each >= 0 "
+            "(0 is the paper's selection)"
+        )
     started = time.perf_counter()
     translator, model = load_padir(checkpoint, device, sentences, batch_size, "length prediction")
+    base = translator.options(options, **overrides)
+    assert isinstance(base, RefinementOptions)
+    steps, length_beam = base.steps, base.length_beam
     runs = configurations(length_beam, tuple(length_weights))
-    options = {}
+    decodings = {}
     for c in runs:
         opts = translator.options(
-            steps=steps, length_beam=c.length_beam, length_weight=c.length_weight
+            base,
+            length_beam=c.length_beam,
+            length_weight=c.length_weight,
+            length_offsets=() if c.oracle else None,
         )
         assert isinstance(opts, RefinementOptions)
-        options[c.name] = opts
+        decodings[c.name] = opts
 
     prepared = load_dataset(data)
     sources_text = prepared.read_text(split, "src")
@@ -278,7 +292,7 @@ def length_analysis(
         model,
         pairs,
         runs,
-        options,
+        decodings,
         batch_size=batch_size,
         bf16=bf16,
         seed=seed,
@@ -298,6 +312,11 @@ def length_analysis(
             steps=steps,
             length_beam=length_beam,
             length_weights=tuple(length_weights),
+            decoding={
+                k: v
+                for k, v in dataclasses.asdict(base).items()
+                if k not in ("return_steps", "return_attention", "length_weight")
+            },
             batch_size=batch_size,
             seed=seed,
             bf16=bf16,

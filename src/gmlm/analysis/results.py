@@ -1,4 +1,4 @@
-"""The results of the analyses, as `gmlm analyze ... --out` and attention/attention.json of
+"""The results of the analyses, as `gmlm analyze ... --output` and attention/attention.json of
 `gmlm reproduce` hold them: :class:`LengthResult` and :class:`AttentionResult`."""
 
 from __future__ import annotations
@@ -88,9 +88,16 @@ class LengthRow(Record):
 
 @dataclass(frozen=True, kw_only=True)
 class LengthSettings(Record):
+    """`decoding`: the base decoder options (each configuration then sets its length_beam,
+    length_weight and, for the oracle, no length offsets) as `dataclasses.asdict` gives them,
+    less those that cannot change the rows; a dict for the reason `AttentionSettings.decoding`
+    is one. Files written before the options were declared in `gmlm.decoding.options` lack it
+    (None)."""
+
     steps: int
     length_beam: int
     length_weights: tuple[float, ...]
+    decoding: dict[str, Any] | None = field(default=None, metadata=OMIT_NONE)
     batch_size: int
     seed: int
     bf16: bool

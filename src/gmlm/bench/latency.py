@@ -19,13 +19,21 @@ with beam 5, on its key/value cache. For every precision (fp32, bf16 autocast):
   sentences sorted by source length, as :meth:`Translator.translate_ids` makes them. At
   batch size 1 the throughput is the model-only latency pass summed (not run twice).
 
-Fairness: one process, one fixed torch thread count, the same sentences for every system.
-Systems are interleaved: sentence by sentence for latency (each sentence runs through every
-system before the next, in an order that rotates by one system per sentence) and batch by
-batch for throughput, so slow drifts and background load hit all systems alike. Every system
-first translates ``warmup`` sentences untimed in each precision, and the garbage collector
-is off while timing. Speed-ups are ratios of the AR system's statistic to the PaDIR
-setting's (median over median, p99 over p99), each pair from the same run.
+With ``ctranslate2=True`` the ``ar`` checkpoint is also converted to CTranslate2
+(:mod:`gmlm.export.ctranslate2`) and timed greedy and with beam 5 by gmlm's decoding rules
+("ar ct2 greedy", "ar ct2 beam5"; fp32 only), in a worker process of its own with the same
+thread count: CTranslate2's OpenMP and torch's fight over the cores in one process (see
+:mod:`gmlm.export.ctranslate2_worker`). Its times are taken inside the worker, so the pipe to
+it is not counted; its systems are interleaved with the others like any system.
+
+Fairness: one process (and the CTranslate2 worker), one fixed thread count, the same
+sentences for every system. Systems are interleaved: sentence by sentence for latency (each
+sentence runs through every system before the next, in an order that rotates by one system
+per sentence) and batch by batch for throughput, so slow drifts and background load hit all
+systems alike. Every system first translates ``warmup`` sentences untimed in each precision,
+and the garbage collector is off while timing. Speed-ups are ratios of the AR system's
+statistic to the PaDIR setting's (median over median, p99 over p99), each pair from the same
+run.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from __future__ import annotations
 import gc
 import json
 import statistics
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -48,6 +57,7 @@ from gmlm.bench.result import (
     BenchResult,
     BenchRow,
     CheckpointInfo,
+    Ctranslate2Info,
     Percentiles,
     Rates,
     SpeedSettings,
@@ -55,11 +65,11 @@ from gmlm.bench.result import (
 )
 from gmlm.data.binarized import load_dataset
 from gmlm.data.lengths import encode_inputs
-from gmlm.decoding import RefinementOptions
+from gmlm.decoding.options import PRECISIONS, DecodingOptions, RefinementOptions
 from gmlm.errors import GmlmError
-from gmlm.translate import DecodingOptions, Translator, load
+from gmlm.export.ctranslate2_worker import Ct2Worker
+from gmlm.translation.translator import Translator, load
 
-PRECISIONS = ("fp32", "bf16")
 # 2 precisions x 12 systems x (2 batch-1 passes + throughput) with small (8-19M) models cost
 # at most about 21 s per sentence on one busy core (measured with a PaDIR that never stops
 # early); a trained PaDIR stops early and 2 idle cores are faster, hence about 10 minutes.
@@ -71,6 +81,12 @@ DEFAULT_LENGTH_BEAMS = (1, 5)
 AR_BEAMS = (1, 5)
 # The optional AR models come after --ar, in this order, in the systems and tables.
 AR_ROLES = ("ar", "teacher", "ar1")
+CT2_NOTE = (
+    "the ar model converted to CTranslate2 (fp32), decoded by gmlm's rules (length limit, "
+    "GNMT ranking; gmlm.export.ctranslate2), in a worker process of its own with the same "
+    "thread count, because CTranslate2's OpenMP and torch's fight over the cores in one "
+    "process; timed inside the worker (the pipe is not counted); fp32 only"
+)
 FAIRNESS = (
     "same sentences and one fixed thread count for every system; systems interleaved "
     "sentence by sentence (latency, order rotating by one system per sentence) and batch by "
@@ -85,12 +101,14 @@ Clock = Callable[[], float]
 @dataclass(frozen=True)
 class System:
     """One decoding setting of one checkpoint: `name` (e.g. "padir T=4 B=5"), `model` (the
-    role: "padir", "ar", "teacher" or "ar1") and its decoding options."""
+    role: "padir", "ar", "teacher" or "ar1") and its decoding options; `worker`: run by
+    CTranslate2 in that worker process instead of by `translator` (the same weights)."""
 
     name: str
     model: str
     translator: Translator
     options: DecodingOptions
+    worker: Ct2Worker | None = None
 
     @property
     def kind(self) -> str:
@@ -152,6 +170,20 @@ def make_systems(
     return systems
 
 
+def ctranslate2_systems(translator: Translator, worker: Ct2Worker) -> list[System]:
+    """Greedy and beam 5 of the AR model `translator`, run by CTranslate2 in `worker`."""
+    return [
+        System(
+            f"ar ct2 {'greedy' if beam == 1 else f'beam{beam}'}",
+            "ar",
+            translator,
+            translator.options(beam=beam),
+            worker,
+        )
+        for beam in AR_BEAMS
+    ]
+
+
 def _inputs(
     texts: list[str], translators: dict[str, Translator], count: int
 ) -> tuple[list[int], dict[str, list[list[int]]]]:
@@ -193,6 +225,9 @@ def _latency(
     tokens = dict.fromkeys(model, 0)
     for i in range(min(warmup, len(texts))):
         for system in systems:
+            if system.worker is not None:
+                system.worker.time([ids[system.model][i]], texts[i], system.options)
+                continue
             system.translator.translate_ids(
                 [ids[system.model][i]], system.options, bf16=bf16, lines=[lines[i]]
             )
@@ -204,6 +239,12 @@ def _latency(
         for i, text in enumerate(texts):
             for system in _rotated(systems, i):
                 source = [ids[system.model][i]]
+                if system.worker is not None:  # timed inside the worker
+                    timing = system.worker.time(source, text, system.options)
+                    model[system.name].append(timing.model_s)
+                    e2e[system.name].append(timing.e2e_s or 0.0)
+                    tokens[system.name] += len(timing.outputs[0])
+                    continue
                 start = clock()
                 out = system.translator.translate_ids(
                     source, system.options, bf16=bf16, lines=[lines[i]]
@@ -220,8 +261,7 @@ def _latency(
 
 
 def _translate_text(system: System, text: str, line: int, bf16: bool) -> list[str]:
-    settings = system.settings()
-    return system.translator.translate([text], bf16=bf16, lines=[line], **settings)
+    return system.translator.translate([text], system.options, bf16=bf16, lines=[line])
 
 
 def _throughput(
@@ -247,6 +287,11 @@ def _throughput(
             rows = order[start_row : start_row + batch_size]
             for system in _rotated(systems, j):
                 batch = [ids[system.model][i] for i in rows]
+                if system.worker is not None:  # timed inside the worker
+                    timing = system.worker.time(batch, None, system.options)
+                    seconds[system.name] += timing.model_s
+                    tokens[system.name] += sum(len(o) for o in timing.outputs)
+                    continue
                 start = clock()
                 out = system.translator.translate_ids(
                     batch,
@@ -307,6 +352,7 @@ def run_bench(
     steps: Sequence[int] = DEFAULT_STEPS,
     length_beams: Sequence[int] = DEFAULT_LENGTH_BEAMS,
     device: str = "cpu",
+    ctranslate2: bool = False,
     json_out: str | Path | None = None,
     progress: bool = False,
     log: Log | None = None,
@@ -316,13 +362,20 @@ def run_bench(
     source lines of `split` of the prepared dataset `data`; returns the result and, with
     `json_out`, writes it there as JSON (atomically). `progress`: a tqdm bar (stderr);
     `log` gets a message as each phase starts; `clock` reads the time in seconds (tests pass
-    a fake one to check the statistics against known durations)."""
+    a fake one to check the statistics against known durations). `ctranslate2`: add the
+    CTranslate2 rows of `ar` (needs the extra ``gmlm[ctranslate2]``)."""
     say: Log = log or (lambda _msg: None)
     _check_settings(sentences, threads, precisions, batch_sizes, warmup)
+    if ctranslate2 and device != "cpu":
+        raise GmlmError(
+            f"--ctranslate2 times CTranslate2 on the CPU; with --device {device} the rows "
+            "would not compare: use --device cpu, or leave out --ctranslate2"
+        )
     prepared = load_dataset(data)
     texts = prepared.read_text(split, "src")
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(threads)
+    worker = None
     try:
         translators: dict[str, Translator] = {}
         load_s: dict[str, float] = {}
@@ -339,6 +392,10 @@ def run_bench(
             raise GmlmError(f"{data}: split '{split}' has no sentence every model can take")
         chosen = [texts[i] for i in lines]
         systems = make_systems(translators, steps, length_beams)
+        if ctranslate2:
+            say("converting --ar to CTranslate2 and starting its worker process")
+            worker = _start_ctranslate2(ar, threads)
+            systems += ctranslate2_systems(translators["ar"], worker)
         results: list[BenchRow] = []
         per_precision = min(warmup, len(lines)) + len(lines)
         per_precision += sum(-(-len(lines) // size) for size in batch_sizes if size > 1)
@@ -351,9 +408,11 @@ def run_bench(
         )
         for precision in precisions:
             bf16 = precision == "bf16"
-            say(f"{precision}: batch-1 latency of {len(systems)} systems on {len(lines)} sentences")
+            # The CTranslate2 export is fp32: its rows are fp32 only.
+            active = [s for s in systems if not (bf16 and s.worker is not None)]
+            say(f"{precision}: batch-1 latency of {len(active)} systems on {len(lines)} sentences")
             model, e2e, out_tokens = _latency(
-                systems, chosen, lines, ids, bf16, warmup, bar.update, clock
+                active, chosen, lines, ids, bf16, warmup, bar.update, clock
             )
             throughput: dict[int, dict[str, Rates]] = {}
             for size in batch_sizes:
@@ -365,9 +424,9 @@ def run_bench(
                 else:
                     say(f"{precision}: throughput at batch size {size}")
                     throughput[size] = _throughput(
-                        systems, lines, ids, size, bf16, bar.update, clock
+                        active, lines, ids, size, bf16, bar.update, clock
                     )
-            for system in systems:
+            for system in active:
                 settings = system.settings()
                 results.append(
                     BenchRow(
@@ -391,6 +450,8 @@ def run_bench(
         threads_used = provenance.torch_threads()
     finally:
         torch.set_num_threads(previous_threads)
+        if worker is not None:
+            worker.close()
     result = BenchResult(
         settings=SpeedSettings(
             threads=threads_used,
@@ -414,6 +475,13 @@ def run_bench(
                 for role, path, _ in roles
             },
             ar1="measured" if ar1 is not None else "skipped (no --ar1 given)",
+            ctranslate2=(
+                Ctranslate2Info(
+                    version=worker.version, load_s=round(worker.load_s, 3), note=CT2_NOTE
+                )
+                if worker is not None
+                else "skipped (no --ctranslate2 given)"
+            ),
             fairness=FAIRNESS,
         ),
         systems=tuple(s.name for s in systems),
@@ -423,6 +491,15 @@ def run_bench(
     if json_out is not None:
         result.write(Path(json_out))
     return result
+
+
+def _start_ctranslate2(ar: str | Path, threads: int) -> Ct2Worker:
+    """Convert `ar` into a temporary folder and start a worker on it; the worker has read
+    the whole export once it answers, so the folder goes right after."""
+    from gmlm.export.ctranslate2 import export_ctranslate2
+
+    with tempfile.TemporaryDirectory(prefix="gmlm-ct2-") as tmp:
+        return Ct2Worker(export_ctranslate2(ar, Path(tmp) / "ar"), threads)
 
 
 def _check_settings(

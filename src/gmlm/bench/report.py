@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gmlm.bench.result import BenchResult
+from gmlm.bench.result import BenchResult, Ctranslate2Info
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,9 @@ def settings_lines(result: BenchResult) -> list[str]:
         )
     if "ar1" not in s.checkpoints:
         lines.append(f"ar1: {s.ar1}")
+    if isinstance(s.ctranslate2, Ctranslate2Info):
+        ct2 = s.ctranslate2
+        lines.append(f"ctranslate2 {ct2.version} (loaded in {ct2.load_s} s): {ct2.note}")
     lines.append(f"fairness: {s.fairness}")
     return lines
 

@@ -34,9 +34,21 @@ class CheckpointInfo(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Ctranslate2Info(Record):
+    """The CTranslate2 runtime of the "ar ct2" rows: its version, the worker's load time (not
+    counted in any latency) and how it was run (`latency.CT2_NOTE`)."""
+
+    version: str
+    load_s: float
+    note: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class SpeedSettings(Record):
     """How the numbers were made: provenance (threads .. device) and the benchmark's settings;
-    `checkpoints` by role (ar, padir, teacher, ar1); `ar1` says whether --ar1 was measured."""
+    `checkpoints` by role (ar, padir, teacher, ar1); `ar1` says whether --ar1 was measured,
+    `ctranslate2` what ran the CTranslate2 rows, or why there are none (absent in files
+    written before gmlm bench had them)."""
 
     threads: int
     torch: str
@@ -52,6 +64,7 @@ class SpeedSettings(Record):
     batch_sizes: tuple[int, ...]
     checkpoints: dict[str, CheckpointInfo]
     ar1: str
+    ctranslate2: Ctranslate2Info | str | None = field(default=None, metadata=OMIT_NONE)
     fairness: str
 
 

@@ -6,7 +6,10 @@ finished stages and resumes an interrupted one; a folder holding a different con
 refused, naming the keys that differ, so two presets never mix their outputs. One exception,
 for long runs spread over days: with the same preset, the settings of a stage that has not
 started yet (neither finished nor written its folder) may change, e.g. PaDIR's recipe while
-the teacher trains; the saved config then records the new settings.
+the teacher trains; the saved config then records the new settings. And a training stage that
+has started may change its `max_steps`, to stop earlier or train longer, when its learning-rate
+schedule does not depend on max_steps (inverse_sqrt, constant): the steps already taken are
+then exactly those of a run planned with the new length.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from gmlm.reproduce.config import STAGES, ReproduceConfig
 from gmlm.reproduce.stage_record import StageRecord
 
 CONFIG_FILE = "reproduce.yaml"
+TRAINING_STAGES = ("teacher", "ar", "padir")
 # Settings that may change between a run and its resumption: they do not change results.
 RESUMABLE_KEYS = ("threads", "description")
 
@@ -88,6 +92,7 @@ def check_run_folder(cfg: ReproduceConfig, out: Path) -> None:
     if saved.get("preset") == cfg.preset:
         # The same preset, revised: settings of stages that have not started yet may change.
         diff = [key for key in diff if not _not_started(out, key.split(".")[0])]
+        diff = [key for key in diff if not _only_budget(saved, new, key)]
     if diff:
         was = saved.get("preset", "?")
         other = f" (this is '{cfg.preset}')" if was != cfg.preset else ""
@@ -96,6 +101,28 @@ def check_run_folder(cfg: ReproduceConfig, out: Path) -> None:
             f"({', '.join(diff[:8])}{', ...' if len(diff) > 8 else ''}); use another --out, "
             f"or rerun with the same preset and overrides to resume it"
         )
+
+
+def _only_budget(saved: dict[str, Any], new: dict[str, Any], key: str) -> bool:
+    """Whether `key` is a training stage's overrides that differ only in max_steps, under a
+    learning-rate schedule that max_steps does not shape (anything but cosine)."""
+    section, _, rest = key.partition(".")
+    if section not in TRAINING_STAGES or rest != "overrides":
+        return False
+    from gmlm.training.config import load_train_config
+
+    try:
+        old = load_train_config(saved[section]["preset"], saved[section]["overrides"])
+        now = load_train_config(new[section]["preset"], new[section]["overrides"])
+    except (ConfigError, GmlmError, KeyError, TypeError):
+        return False
+    if saved[section]["preset"] != new[section]["preset"] or "cosine" in (
+        old.optim.schedule,
+        now.optim.schedule,
+    ):
+        return False
+    now.max_steps = old.max_steps
+    return to_dict(old) == to_dict(now)
 
 
 def stage_done(out: Path, name: str) -> bool:

@@ -156,7 +156,7 @@ def distill(ctx: Context) -> dict[str, Any]:
     if not ctx.cfg.distill.enabled:
         ctx.log("  distillation is off in this preset: students train on the raw data")
         return {"skipped": "distill.enabled=false"}
-    from gmlm.distill import distill as run_distill
+    from gmlm.translation.distill import distill as run_distill
 
     d = ctx.cfg.distill
     run_distill(

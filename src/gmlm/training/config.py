@@ -15,7 +15,7 @@ from typing import Literal
 
 from gmlm.config import ConfigError, load_config
 from gmlm.data.tokenizer import Tokenizer
-from gmlm.decoding.refinement import MAX_STEPS
+from gmlm.decoding.options import MAX_STEPS
 from gmlm.models.losses import StageArgmax, StageStutterRemask
 from gmlm.nn.config import ModelConfig
 

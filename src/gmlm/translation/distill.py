@@ -1,7 +1,7 @@
 """Sequence-level knowledge distillation (Kim & Rush 2016): the AR teacher's beam search
 output replaces the training targets.
 
-    from gmlm.distill import distill
+    from gmlm.translation.distill import distill
 
     distill("runs/teacher", "runs/data", "runs/distilled", beam=5)   # -> Path("runs/distilled")
 
@@ -58,7 +58,7 @@ from gmlm.data.parallel import Corpus, ParallelText
 from gmlm.data.prepare import DataConfig, prepare_dataset
 from gmlm.errors import GmlmError
 from gmlm.io import atomic_open, atomic_write_json, make_dirs
-from gmlm.translate import Translator, load
+from gmlm.translation.translator import Translator, load
 
 DISTILL_FILE = "distill.json"
 WORK = "work"
