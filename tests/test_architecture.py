@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import argparse
 import ast
+import dataclasses
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -138,3 +142,208 @@ def test_tests_import_shared_code_from_tests_helpers_only() -> None:
         for name, deps in graph.items()
     }
     assert {name: deps for name, deps in wrong.items() if deps} == {}
+
+
+def result_keys() -> set[str]:
+    """Every JSON key of the typed results that cross stages, nested records included."""
+    import typing
+
+    from gmlm.analysis.results import AttentionResult, LengthResult
+    from gmlm.bench.result import BenchResult
+    from gmlm.evaluation.results import Evaluation, EvaluationScores
+    from gmlm.reproduce.stage_record import StageRecord
+    from gmlm.reproduce.stand_in import ExampleTranslations
+    from gmlm.theory.verify import VerifyReport
+
+    keys: set[str] = set()
+    seen: set[type] = set()
+    todo: list[object] = [
+        AttentionResult,
+        LengthResult,
+        BenchResult,
+        Evaluation,
+        EvaluationScores,
+        ExampleTranslations,
+        StageRecord,
+        VerifyReport,
+    ]
+    while todo:
+        hint = todo.pop()
+        todo.extend(typing.get_args(hint))
+        if not (isinstance(hint, type) and dataclasses.is_dataclass(hint)) or hint in seen:
+            continue
+        seen.add(hint)
+        hints = typing.get_type_hints(hint)
+        for f in dataclasses.fields(hint):
+            if not f.metadata.get("flatten"):
+                keys.add(f.metadata.get("key") or f.name)
+            todo.append(hints[f.name])
+    return keys
+
+
+def string_keyed_reads(path: Path, keys: set[str]) -> list[str]:
+    """`x["key"]` and `x.get("key")` in `path` with a key in `keys`, as "line: key"; a
+    subscript of an UPPER_CASE module constant (a table of the module's own) is not a read."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        key = None
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+            constant = isinstance(node.value, ast.Name) and node.value.id.isupper()
+            key = None if constant else node.slice.value
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "get"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+        ):
+            key = node.args[0].value
+        if isinstance(key, str) and key in keys:
+            found.append(f"{node.lineno}: {key}")
+    return found
+
+
+def test_string_keyed_read_finder(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text(
+        'TABLE = {"ar": 1}\n'
+        "def f(scores, info):\n"
+        '    return scores["systems"], info.get("summary"), TABLE["ar"], info["other"]\n'
+    )
+    assert string_keyed_reads(module, {"systems", "summary", "ar"}) == ["3: systems", "3: summary"]
+
+
+def test_reproduction_reads_results_through_their_classes() -> None:
+    """What the stages write is read back through its typed record (STYLE habit 10), never
+    by string keys in the reproduction code: a renamed key is then an error naming the file
+    and the key, not an empty table."""
+    keys = result_keys()
+    assert {"claims", "systems", "speedups", "summary", "worst", "bleu"} <= keys
+    found = {
+        str(path.relative_to(SRC)): reads
+        for path in sorted((SRC / "gmlm" / "reproduce").glob("*.py"))
+        if (reads := string_keyed_reads(path, keys))
+    }
+    assert found == {}
+
+
+def test_provenance_is_assembled_in_one_module() -> None:
+    """Versions, CPU model, host and commit come from gmlm.provenance only."""
+    pattern = re.compile(
+        r"\bplatform\.\w+\(|/proc/cpuinfo|rev-parse|importlib\.metadata|"
+        r"\b(?:torch|ct2|ctranslate2|import_ctranslate2\(\))\.__version__|"
+        r"from gmlm import __version__|gmlm\.__version__"
+    )
+    allowed = {"gmlm/provenance.py", "gmlm/cli/main.py"}  # main: the --version flag
+    found = sorted(
+        str(path.relative_to(SRC))
+        for path in (SRC / "gmlm").rglob("*.py")
+        if str(path.relative_to(SRC)) not in allowed and pattern.search(path.read_text())
+    )
+    assert found == []
+
+
+def test_provenance_loads_no_torch() -> None:
+    probe = (
+        "import sys\n"
+        "from gmlm import provenance\n"
+        "assert provenance.software()['python'] and provenance.cpu_model()\n"
+        "print('torch' in sys.modules)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True
+    )
+    assert done.stdout.strip() == "False"
+
+
+def test_lazy_decoding_package_exports_every_name() -> None:
+    import importlib
+
+    import gmlm.decoding
+
+    homes = gmlm.decoding._HOMES
+    assert sorted(gmlm.decoding.__all__) == sorted(homes)
+    for name in gmlm.decoding.__all__:
+        home = importlib.import_module(homes[name])
+        assert getattr(gmlm.decoding, name) is getattr(home, name), name
+        assert home.__name__.startswith("gmlm.decoding."), name
+
+
+def subcommand(*names: str) -> argparse.ArgumentParser:
+    """The parser of `gmlm NAME [SUBNAME]`."""
+    from gmlm.cli.main import build_parser
+
+    parser = build_parser()
+    for name in names:
+        (sub,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        parser = sub.choices[name]
+    return parser
+
+
+def flags(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    """Destination -> action of every flag that --help shows."""
+    return {a.dest: a for a in parser._actions if a.option_strings and a.help != argparse.SUPPRESS}
+
+
+# The settings only Python callers have (metadata cli=False), each for a reason its help gives.
+PYTHON_ONLY = {"init", "early_stop", "return_steps", "return_attention", "min_length", "max_length"}
+
+
+def test_every_decoding_setting_reaches_gmlm_translate() -> None:
+    """A field added to SearchOptions or RefinementOptions gets a translate flag of its own
+    (or is declared Python-only, which this test pins), with its help and default."""
+    from gmlm.cli.flags import show
+    from gmlm.decoding.options import RefinementOptions, SearchOptions
+
+    fields = {
+        f.name: f for cls in (SearchOptions, RefinementOptions) for f in dataclasses.fields(cls)
+    }
+    shown = flags(subcommand("translate"))
+    derived = {name for name in fields if name in shown}
+    assert derived == set(fields) - PYTHON_ONLY
+    assert {n for n, f in fields.items() if not f.metadata["cli"]} == PYTHON_ONLY
+    for name in derived - {"length_penalty"}:  # the one field both kinds have: below
+        action = shown[name]
+        assert action.default is None, name  # unset: the options class keeps its default
+        if not isinstance(action, argparse._StoreConstAction):  # a switch says what it does
+            assert (action.help or "").endswith(f"(default: {show(fields[name].default)})")
+    penalty = shown["length_penalty"].help or ""
+    assert f"{show(SearchOptions().length_penalty)} for autoregressive" in penalty
+    assert f"{show(RefinementOptions().length_penalty)} for PaDIR" in penalty
+    assert "(default: 4)" in (shown["steps"].help or "")
+
+
+def test_an_undocumented_setting_cannot_reach_the_command_line() -> None:
+    from gmlm.cli.options import add_option_flags
+    from gmlm.decoding.options import RefinementOptions
+
+    @dataclasses.dataclass(frozen=True)
+    class Extended(RefinementOptions):
+        new_setting: int = 3
+
+    with pytest.raises(TypeError, match=r"Extended\.new_setting has no help"):
+        add_option_flags(argparse.ArgumentParser(), {"PaDIR": Extended})
+
+
+def test_no_per_kind_lists_of_settings() -> None:
+    """Which kind owns a setting is derived from the options classes' fields."""
+    texts = {p: p.read_text() for p in SRC.rglob("*.py")}
+    assert [str(p) for p, text in texts.items() if re.search(r"\b(PADIR|AR)_ONLY\b", text)] == []
+
+
+def test_analyze_offers_the_padir_settings_of_gmlm_translate() -> None:
+    """Both analyses decode as `gmlm translate` does, with the same flags, except where the
+    analysis sets a field itself (length: --length-weights) or ignores it (attention: the
+    final filters never touch the raw hypotheses analysed)."""
+    from gmlm.cli.options import cli_fields
+    from gmlm.decoding.options import RefinementOptions
+
+    padir = {f.name for f in cli_fields(RefinementOptions)}
+    decoding = {"attention": padir - {"drop_unchanged_initial", "dedup_final"}}
+    decoding["length"] = padir - {"length_weight"}
+    for name, expected in decoding.items():
+        shown = flags(subcommand("analyze", name))
+        assert set(shown) & padir == expected, name
+        translate = flags(subcommand("translate"))  # length_penalty: both kinds' defaults
+        assert all(shown[n].help == translate[n].help for n in expected - {"length_penalty"})

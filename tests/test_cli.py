@@ -1,11 +1,13 @@
+import argparse
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from gmlm.cli.main import main
+from gmlm.cli.main import build_parser, main
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -74,3 +76,92 @@ def test_an_output_folder_that_is_a_file_is_a_clean_error(argv, tmp_path, capsys
 def test_non_finite_float_settings_are_clean_errors(value, capsys):
     assert main(["train", "--config", "tiny-ar", f"optim.lr={value}", "data=x", "out=y"]) == 2
     assert "gmlm: error: optim.lr=" in capsys.readouterr().err
+
+
+def subcommand(*names):
+    """The parser of `gmlm NAME [SUBNAME]`."""
+    parser = build_parser()
+    for name in names:
+        (sub,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        parser = sub.choices[name]
+    return parser
+
+
+CKPT = ["--checkpoint", "c"]
+DATA = ["--data", "d"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "old", "dest", "value"),
+    [
+        (["translate", *CKPT], ["--bf16"], "precision", "bf16"),
+        (["analyze", "length", *CKPT, *DATA], ["--bf16"], "precision", "bf16"),
+        (["analyze", "attention", *CKPT, *DATA], ["--out", "r.json"], "output", Path("r.json")),
+        (["bench", "--ar", "a", "--padir", "p", *DATA], ["--json-out", "b.json"], "output",
+         Path("b.json")),
+        (["export", *CKPT, "--out", "o"], ["--dtype", "fp32"], "precision", "fp32"),
+        (["distill", "--teacher", "t", *DATA, "--out", "o"], ["--fp32"], "precision", "fp32"),
+    ],
+    ids=["translate-bf16", "analyze-bf16", "analyze-out", "bench-json-out", "export-dtype",
+         "distill-fp32"],
+)  # fmt: skip
+def test_old_spellings_still_work_with_a_warning_and_hidden_from_help(
+    argv, old, dest, value, capsys
+):
+    args = build_parser().parse_args([*argv, *old])
+    assert getattr(args, dest) == value
+    new = {"precision": "--precision", "output": "--output"}[dest]
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == f"gmlm: warning: {old[0]} is deprecated and will be removed; use {new} {value}"
+    help_text = subcommand(*[n for n in argv[:2] if not n.startswith("-")]).format_help()
+    assert re.search(re.escape(old[0]) + r"(?![\w-])", help_text) is None
+    assert build_parser().parse_args([*argv, new, str(value)]) == args  # the same as the new
+
+
+def test_every_precision_flag_offers_the_same_choices():
+    from gmlm.decoding.options import PRECISIONS
+
+    commands = [["translate"], ["analyze", "attention"], ["analyze", "length"], ["distill"]]
+    for names in [*commands, ["export"]]:
+        shown = [a for a in subcommand(*names)._actions if a.help != argparse.SUPPRESS]
+        (action,) = (a for a in shown if a.dest == "precision")
+        assert tuple(action.choices) == PRECISIONS, names
+    args = build_parser().parse_args(["bench", "--ar", "a", "--padir", "p", *DATA])
+    assert tuple(args.precision) == PRECISIONS
+
+
+def test_output_flags_follow_the_vocabulary():
+    """--out names a folder to write and --output a file, in every command."""
+    theory = {("theory", name) for name in ("verify", "figure1", "figure2", "figure3", "bench")}
+    folders = {("data", "prepare"), ("distill",), ("export",), ("reproduce",), *theory}
+    files = {("translate",), ("bench",), ("analyze", "attention"), ("analyze", "length")}
+    seen = {}
+    parser = build_parser()
+    (sub,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name, command in sub.choices.items():
+        inner = [a for a in command._actions if isinstance(a, argparse._SubParsersAction)]
+        leaves = inner[0].choices.items() if inner else [(None, command)]
+        for subname, leaf in leaves:
+            key = (name,) if subname is None else (name, subname)
+            shown = {
+                o for a in leaf._actions if a.help != argparse.SUPPRESS for o in a.option_strings
+            }
+            seen[key] = shown & {"--out", "--output", "--json-out"}
+    assert {k for k, v in seen.items() if v == {"--out"}} == folders
+    assert {k for k, v in seen.items() if v == {"--output"}} == files
+    assert all(len(v) <= 1 for v in seen.values())
+
+
+def test_shared_list_parsers():
+    from gmlm.cli.flags import float_list, int_list, precision_list
+
+    assert int_list("1, 8,,64") == (1, 8, 64) and float_list("0,.5") == (0.0, 0.5)
+    assert precision_list("bf16,fp32") == ("bf16", "fp32")
+    for parse, text, message in (
+        (int_list, "1,x", "'1,x': expected comma-separated integers, e.g. 1,8,64"),
+        (int_list, ",", "',': expected comma-separated integers"),
+        (float_list, "a", "'a': expected comma-separated numbers, e.g. 0,0.5"),
+        (precision_list, "fp16", "'fp16': choose from fp32, bf16"),
+    ):
+        with pytest.raises(argparse.ArgumentTypeError, match=re.escape(message)):
+            parse(text)

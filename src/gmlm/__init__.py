@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from gmlm.translate import Translator
+    from gmlm.translation.translator import Translator
 
 __version__ = "0.1.0"
 
@@ -16,6 +16,15 @@ def load(checkpoint: str | Path, device: str = "auto") -> Translator:
 
     Imports torch and the models on first use, so ``import gmlm`` stays light.
     """
-    from gmlm.translate import load as load_translator
+    from gmlm.translation.translator import load as load_translator
 
     return load_translator(checkpoint, device)
+
+
+def __getattr__(name: str) -> Any:
+    """``gmlm.Translator``, imported on first use like :func:`load`."""
+    if name == "Translator":
+        from gmlm.translation.translator import Translator
+
+        return Translator
+    raise AttributeError(f"module 'gmlm' has no attribute '{name}'")

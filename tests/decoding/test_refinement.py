@@ -9,9 +9,8 @@ import math
 import pytest
 import torch
 
+from gmlm.decoding.options import MAX_STEPS, RefinementOptions
 from gmlm.decoding.refinement import (
-    MAX_STEPS,
-    RefinementOptions,
     RefinementState,
     candidate_lengths,
     least_confident,

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
 import io
 import math
 import random
 import re
 import sys
 from collections.abc import Callable
+from dataclasses import fields as fields_of
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +21,13 @@ from gmlm.cli.main import main
 from gmlm.data.binarized import load_dataset
 from gmlm.data.lengths import OverLengthError
 from gmlm.data.tokenizer import Tokenizer
-from gmlm.decoding import RefinementOptions
+from gmlm.decoding import RefinementOptions, SearchOptions
 from gmlm.errors import GmlmError
 from gmlm.models import build_model
 from gmlm.nn import ModelConfig
 from gmlm.training import checkpoint
 from gmlm.training.config import TrainConfig
-from gmlm.translate import Translator
+from gmlm.translation.translator import Translator
 from tests.helpers.sentences import WORDS, sentences
 
 LONG = " ".join(WORDS * 3) + "."  # about 60 tokens; the limit is 24
@@ -165,6 +167,44 @@ def test_settings_of_the_other_kind_name_the_checkpoint_kind(
         Translator("padir", translators["ar"].model, translators["ar"].tokenizer)
 
 
+def test_an_unknown_setting_is_an_error_listing_the_valid_ones(
+    translators: dict[str, Translator],
+) -> None:
+    with pytest.raises(
+        GmlmError,
+        match=r"unknown decoding setting stepz for a PaDIR model.*are steps, length_beam,",
+    ):
+        translators["padir"].translate(["der Hund."], stepz=4)
+    with pytest.raises(GmlmError, match=r"unknown decoding settings bem, x for an autoregressive"):
+        translators["ar"].translate(["der Hund."], bem=2, x=1)
+
+
+def test_an_options_object_of_its_kind_with_overrides(translators: dict[str, Translator]) -> None:
+    padir, ar = translators["padir"], translators["ar"]
+    lines = sentences(4, seed=5)
+    by_name = padir.translate(lines, steps=2, length_beam=2, seed=3)
+    assert padir.translate(lines, RefinementOptions(steps=2, length_beam=2), seed=3) == by_name
+    assert padir.translate(lines, RefinementOptions(steps=2), length_beam=2, seed=3) == by_name
+    assert padir.options(RefinementOptions(steps=9), steps=2) == RefinementOptions(steps=2)
+    assert ar.translate(lines, SearchOptions(beam=2, max_len_b=4)) == ar.translate(
+        lines, beam=2, max_len_b=4
+    )
+    wrong = r"SearchOptions are the settings of an autoregressive.*'padir'\); pass Refinement"
+    with pytest.raises(GmlmError, match=wrong):
+        padir.translate(lines, SearchOptions())
+    with pytest.raises(GmlmError, match=r"RefinementOptions are the settings of a PaDIR"):
+        ar.options(RefinementOptions())
+    with pytest.raises(GmlmError, match=r"steps=0 must be between 1"):  # validated as a whole
+        padir.translate(lines, RefinementOptions(steps=0))
+
+
+def test_no_setting_is_restated_as_a_keyword() -> None:
+    """Decoding settings reach translate() only as an options object or overrides."""
+    fields = {f.name for cls in (SearchOptions, RefinementOptions) for f in fields_of(cls)}
+    assert fields.isdisjoint(inspect.signature(Translator.translate).parameters)
+    assert fields.isdisjoint(inspect.signature(Translator.options).parameters)
+
+
 def test_a_string_is_not_a_list_of_sentences(translators: dict[str, Translator]) -> None:
     # Iterating a str gives its characters: one translation each, silently.
     with pytest.raises(GmlmError, match=r"sentences is a single str; pass a list of sentences"):
@@ -254,7 +294,7 @@ def test_gmlm_load_gives_a_translator(
     checkpoint_dir: Path, translators: dict[str, Translator]
 ) -> None:
     translator = gmlm.load(checkpoint_dir, device="cpu")
-    assert translator.kind == "padir"
+    assert isinstance(translator, gmlm.Translator) and translator.kind == "padir"
     original = translators["padir"].model.state_dict()
     loaded = translator.model.state_dict()
     assert loaded.keys() == original.keys()
@@ -303,8 +343,8 @@ def test_cli_stdin_to_stdout(
     used = []
     original = Translator.options
 
-    def spy(self, **settings):  # type: ignore[no-untyped-def]
-        used.append(original(self, **settings))
+    def spy(self, options=None, /, **settings):  # type: ignore[no-untyped-def]
+        used.append(original(self, options, **settings))
         return used[-1]
 
     monkeypatch.setattr(Translator, "options", spy)
@@ -353,7 +393,7 @@ def test_cli_checks_the_output_before_translating(
     def load(*args: object, **kwargs: object) -> None:
         raise AssertionError("the model was loaded before the output was checked")
 
-    monkeypatch.setattr("gmlm.translate.load", load)
+    monkeypatch.setattr("gmlm.translation.translator.load", load)
     source = tmp_path / "in.de"
     source.write_text("der Hund.\n", encoding="utf-8")
     (tmp_path / "file.txt").write_text("mine", encoding="utf-8")

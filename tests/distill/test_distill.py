@@ -16,9 +16,9 @@ from gmlm.cli.main import main
 from gmlm.data import load_dataset
 from gmlm.data.cleaning import normalize
 from gmlm.data.prepare import prepare_dataset
-from gmlm.distill import distill
 from gmlm.errors import GmlmError
-from gmlm.translate import Translator
+from gmlm.translation.distill import distill
+from gmlm.translation.translator import Translator
 from tests.helpers.checkpoints import write_checkpoint
 from tests.helpers.corpora import make_pairs, tiny_config, write_lines
 
@@ -222,7 +222,7 @@ def test_cli_writes_the_same_dataset(
 ) -> None:
     out = tmp_path / "out"
     args = ["--teacher", str(teacher), "--data", str(data), "--out", str(out)]
-    flags = ["--beam", str(BEAM), "--batch-size", "32", "--fp32", "--threads", "1"]
+    flags = ["--beam", str(BEAM), "--batch-size", "32", "--precision", "fp32", "--threads", "1"]
     assert main(["distill", *args, *flags, "--no-progress"]) == 0
     assert (out / "train.tgt.txt").read_bytes() == (reference / "train.tgt.txt").read_bytes()
     assert json.loads((out / "distill.json").read_text(encoding="utf-8"))["batch_size"] == 32

@@ -13,19 +13,25 @@ from pathlib import Path
 
 import pytest
 
+from gmlm.analysis.results import AttentionResult, LengthResult
+from gmlm.bench.result import BenchResult
 from gmlm.cli.main import main
 from gmlm.errors import GmlmError
+from gmlm.evaluation.results import Evaluation, EvaluationScores
 from gmlm.reproduce import stages
 from gmlm.reproduce.config import STAGES, StageSeconds, load_reproduce_config
 from gmlm.reproduce.pipeline import _Clock, run_reproduce
-from gmlm.reproduce.report import targets_section
-from gmlm.reproduce.stages import EXAMPLES
+from gmlm.reproduce.sections import targets_section
+from gmlm.reproduce.stage_record import StageRecord
+from gmlm.reproduce.stand_in import EXAMPLES, ExampleTranslations
 from gmlm.reproduce.summary import attention_sentence, final_lines
 from tests.helpers.corpora import write_lines
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 RELEASED = Path(__file__).resolve().parents[2] / "checkpoints" / "multi30k-de-en"
+FIXTURE_RUN = Path(__file__).resolve().parents[1] / "fixtures" / "run"
+SCORED = 10  # of the 12 example sentences, standing in for the demo's 300 of 1,000
 
 
 def demo_overrides(corpus: Path) -> list[str]:
@@ -47,6 +53,7 @@ def demo_overrides(corpus: Path) -> list[str]:
         "bench.length_beams=[5]",
         "attention.sentences=6",
         "length.sentences=4",
+        f"evaluate.sentences={SCORED}",
     ]
 
 
@@ -82,27 +89,27 @@ def test_demo_without_the_test_set_then_with_it(
     run_reproduce(cfg, out, progress=False, log=messages.append)
     # Without Multi30k: the models translate the examples, the speed is timed on them, and the
     # quality stages say what they need.
-    data = json.loads((out / "stages" / "data.json").read_text())["summary"]
-    assert data["stand_in"] == f"no folder {folder}"
-    translated = json.loads((out / "eval" / "examples.json").read_text())
+    assert StageRecord.read(out / "stages" / "data.json").stand_in == f"no folder {folder}"
+    translated = ExampleTranslations.read(out / "eval" / "examples.json")
     sources, references = examples()
-    assert translated["sources"] == sources
-    assert set(translated["translations"]) == {"ar-beam1", "ar-beam5", "padir-T4-B5"}
+    assert translated.sources == tuple(sources)
+    assert set(translated.translations) == {"ar-beam1", "ar-beam5", "padir-T4-B5"}
     assert not (out / "eval" / "scores.json").exists()
     for stage in ("attention", "length"):
-        skipped = json.loads((out / "stages" / f"{stage}.json").read_text())["summary"]["skipped"]
+        skipped = StageRecord.read(out / "stages" / f"{stage}.json").summary["skipped"]
         assert "needs the Multi30k test set" in skipped and "github.com/multi30k/dataset" in skipped
     report = (out / "REPORT.md").read_text()
     summary = report.split("## In 30 seconds")[1].split("\n## ")[0]
     assert "No test set here" in summary and "make demo MULTI30K=DIR" in summary
     assert "**Speed-up**" in summary and "**Quality**" not in summary
     assert "## Example translations" in report and sources[0] in report
-    assert translated["translations"]["padir-T4-B5"][0] in report
-    lines = final_lines(out)
+    assert translated.translations["padir-T4-B5"][0] in report
+    lines = final_lines(cfg, out)
     assert lines[0] == f"report: {out / 'REPORT.md'}" and "quality not measured" in lines[-1]
 
     # The test files arrive (our own sentences in Multi30k's layout): the same command
-    # prepares them and redoes the stages that read the data.
+    # prepares them and redoes the stages that read the data; the evaluation scores the first
+    # SCORED of them, and the report and the last lines say so.
     folder.mkdir()
     write_lines(folder / "test_2016_flickr.de.gz", sources)
     write_lines(folder / "test_2016_flickr.en.gz", references)
@@ -111,16 +118,16 @@ def test_demo_without_the_test_set_then_with_it(
     assert main([*args, *demo_overrides(folder)]) == 0
     printed = capsys.readouterr().out
     assert "[data] the test set is there now" in printed
-    assert "stand_in" not in json.loads((out / "stages" / "data.json").read_text())["summary"]
+    assert StageRecord.read(out / "stages" / "data.json").stand_in is None
     assert "done already" in printed  # the checkpoint stages are not redone
-    scores = json.loads((out / "eval" / "scores.json").read_text())
-    assert scores["sentences"] == len(sources)
+    scores = EvaluationScores.read(out / "eval" / "scores.json")
+    assert (scores.sentences, scores.split_sentences) == (SCORED, len(sources))
     ref = out / "eval" / "reference.txt"
-    assert ref.read_text(encoding="utf-8").splitlines() == references
+    assert ref.read_text(encoding="utf-8").splitlines() == references[:SCORED]
     report = (out / "REPORT.md").read_text()
     assert "No test set here" not in report and "## Example translations" not in report
     quality = report.split("## Translation quality")[1].split("\n## ")[0]
-    rows = {r["system"]: r for r in scores["systems"]}
+    assert f"The first {SCORED} of the test split's {len(sources)} sentences, decoded" in quality
     evaluated = {}
     for key, label, steps, hyps in (
         ("ar-beam1", "AR, greedy", "N", 1),
@@ -129,38 +136,49 @@ def test_demo_without_the_test_set_then_with_it(
     ):
         hyp = out / "eval" / f"{key}.txt"
         assert main(["evaluate", "--hyp", str(hyp), "--ref", str(ref), "--json"]) == 0
-        ours = json.loads(capsys.readouterr().out)
+        ours = Evaluation.from_json(json.loads(capsys.readouterr().out))
         golden = sacrebleu_command(ref, hyp)
-        assert ours["bleu"]["score"] == pytest.approx(golden["bleu"], abs=5e-5)
-        assert ours["chrf"]["score"] == pytest.approx(golden["chrf"], abs=5e-5)
-        bleu, chrf = ours["bleu"]["score"], ours["chrf"]["score"]
+        assert ours.bleu.score == pytest.approx(golden["bleu"], abs=5e-5)
+        assert ours.chrf.score == pytest.approx(golden["chrf"], abs=5e-5)
+        bleu, chrf = ours.bleu.score, ours.chrf.score
         assert f"| {label} | {steps} | {hyps} | {bleu:.2f} | {chrf:.2f} |" in quality, key
-        stutter = ours["stutter"]["stutters_per_100_words"]
-        assert rows[key]["stutter_per_100_words"] == pytest.approx(stutter, abs=5e-4)
+        row = scores.system(key)
+        assert row is not None
+        stutter = ours.stutter.stutters_per_100_words
+        assert row.quality.stutter_per_100_words == pytest.approx(stutter, abs=5e-4)
         evaluated[key] = ours
-    ar, padir = evaluated["ar-beam5"]["bleu"]["score"], evaluated["padir-T4-B5"]["bleu"]["score"]
+    ar, padir = evaluated["ar-beam5"].bleu.score, evaluated["padir-T4-B5"].bleu.score
     assert ar > 20 and padir > 20  # trained models on sentences like their training data
     summary = report.split("## In 30 seconds")[1].split("\n## ")[0]
-    gap = f"{padir:.2f} BLEU vs AR, beam 5 {ar:.2f}: gap {ar - padir:+.2f}"
+    gap = (
+        f"{padir:.2f} BLEU vs AR, beam 5 {ar:.2f}: gap {ar - padir:+.2f} (the first {SCORED} "
+        f"of the test split's {len(sources)} sentences)"
+    )
     assert gap in summary and gap in printed
-    bench = json.loads((out / "bench" / "bench.json").read_text())
+    whole = (
+        f"`evaluate.sentences=0` scores the whole test split: `gmlm reproduce --preset "
+        f"{out}/reproduce.yaml --out {out}-full evaluate.sentences=0`; compare "
+        f"{cfg.published}"
+    )
+    assert cfg.published and whole in summary and whole in printed
+    bench = BenchResult.read(out / "bench" / "bench.json")
     speed = next(
         s
-        for s in bench["speedups"]
-        if (s["precision"], s["padir"], s["ar"]) == ("fp32", "padir T=4 B=5", "ar beam5")
+        for s in bench.speedups
+        if (s.precision, s.padir, s.ar) == ("fp32", "padir T=4 B=5", "ar beam5")
     )
-    ratio = (
-        f"{speed['e2e_p50']:.2f}x as fast as AR beam 5 at the median and {speed['e2e_p99']:.2f}x"
-    )
+    ratio = f"{speed.e2e_p50:.2f}x as fast as AR beam 5 at the median and {speed.e2e_p99:.2f}x"
     assert ratio in summary and ratio in printed
-    stutter = f"PaDIR T=4 B=5 {rows['padir-T4-B5']['stutter_per_100_words']:.2f} stuttered"
+    padir_row = scores.system("padir-T4-B5")
+    assert padir_row is not None
+    stutter = f"PaDIR T=4 B=5 {padir_row.quality.stutter_per_100_words:.2f} stuttered"
     assert stutter in summary and stutter in printed
-    attention = json.loads((out / "attention" / "attention.json").read_text())
-    assert attention["sentences"]["decoded"] == 6
+    attention = AttentionResult.read(out / "attention" / "attention.json")
+    assert attention.sentences.decoded == 6
     sentence = attention_sentence(attention)
     assert sentence is not None and sentence in summary
-    length = json.loads((out / "length" / "length.json").read_text())
-    assert length["sentences"]["analysed"] + sum(length["sentences"]["skipped"].values()) == 4
+    length = LengthResult.read(out / "length" / "length.json")
+    assert length.sentences.analysed + sum(length.sentences.skipped.values()) == 4
     assert "## Length prediction" in report
     assert f"report: {out / 'REPORT.md'}" in printed.splitlines()
 
@@ -185,24 +203,20 @@ def test_a_given_checkpoint_of_the_wrong_kind(
 
 
 def verdicts(ar_bleu: float) -> list[str]:
-    scores = {
-        "systems": [
-            {"system": "ar-beam5", "label": "AR, beam 5", "bleu": ar_bleu},
-            {"system": "padir-T4-B5", "label": "PaDIR T=4 B=5", "bleu": ar_bleu - 0.03},
-        ]
-    }
-    bench = {
-        "speedups": [
-            {
-                "precision": "fp32",
-                "padir": "padir T=4 B=5",
-                "ar": "ar beam5",
-                "e2e_p50": 3.82,
-                "model_p50": 3.9,
-            }
-        ]
-    }
-    text = "\n".join(targets_section(scores, bench))
+    """The targets' verdicts for AR beam 5 at `ar_bleu` and PaDIR 0.03 below it, at the fixture
+    run's speed-up (2.03x, text in and text out)."""
+    scores = EvaluationScores.read(FIXTURE_RUN / "eval" / "scores.json")
+    systems = tuple(
+        dataclasses.replace(
+            row,
+            quality=dataclasses.replace(
+                row.quality, bleu=ar_bleu - (0.03 if row.run == "padir" else 0.0)
+            ),
+        )
+        for row in scores.systems
+    )
+    bench = BenchResult.read(FIXTURE_RUN / "bench" / "bench.json")
+    text = "\n".join(targets_section(dataclasses.replace(scores, systems=systems), bench))
     rows = [line for line in text.splitlines() if line.startswith("| ")][1:]
     return [row.rstrip(" |").rsplit(" | ", 1)[1] for row in rows]
 

@@ -12,8 +12,8 @@ from gmlm.errors import GmlmError
 from gmlm.evaluation.summary import quality_row
 from gmlm.reproduce.config import STAGES, load_reproduce_config, parse_stages
 from gmlm.reproduce.pipeline import run_reproduce
-from gmlm.reproduce.report import NOTES_MARKER, publish_report
-from gmlm.reproduce.summary import AR_BLEU_FLOOR
+from gmlm.reproduce.publish import NOTES_MARKER, publish_report
+from gmlm.reproduce.sections import AR_BLEU_FLOOR
 from tests.helpers.corpora import make_pairs, write_lines
 
 QUICK_THEORY = [
@@ -112,6 +112,48 @@ def test_refuses_a_folder_of_another_preset_or_config(tmp_path):
         run_reproduce(cfg, tmp_path / "junk", ["theory"], progress=False, log=lambda _m: None)
 
 
+def test_a_started_stage_may_change_max_steps_only_under_a_schedule_that_ignores_it(tmp_path):
+    out = tmp_path / "run"
+    base = ["theory.enabled=false"]
+
+    def with_padir(*overrides: str):
+        return load_reproduce_config("smoke", [*base, f"padir.overrides=[{','.join(overrides)}]"])
+
+    run_reproduce(
+        with_padir("optim.schedule=inverse_sqrt", "max_steps=10"),
+        out,
+        ["theory"],
+        progress=False,
+        log=lambda _m: None,
+    )
+    (out / "padir").mkdir()  # the stage has started
+    longer = with_padir("optim.schedule=inverse_sqrt", "max_steps=30")
+    run_reproduce(longer, out, ["theory"], progress=False, log=lambda _m: None)
+    assert "max_steps=30" in (out / "reproduce.yaml").read_text()
+    # Any other change stays refused,
+    refused = with_padir("optim.schedule=inverse_sqrt", "max_steps=30", "optim.lr=0.1")
+    with pytest.raises(GmlmError, match=r"different settings \(padir.overrides\)"):
+        run_reproduce(refused, out, ["theory"], progress=False, log=lambda _m: None)
+    # and so does max_steps under the cosine schedule it shapes.
+    cosine = tmp_path / "cosine"
+    run_reproduce(
+        with_padir("optim.schedule=cosine", "max_steps=10"),
+        cosine,
+        ["theory"],
+        progress=False,
+        log=lambda _m: None,
+    )
+    (cosine / "padir").mkdir()
+    with pytest.raises(GmlmError, match=r"different settings \(padir.overrides\)"):
+        run_reproduce(
+            with_padir("optim.schedule=cosine", "max_steps=30"),
+            cosine,
+            ["theory"],
+            progress=False,
+            log=lambda _m: None,
+        )
+
+
 def test_stage_needs_its_inputs(tmp_path):
     cfg = load_reproduce_config("smoke")
     with pytest.raises(GmlmError, match="stage 'teacher' needs stage\\(s\\) data first"):
@@ -169,7 +211,7 @@ def test_whole_pipeline_on_a_synthetic_corpus(corpus, tmp_path):
     for key, row in rows.items():
         hyps = (out / "eval" / f"{key}.txt").read_text().splitlines()
         quality, _ = quality_row(hyps, references, scores["tokenize"])
-        assert {name: row[name] for name in quality} == quality, key
+        assert {name: row[name] for name in quality.to_json()} == quality.to_json(), key
     bench = json.loads((out / "bench" / "bench.json").read_text())
     speed = [s for s in bench["speedups"] if (s["padir"], s["ar"]) == ("padir T=4 B=5", "ar beam5")]
     targets = report.split("## Targets")[1].split("\n## ")[0]

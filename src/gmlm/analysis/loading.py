@@ -6,7 +6,7 @@ from pathlib import Path
 
 from gmlm.errors import GmlmError
 from gmlm.models import PadirModel
-from gmlm.translate import Translator, load
+from gmlm.translation.translator import Translator, load
 
 
 def load_padir(

@@ -1,32 +1,8 @@
-"""Where a speed number was measured: CPU model and instruction-set hints."""
+"""Which precision an unset setting means on a device (CPU model and versions: gmlm.provenance)."""
 
 from __future__ import annotations
 
-import platform
-from pathlib import Path
-
 import torch
-
-
-def cpu_flags() -> set[str]:
-    try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
-            if line.startswith("flags"):
-                return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
-
-
-def cpu_model() -> str:
-    """The CPU's model name from /proc/cpuinfo (else what `platform` knows)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def bf16_by_default(device: torch.device) -> bool:

@@ -1,5 +1,6 @@
 """`gmlm analyze attention|length`: argument parsing only; the work is in gmlm.analysis (imported
-when the command runs, so `gmlm --help` does not load torch)."""
+when the command runs, so `gmlm --help` does not load torch). The decoding flags are those of
+`gmlm translate` for PaDIR checkpoints, derived from RefinementOptions (`gmlm.cli.options`)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,26 @@ import argparse
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from gmlm.io import atomic_write_json
+from gmlm.cli.flags import (
+    add_batch_size,
+    add_checkpoint,
+    add_device,
+    add_json,
+    add_no_progress,
+    add_output,
+    add_precision,
+    add_seed,
+    float_list,
+)
+from gmlm.cli.options import add_option_flags, option_overrides
+from gmlm.decoding.options import RefinementOptions
+from gmlm.records import Record
+
+R = TypeVar("R", bound=Record)
+
+DECODING = {"PaDIR decoding (as gmlm translate)": RefinementOptions}
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -30,15 +48,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "adjacent pairs: self-attention weights between the two positions and top-k "
         "membership (Table 4), total variation and cosine distances of their source "
         "attention and top-k overlap (Table 5); min / avg / max over heads, mean +- std over "
-        "pairs. Prints Markdown tables with the paper's cells where known (n/a otherwise).",
+        "pairs. Prints Markdown tables with the paper's cells where known (n/a otherwise). "
+        "Stutter remasking acts between passes only, so the final pass's stutters are "
+        "observable with any --stutter-remask.",
     )
     common_arguments(p)
-    p.add_argument(
-        "--stutter-remask",
-        choices=("none", "previous", "initial"),
-        help="stutter remasking between passes (default: previous, as `gmlm translate`); "
-        "the final pass is never remasked, so its stutters are observable either way",
-    )
+    # The final filters never touch the raw hypotheses analysed.
+    add_option_flags(p, DECODING, exclude=("drop_unchanged_initial", "dedup_final"))
     p.set_defaults(func=run_attention)
 
     p = analyze_sub.add_parser(
@@ -49,52 +65,39 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "and decodes the split with T passes and (a) the top-1 predicted length, (b) the top B "
         "lengths for each --length-weights selection weight, (c) the reference length: BLEU, "
         "chrF, length ratio and stutter rate of each, to tell how much BLEU the length "
-        "predictor costs. Rows (a) and (b) equal `gmlm translate --steps T --length-beam B`.",
+        "predictor costs. Rows (a) and (b) equal `gmlm translate` with the same decoding "
+        "flags and --length-beam 1 or B.",
     )
     common_arguments(p)
     p.add_argument(
         "--length-weights",
-        type=weights,
+        type=float_list,
         default=(0.0, 0.5),
         help="comma-separated selection weights of the length log-probability for the top-B "
         "decoding (default: 0,0.5; 0 is the paper's selection)",
     )
+    add_option_flags(p, DECODING, exclude=("length_weight",))  # --length-weights sets it
     p.set_defaults(func=run_length)
 
 
 def common_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--checkpoint", type=Path, required=True, help="PaDIR checkpoint folder (or run folder)"
-    )
+    add_checkpoint(p, "PaDIR checkpoint folder (or run folder)")
     p.add_argument("--data", type=Path, required=True, help="prepared dataset folder")
     p.add_argument("--split", default="test", help="split to decode (default: test)")
     p.add_argument("--sentences", type=int, help="only the first N sentences (default: all)")
-    p.add_argument("--steps", type=int, default=4, help="refinement passes T (default: 4)")
-    p.add_argument(
-        "--length-beam", type=int, default=5, help="predicted lengths decoded, B (default: 5)"
-    )
-    p.add_argument("--batch-size", type=int, default=32, help="sentences per batch (default: 32)")
-    p.add_argument("--bf16", action="store_true", help="bfloat16 autocast")
-    p.add_argument(
-        "--seed",
-        type=int,
-        default=0,
-        help="seed of the initial random tokens, each line its own as in `gmlm translate`",
-    )
-    p.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
-    p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
-    p.add_argument("--out", type=Path, help="also write the JSON result to this file")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_batch_size(p, 32, "sentences per batch")
+    add_precision(p, "fp32, or bf16 autocast")
+    add_seed(p, "seed of the initial random tokens, each line its own as in `gmlm translate`")
+    add_device(p)
+    add_json(p, "print one JSON object instead of tables")
+    add_output(p, "also write the JSON result to this file", old="--out")
+    add_no_progress(p)
 
 
 def run_attention(args: argparse.Namespace) -> int:
     from gmlm.analysis import attention_analysis, render_markdown
 
-    return report(
-        args,
-        attention_analysis(**common_settings(args), stutter_remask=args.stutter_remask),
-        render_markdown,
-    )
+    return report(args, attention_analysis(**common_settings(args)), render_markdown)
 
 
 def run_length(args: argparse.Namespace) -> int:
@@ -108,36 +111,24 @@ def run_length(args: argparse.Namespace) -> int:
 
 
 def common_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """The keyword arguments of `common_arguments`, as both analyses name them."""
+    """The keyword arguments of `common_arguments` and the decoding flags, as both analyses
+    name them."""
     return {
         "checkpoint": args.checkpoint,
         "data": args.data,
         "split": args.split,
         "sentences": args.sentences,
-        "steps": args.steps,
-        "length_beam": args.length_beam,
+        "options": RefinementOptions(**option_overrides(args, DECODING.values())),
         "batch_size": args.batch_size,
-        "bf16": args.bf16,
+        "bf16": args.precision == "bf16",
         "seed": args.seed,
         "device": args.device,
         "progress": not args.no_progress,
     }
 
 
-def report(
-    args: argparse.Namespace, result: dict[str, Any], render: Callable[[dict[str, Any]], str]
-) -> int:
-    if args.out is not None:
-        atomic_write_json(args.out, result)
-    print(json.dumps(result) if args.json else render(result).rstrip("\n"))
+def report(args: argparse.Namespace, result: R, render: Callable[[R], str]) -> int:
+    if args.output is not None:
+        result.write(args.output)
+    print(json.dumps(result.to_json()) if args.json else render(result).rstrip("\n"))
     return 0
-
-
-def weights(text: str) -> tuple[float, ...]:
-    try:
-        values = tuple(float(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: give numbers separated by commas") from None
-    if not values or any(v < 0 for v in values):
-        raise argparse.ArgumentTypeError(f"{text!r}: give one or more weights >= 0")
-    return values

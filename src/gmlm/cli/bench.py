@@ -9,11 +9,18 @@ import argparse
 import sys
 from pathlib import Path
 
+from gmlm.cli.flags import add_device, add_json, add_output, int_list, precision_list, show
+from gmlm.cli.options import documented_fields
+from gmlm.decoding.options import PRECISIONS, RefinementOptions
+
 DESCRIPTION = """\
 Times every system on the same sentences in one process: PaDIR with T = 1, 2, 4, 10 passes
 and B = 1, 5 predicted lengths, and the AR model(s) greedy and with beam 5 on the key/value
 cache (optional: --teacher, the AR teacher trained on the raw data, and --ar1, a
-deep-encoder / 1-layer-decoder AR, skipped with a note when not given).
+deep-encoder / 1-layer-decoder AR, skipped with a note when not given). With --ctranslate2,
+--ar converted to CTranslate2 as well, greedy and beam 5 by gmlm's decoding rules (fp32),
+timed in a worker process of its own with the same thread count: CTranslate2's OpenMP and
+torch's slow each other down in one process.
 
 For each precision: batch-1 latency per sentence (median, p90, p99 after a warm-up), both
 model-only (ids in, ids out) and end-to-end (raw text in, detokenized text out; model loading
@@ -28,24 +35,6 @@ take about 10 minutes on 2 idle CPU cores (estimated from a measured upper bound
 21 s per sentence on one busy core, with a PaDIR that never stops early); time grows
 linearly with --sentences, with the number of systems and with the number of precisions.
 Raise --sentences for steadier p99s when there is time."""
-
-
-def _ints(text: str) -> list[int]:
-    try:
-        values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected integers like 1,8,64") from None
-    if not values:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected integers like 1,8,64")
-    return values
-
-
-def _precisions(text: str) -> list[str]:
-    values = [x.strip() for x in text.split(",") if x.strip()]
-    bad = [v for v in values if v not in ("fp32", "bf16")]
-    if bad or not values:
-        raise argparse.ArgumentTypeError(f"{text!r}: choose fp32, bf16 or fp32,bf16")
-    return values
 
 
 # As in gmlm.bench.latency (not imported here: `gmlm --help` must not load torch).
@@ -83,14 +72,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=int, default=2, help="torch threads (default: 2)")
     p.add_argument(
         "--precision",
-        type=_precisions,
-        default=["fp32", "bf16"],
-        help="fp32, bf16 (autocast) or both, comma-separated (default: fp32,bf16)",
+        type=precision_list,
+        default=PRECISIONS,
+        help=f"precisions timed, comma-separated: fp32, bf16 (autocast) (default: "
+        f"{show(PRECISIONS)})",
     )
     p.add_argument(
         "--batch-sizes",
-        type=_ints,
-        default=[1, 8, 64],
+        type=int_list,
+        default=(1, 8, 64),
         help="throughput batch sizes (default: 1,8,64; 1 reuses the latency pass)",
     )
     p.add_argument(
@@ -99,11 +89,32 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=DEFAULT_WARMUP,
         help=f"untimed sentences per system and precision first (default: {DEFAULT_WARMUP})",
     )
-    p.add_argument("--steps", type=_ints, default=[1, 2, 4, 10], help="PaDIR T values")
-    p.add_argument("--length-beams", type=_ints, default=[1, 5], help="PaDIR B values")
-    p.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
-    p.add_argument("--json-out", type=Path, help="also write the result JSON to this file")
+    add_sweep(p, "--steps", "steps", (1, 2, 4, 10))
+    add_sweep(p, "--length-beams", "length_beam", (1, 5))
+    add_device(p, default="cpu")
+    p.add_argument(
+        "--ctranslate2",
+        action="store_true",
+        help="also time --ar converted to CTranslate2, greedy and beam 5 (fp32, CPU), in a "
+        "worker process of its own with the same threads (needs: pip install "
+        "'gmlm[ctranslate2]')",
+    )
+    add_output(p, "also write the result JSON to this file", old="--json-out")
+    add_json(p, "print only the JSON line, not the settings and tables")
     p.set_defaults(func=run)
+
+
+def add_sweep(p: argparse.ArgumentParser, flag: str, name: str, default: tuple[int, ...]) -> None:
+    """A comma-separated list of values of the RefinementOptions field `name`, one PaDIR
+    system each; the help is the field's."""
+    (field,) = (f for f in documented_fields(RefinementOptions) if f.name == name)
+    p.add_argument(
+        flag,
+        type=int_list,
+        default=default,
+        help=f"one PaDIR system per value (comma-separated) of {name}: "
+        f"{field.metadata['help']} (default: {show(default)})",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -124,9 +135,11 @@ def run(args: argparse.Namespace) -> int:
         steps=args.steps,
         length_beams=args.length_beams,
         device=args.device,
-        json_out=args.json_out,
+        ctranslate2=args.ctranslate2,
+        json_out=args.output,
         log=lambda msg: print(msg, file=sys.stderr, flush=True),
     )
-    print(format_report(result))
+    if not args.json:
+        print(format_report(result))
     print(json_line(result), flush=True)
     return 0

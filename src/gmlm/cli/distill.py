@@ -1,12 +1,14 @@
 """`gmlm distill`: sequence-level knowledge distillation of a prepared dataset's training split.
 
-Argument parsing only; the work is in `gmlm.distill` (imported when the command runs).
+Argument parsing only; the work is in `gmlm.translation.distill` (imported when the command runs).
 """
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+
+from gmlm.cli.flags import add_batch_size, add_device, add_no_progress, add_precision
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -31,17 +33,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data", type=Path, required=True, help="prepared dataset to distill")
     p.add_argument("--out", type=Path, required=True, help="distilled dataset folder to write")
     p.add_argument("--beam", type=int, default=5, help="teacher beam size (default: 5)")
-    p.add_argument(
-        "--batch-size",
-        type=int,
-        default=128,
-        help="sentences per decoder batch, similar lengths together (default: 128)",
-    )
-    p.add_argument(
-        "--fp32",
-        action="store_true",
-        help="decode in fp32 on a GPU too; by default bf16 autocast is used on GPUs with bf16 "
-        "and fp32 on every CPU (the same distilled data on every CPU model)",
+    add_batch_size(p, 128, "sentences per decoder batch, similar lengths together")
+    add_precision(
+        p,
+        "fp32, or bf16 autocast (default: bf16 on GPUs with bf16, fp32 on every CPU, so that "
+        "every CPU model distills the same data)",
+        default=None,
+        old_switch="--fp32",
     )
     p.add_argument(
         "--threads",
@@ -51,13 +49,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "shares the cores: 2 threads competing with a 2-thread training job on 2 cores were "
         "measured 10x slower than 1 thread",
     )
-    p.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_device(p)
+    add_no_progress(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from gmlm.distill import distill
+    from gmlm.translation.distill import distill
 
     distill(
         args.teacher,
@@ -65,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         args.out,
         beam=args.beam,
         batch_size=args.batch_size,
-        bf16=False if args.fp32 else None,
+        bf16=None if args.precision is None else args.precision == "bf16",
         threads=args.threads,
         device=args.device,
         progress=not args.no_progress,

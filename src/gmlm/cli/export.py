@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gmlm.cli.flags import add_alias, add_checkpoint, add_precision
+from gmlm.decoding.options import PRECISIONS
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -14,21 +17,33 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "checkpoint folder or a run folder, whose best one is taken) to --out, without "
         "optimizer state. `gmlm translate` and `gmlm bench` load the result directly.",
     )
-    p.add_argument("--checkpoint", required=True, help="checkpoint or run folder")
+    add_checkpoint(p, "checkpoint or run folder")
     p.add_argument("--out", type=Path, required=True, help="folder to write (atomically)")
+    add_precision(p, "weight type", default="bf16", old_switch=None)
+    add_alias(p, "--dtype", "precision", "--precision {value}", choices=PRECISIONS)
     p.add_argument(
-        "--dtype", choices=("bf16", "fp32"), default="bf16", help="weight type (default bf16)"
+        "--format",
+        choices=("gmlm", "ctranslate2"),
+        default="gmlm",
+        help="gmlm (default): a checkpoint folder; ctranslate2: a CTranslate2 model folder "
+        "(fp32, with the tokenizer) of an AR checkpoint, for `gmlm bench --ctranslate2` and "
+        "CTranslate2 itself (needs the extra: pip install 'gmlm[ctranslate2]'; --precision unused)",
     )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.format == "ctranslate2":
+        from gmlm.export.ctranslate2 import export_ctranslate2
+
+        print(f"wrote {export_ctranslate2(args.checkpoint, args.out)} (CTranslate2, fp32)")
+        return 0
     import torch
 
     from gmlm.training.checkpoint import MODEL_FILE, export_checkpoint
 
-    dtype = torch.bfloat16 if args.dtype == "bf16" else None
+    dtype = torch.bfloat16 if args.precision == "bf16" else None
     out = export_checkpoint(args.checkpoint, args.out, dtype)
     size = (out / MODEL_FILE).stat().st_size
-    print(f"wrote {out} ({args.dtype} weights, {size / 2**20:.1f} MiB)")
+    print(f"wrote {out} ({args.precision} weights, {size / 2**20:.1f} MiB)")
     return 0

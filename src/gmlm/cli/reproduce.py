@@ -12,8 +12,7 @@ from gmlm.reproduce.config import (
     parse_stages,
 )
 from gmlm.reproduce.pipeline import run_reproduce
-from gmlm.reproduce.report import publish_report
-from gmlm.reproduce.summary import final_lines
+from gmlm.reproduce.publish import publish_report
 
 EPILOG = """\
 stages, in order: {stages}
@@ -58,12 +57,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from gmlm.reproduce.summary import final_lines  # loads torch (gmlm.analysis): not at --help
+
     cfg = load_reproduce_config(args.preset, args.overrides)
     only = parse_stages(args.stages)
     redo = parse_stages(args.redo) if args.redo else []
     out = args.out or Path("runs") / cfg.preset
     run_reproduce(cfg, out, only, redo=redo, progress=not args.no_progress)
-    for line in final_lines(out):
+    for line in final_lines(cfg, out):
         print(line)
     if args.publish is not None:
         print(f"published: {publish_report(out, args.publish)}")

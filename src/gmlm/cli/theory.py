@@ -8,11 +8,13 @@ defaults come from the settings dataclasses of :mod:`gmlm.theory.settings`.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
 
-from gmlm.io import atomic_write_json, make_dirs
+from gmlm.cli.flags import float_list, int_list, show
+from gmlm.io import make_dirs
 from gmlm.theory.settings import (
     BenchSettings,
     EstimationSettings,
@@ -46,22 +48,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=v.seed, help=f"seed of the models ({v.seed})")
     p.add_argument(
         "--couplings",
-        type=_float_list,
+        type=float_list,
         default=v.coupling_scales,
         help="comma-separated std of the random models' J_ij (default "
-        f"{_show(v.coupling_scales)}; 1.0 is strongly coupled, cond(I) up to 2e10 at N=8)",
+        f"{show(v.coupling_scales)}; 1.0 is strongly coupled, cond(I) up to 2e10 at N=8)",
     )
     p.add_argument(
         "--fields",
-        type=_float_list,
+        type=float_list,
         default=v.field_scales,
-        help=f"comma-separated std of their h_i (default {_show(v.field_scales)})",
+        help=f"comma-separated std of their h_i (default {show(v.field_scales)})",
     )
     p.add_argument(
         "--clique-couplings",
-        type=_float_list,
+        type=float_list,
         default=v.clique_couplings,
-        help=f"comma-separated J of the clique models (default {_show(v.clique_couplings)})",
+        help=f"comma-separated J of the clique models (default {show(v.clique_couplings)})",
     )
     p.add_argument(
         "--tol",
@@ -84,9 +86,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--coupling", type=float, default=coupling, help=f"J (default {coupling})")
         p.add_argument(
             "--sizes",
-            type=_int_list,
+            type=int_list,
             default=e.sample_sizes,
-            help=f"comma-separated sample sizes n (default {_show(e.sample_sizes)})",
+            help=f"comma-separated sample sizes n (default {show(e.sample_sizes)})",
         )
         p.add_argument(
             "--masks-per-sample",
@@ -108,12 +110,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--couplings",
-        type=_float_list,
+        type=float_list,
         default=h.couplings,
-        help=f"comma-separated clique couplings J (default {_show(h.couplings)})",
+        help=f"comma-separated clique couplings J (default {show(h.couplings)})",
     )
     p.add_argument(
-        "--ks", type=_int_list, default=h.ks, help=f"comma-separated k (default {_show(h.ks)})"
+        "--ks", type=int_list, default=h.ks, help=f"comma-separated k (default {show(h.ks)})"
     )
     p.add_argument("--budget", type=int, default=h.budget, help=f"step budget ({h.budget})")
     _common(p, seeds=True)
@@ -176,28 +178,6 @@ def _threads(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _show(values: tuple[float, ...] | tuple[int, ...]) -> str:
-    return ",".join(f"{v:g}" for v in values)
-
-
-def _int_list(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated integers, got '{text}'"
-        ) from None
-
-
-def _float_list(text: str) -> tuple[float, ...]:
-    try:
-        return tuple(float(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated numbers, got '{text}'"
-        ) from None
-
-
 def make_output_folder(args: argparse.Namespace) -> None:
     """Create --out before the work, so that a bad path fails fast, not after minutes."""
     make_dirs(args.out, f"--out {args.out}")
@@ -218,25 +198,26 @@ def run_verify_cmd(args: argparse.Namespace) -> int:
         clique_couplings=args.clique_couplings,
         tol=args.tol,
     )
-    report = run_verify(settings, progress=not args.json)
+    report = dataclasses.replace(
+        run_verify(settings, progress=not args.json), environment=environment()
+    )
+    report.write(args.out / "verify.json")
     data = report.to_json()
-    data["environment"] = environment()
-    atomic_write_json(args.out / "verify.json", data)
     if args.json:
         print(json.dumps({k: v for k, v in data.items() if k != "rows"}))
     else:
         print(
             f"verify: N={settings.min_n}..{settings.max_n}, seed={settings.seed}, J scales "
-            f"{_show(settings.coupling_scales)}, h scales {_show(settings.field_scales)}, "
-            f"cliques J {_show(settings.clique_couplings)}: {len(report.rows)} (model, k) cases, "
+            f"{show(settings.coupling_scales)}, h scales {show(settings.field_scales)}, "
+            f"cliques J {show(settings.clique_couplings)}: {len(report.rows)} (model, k) cases, "
             f"cond(I) up to {report.max_fisher_condition:.2g}, tol={settings.tol:g} (on "
             "generalised eigenvalues: scale-free)"
         )
         print(f"{'claim':18s} {'kind':9s} {'worst':>12s} {'checks':>7s}  result  where")
-        for claim, v in report.worst().items():
+        for claim, v in report.claims.items():
             print(
-                f"{claim:18s} {v['kind']!s:9s} {v['worst']:12.3e} {v['checks']!s:>7s}  "
-                f"{'ok' if v['passed'] else 'FAIL':6s}  {v['at']}"
+                f"{claim:18s} {v.kind!s:9s} {v.worst:12.3e} {v.checks!s:>7s}  "
+                f"{'ok' if v.passed else 'FAIL':6s}  {v.at}"
             )
         print(
             f"{'passed' if report.passed else 'FAILED'} in {report.seconds:.1f} s; "

@@ -34,50 +34,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from gmlm.config import check_finite_fields
-from gmlm.decoding.scores import check_length_penalty, length_penalty
-from gmlm.errors import GmlmError
+from gmlm.decoding.options import SearchOptions
+from gmlm.decoding.scores import length_penalty
 from gmlm.models.autoregressive import AutoregressiveModel, DecoderCache
 from gmlm.nn.config import ModelConfig
-
-
-@dataclass(frozen=True)
-class SearchOptions:
-    """Settings of greedy (beam = 1) and beam search.
-
-    beam: beams per sentence; the paper's AR baseline uses 5. Any size works: with at least
-        as many beams as there are possible outputs the search is exhaustive and returns every
-        output, best first (beams that hold nothing stay at -inf).
-    length_penalty: GNMT alpha for ranking finished hypotheses (0 = summed log-probability).
-    max_len_a, max_len_b: length limit a * src_len + b (EOS counted on both sides), capped
-        by the model's max_target_len. 1.5 and 10 leave room for the longest Multi30k and
-        WMT targets relative to their sources while stopping runaway repetition early.
-    min_length: EOS is refused before this length (EOS counted): 2 = at least one token.
-        The length limit wins over it.
-    max_length: a fixed length limit (EOS counted) instead of the a/b formula; with
-        ``min_length == max_length`` every output has exactly that length (benchmarks).
-    """
-
-    beam: int = 1
-    length_penalty: float = 0.6
-    max_len_a: float = 1.5
-    max_len_b: int = 10
-    min_length: int = 2
-    max_length: int | None = None
-
-    def validate(self, config: ModelConfig) -> None:
-        check_finite_fields(self)
-        if self.beam < 1:
-            raise GmlmError(f"beam={self.beam} must be >= 1 (1 is greedy search)")
-        check_length_penalty(self.length_penalty)
-        if self.max_len_a < 0 or self.max_len_b < 0:
-            raise GmlmError(
-                f"max_len_a={self.max_len_a} and max_len_b={self.max_len_b} must be >= 0"
-            )
-        if self.min_length < 1:
-            raise GmlmError(f"min_length={self.min_length} must be >= 1 (EOS counts)")
-        if self.max_length is not None and self.max_length < 1:
-            raise GmlmError(f"max_length={self.max_length} must be >= 1 (EOS counts)")
 
 
 @dataclass(frozen=True)

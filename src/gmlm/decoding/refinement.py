@@ -87,95 +87,12 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from gmlm.config import check_finite_fields
-from gmlm.decoding.scores import check_length_penalty, length_penalty
+from gmlm.decoding.options import RefinementOptions
+from gmlm.decoding.scores import length_penalty
 from gmlm.errors import GmlmError
 from gmlm.models.padir import PadirModel, initial_hypothesis, stutter_positions
 from gmlm.nn.attention import KVCache
 from gmlm.nn.config import ModelConfig
-
-# Passes allowed (the paper uses 4 and 10; diffusion-style decoders go up to 1000): bounds the
-# cost of a typo, since the linear remask schedule makes every candidate run all of them.
-MAX_STEPS = 1000
-
-StutterRemask = Literal["none", "previous", "initial"]
-Remask = Literal["none", "constant", "linear"]
-Selection = Literal["sum", "mean", "changed"]
-
-
-@dataclass(frozen=True)
-class RefinementOptions:
-    """Settings of PaDIR decoding (see the module docstring for what each one does).
-
-    steps: refinement passes T (paper: 4 and 10), 1 to MAX_STEPS = 1000.
-    length_beam: top predicted lengths decoded per sentence, B (paper: 5).
-    length_offsets: extra candidates at N + offset for each predicted N, e.g. (-1, 1).
-    random_starts: initial hypotheses per length (random init only).
-    init: "random" or "mask" initial tokens; None takes the model config's.
-    early_stop: stop a candidate once its next input equals its input (exact, see above).
-    stutter_remask: "previous", "initial" or "none".
-    drop_unchanged_initial, dedup_final: the two post-processing filters.
-    selection: the token part of a candidate's score: "sum" of the log-probabilities of its
-        last argmax at every position, EOS included (the paper's description); "mean" of
-        them (the default, chosen on validation data, see the module docstring); "changed":
-        the sum over the content tokens that differ from the candidate's initial hypothesis,
-        EOS excluded (the authors' release).
-    length_penalty: GNMT alpha dividing the token part, 0 = none.
-    length_weight: adds this times the length predictor's log-probability of the candidate's
-        length to its selection score (0 = the paper's token log-probabilities only).
-    remask: "none", "constant" (remask_ratio of the content every pass) or "linear".
-    return_steps: keep each candidate's hypothesis after every pass.
-    return_attention: keep the last decoder layer's attention weights of the last pass.
-    """
-
-    steps: int = 4
-    length_beam: int = 5
-    length_offsets: tuple[int, ...] = ()
-    random_starts: int = 1
-    init: Literal["random", "mask"] | None = None
-    early_stop: bool = True
-    stutter_remask: StutterRemask = "previous"
-    drop_unchanged_initial: bool = True
-    dedup_final: bool = True
-    selection: Selection = "mean"
-    length_penalty: float = 0.0
-    length_weight: float = 0.0
-    remask: Remask = "none"
-    remask_ratio: float = 0.2
-    return_steps: bool = False
-    return_attention: bool = False
-
-    def validate(self, config: ModelConfig) -> None:
-        check_finite_fields(self)
-        if not 1 <= self.steps <= MAX_STEPS:
-            raise GmlmError(f"steps={self.steps} must be between 1 and {MAX_STEPS}")
-        if not 1 <= self.length_beam <= config.max_target_len:
-            raise GmlmError(
-                f"length_beam={self.length_beam} must be between 1 and the model's "
-                f"max_target_len={config.max_target_len}"
-            )
-        if 0 in self.length_offsets or len(set(self.length_offsets)) != len(self.length_offsets):
-            raise GmlmError(
-                f"length_offsets={self.length_offsets} must be distinct and non-zero (the "
-                "predicted length itself is always decoded)"
-            )
-        if self.random_starts < 1:
-            raise GmlmError(f"random_starts={self.random_starts} must be at least 1")
-        if self.random_starts > 1 and (self.init or config.init_hypothesis) == "mask":
-            raise GmlmError(
-                "random_starts > 1 needs random initial tokens; [MASK] starts are all the same"
-            )
-        if self.stutter_remask not in ("none", "previous", "initial"):
-            raise GmlmError(
-                f"stutter_remask={self.stutter_remask!r}: choose none, previous or initial"
-            )
-        if self.selection not in ("sum", "mean", "changed"):
-            raise GmlmError(f"selection={self.selection!r}: choose sum, mean or changed")
-        if self.remask not in ("none", "constant", "linear"):
-            raise GmlmError(f"remask={self.remask!r}: choose none, constant or linear")
-        if not 0.0 <= self.remask_ratio < 1.0:
-            raise GmlmError(f"remask_ratio={self.remask_ratio} must be in [0, 1)")
-        check_length_penalty(self.length_penalty)
 
 
 @dataclass(frozen=True)

@@ -15,15 +15,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from gmlm.errors import GmlmError
-
 
 def length_penalty(lengths: Tensor | int, alpha: float) -> Tensor:
     """((5 + lengths) / 6) ** alpha as a float tensor of the shape of `lengths`."""
     lengths = torch.as_tensor(lengths, dtype=torch.float32)
     return ((5.0 + lengths) / 6.0) ** alpha
-
-
-def check_length_penalty(alpha: float) -> None:
-    if not alpha >= 0.0:
-        raise GmlmError(f"length_penalty must be >= 0 (0 disables it), got {alpha}")

@@ -102,7 +102,7 @@ class DistillStage:
 
 @dataclass
 class EvaluateStage:
-    """Quality of every system on `split` (all of it): BLEU, chrF, stutter."""
+    """Quality of every system on `split` (or its first `sentences`): BLEU, chrF, stutter."""
 
     split: str = "test"
     sentences: int = 0  # the first N sentences of the split; 0: all of it
@@ -172,8 +172,14 @@ class StageSeconds:
 
 @dataclass
 class ReproduceConfig:
+    """A reproduction run. `published`: where the scores of the whole evaluation split are
+    published for the checkpoints a preset names, and how they compare (a phrase for the
+    report and the last lines, shown when the run scores only the first `evaluate.sentences`);
+    "" for runs that train their own models."""
+
     preset: str = ""
     description: str = ""
+    published: str = ""
     threads: int = 0  # torch threads for every stage; 0 keeps torch's default
     theory: TheoryStage = field(default_factory=TheoryStage)
     data: DataStage = field(default_factory=DataStage)

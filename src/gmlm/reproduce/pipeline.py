@@ -6,7 +6,10 @@ finished stages and resumes an interrupted one; a folder holding a different con
 refused, naming the keys that differ, so two presets never mix their outputs. One exception,
 for long runs spread over days: with the same preset, the settings of a stage that has not
 started yet (neither finished nor written its folder) may change, e.g. PaDIR's recipe while
-the teacher trains; the saved config then records the new settings.
+the teacher trains; the saved config then records the new settings. And a training stage that
+has started may change its `max_steps`, to stop earlier or train longer, when its learning-rate
+schedule does not depend on max_steps (inverse_sqrt, constant): the steps already taken are
+then exactly those of a run planned with the new length.
 
 A run whose data stage prepared gmlm's example sentences because the Multi30k test files were
 missing (`data.examples_if_missing`) is provisional: once the files are there (at the
@@ -21,7 +24,6 @@ this invocation have gone so far against those times.
 from __future__ import annotations
 
 import datetime as dt
-import platform
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -29,13 +31,17 @@ from typing import Any
 
 from gmlm.config import ConfigError, load_config, save_config, to_dict
 from gmlm.errors import GmlmError
-from gmlm.io import atomic_write_json, make_dirs
+from gmlm.io import make_dirs
+from gmlm.provenance import host
 from gmlm.reproduce import stages
 from gmlm.reproduce.config import STAGES, ReproduceConfig
+from gmlm.reproduce.stage_record import StageRecord
+from gmlm.reproduce.stand_in import stand_in_reason
 
 CONFIG_FILE = "reproduce.yaml"
+TRAINING_STAGES = ("teacher", "ar", "padir")
 # Settings that may change between a run and its resumption: they do not change results.
-RESUMABLE_KEYS = ("threads", "description", "expected_seconds")
+RESUMABLE_KEYS = ("threads", "description", "published", "expected_seconds")
 # The stages that read the data stage's output, redone when a stand-in run gets its test set.
 READ_DATA = ("data", "evaluate", "bench", "attention", "length", "report")
 
@@ -114,7 +120,8 @@ def check_run_folder(cfg: ReproduceConfig, out: Path) -> None:
     if saved.get("preset") == cfg.preset:
         # The same preset, revised: settings of stages that have not started yet may change.
         diff = [key for key in diff if not _not_started(out, key.split(".")[0])]
-        if stages.stand_in_reason(out):  # its data stage is redone once the corpus is there
+        diff = [key for key in diff if not _only_budget(saved, new, key)]
+        if stand_in_reason(out):  # its data stage is redone once the corpus is there
             diff = [key for key in diff if key != "data.corpus"]
     if diff:
         was = saved.get("preset", "?")
@@ -124,6 +131,28 @@ def check_run_folder(cfg: ReproduceConfig, out: Path) -> None:
             f"({', '.join(diff[:8])}{', ...' if len(diff) > 8 else ''}); use another --out, "
             f"or rerun with the same preset and overrides to resume it"
         )
+
+
+def _only_budget(saved: dict[str, Any], new: dict[str, Any], key: str) -> bool:
+    """Whether `key` is a training stage's overrides that differ only in max_steps, under a
+    learning-rate schedule that max_steps does not shape (anything but cosine)."""
+    section, _, rest = key.partition(".")
+    if section not in TRAINING_STAGES or rest != "overrides":
+        return False
+    from gmlm.training.config import load_train_config
+
+    try:
+        old = load_train_config(saved[section]["preset"], saved[section]["overrides"])
+        now = load_train_config(new[section]["preset"], new[section]["overrides"])
+    except (ConfigError, GmlmError, KeyError, TypeError):
+        return False
+    if saved[section]["preset"] != new[section]["preset"] or "cosine" in (
+        old.optim.schedule,
+        now.optim.schedule,
+    ):
+        return False
+    now.max_steps = old.max_steps
+    return to_dict(old) == to_dict(now)
 
 
 def stage_done(out: Path, name: str) -> bool:
@@ -191,16 +220,13 @@ def run_reproduce(
         summary = STAGE_FUNCTIONS[name](ctx)
         seconds = time.perf_counter() - start
         clock.done(name, seconds)
-        atomic_write_json(
-            out / "stages" / f"{name}.json",
-            {
-                "stage": name,
-                "seconds": round(seconds, 1),
-                "finished": dt.datetime.now().isoformat(timespec="seconds"),
-                "host": platform.node(),
-                "summary": summary,
-            },
-        )
+        StageRecord(
+            stage=name,
+            seconds=round(seconds, 1),
+            finished=dt.datetime.now().isoformat(timespec="seconds"),
+            host=host(),
+            summary=summary,
+        ).write(out / "stages" / f"{name}.json")
         log(f"[{name}] finished in {seconds / 60:.1f} min")
     return out
 
@@ -209,7 +235,7 @@ def _stand_in_outdated(cfg: ReproduceConfig, out: Path) -> bool:
     """Whether the data stage prepared the example sentences and the corpus is there now."""
     from gmlm.data.corpora import multi30k_test_missing, parse_spec
 
-    if not stages.stand_in_reason(out) or parse_spec(cfg.data.corpus).kind != "multi30k":
+    if not stand_in_reason(out) or parse_spec(cfg.data.corpus).kind != "multi30k":
         return False
     return multi30k_test_missing(cfg.data.corpus) is None
 

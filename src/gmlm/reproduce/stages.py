@@ -1,15 +1,16 @@
 """The stages of `gmlm reproduce`, one function each: `stage(ctx) -> summary dict`.
 
 Each stage reads the outputs of earlier stages from the run folder and writes its own under
-it; the pipeline (:mod:`gmlm.reproduce.pipeline`) records a stage as done only after its
-function returns, so an interrupted stage runs again (training and distillation resume from
-their own checkpoints; evaluation skips systems whose hypotheses are already written).
+it (the results as typed records: eval/scores.json, bench/bench.json, ...); its summary is a
+few numbers of its own shape for stages/NAME.json (:class:`StageRecord`). The pipeline
+(:mod:`gmlm.reproduce.pipeline`) records a stage as done only after its function returns, so
+an interrupted stage runs again (training and distillation resume from their own checkpoints;
+evaluation skips systems whose hypotheses are already written).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,13 +18,17 @@ from pathlib import Path
 from typing import Any
 
 from gmlm.errors import GmlmError
-from gmlm.io import atomic_write_json, atomic_write_text
+from gmlm.io import atomic_write_text
 from gmlm.reproduce.config import ReproduceConfig, TrainStage, checkpoint_dir
+from gmlm.reproduce.stage_record import STAND_IN
+from gmlm.reproduce.stand_in import (
+    EXAMPLES,
+    ExampleTranslations,
+    needs_multi30k,
+    stand_in_reason,
+)
 
 Log = Callable[[str], None]
-
-EXAMPLES = Path(__file__).parent / "examples"  # .de and .en: gmlm's own example sentences
-MULTI30K_SOURCE = "https://github.com/multi30k/dataset (folder data/task1/raw)"
 
 
 @dataclass
@@ -55,24 +60,6 @@ class Context:
         return stand_in_reason(self.out)
 
 
-def stand_in_reason(out: Path) -> str | None:
-    """The `stand_in` of the finished data stage's summary in run folder `out`, if any."""
-    path = out / "stages" / "data.json"
-    if not path.is_file():
-        return None
-    summary = json.loads(path.read_text(encoding="utf-8")).get("summary", {})
-    reason = summary.get("stand_in") if isinstance(summary, dict) else None
-    return str(reason) if reason else None
-
-
-def needs_multi30k(what: str, reason: str) -> str:
-    """The message of a stage that cannot run on the example sentences."""
-    return (
-        f"{what} needs the Multi30k test set ({reason}): get test_2016_flickr.de.gz and "
-        f"test_2016_flickr.en.gz from {MULTI30K_SOURCE}"
-    )
-
-
 # ----------------------------------------------------------------------------- theory
 def theory(ctx: Context) -> dict[str, Any]:
     from gmlm.theory.figures import (
@@ -90,10 +77,9 @@ def theory(ctx: Context) -> dict[str, Any]:
     out = ctx.out / "theory"
     out.mkdir(parents=True, exist_ok=True)
     report = run_verify(VerifySettings(max_n=t.verify_max_n, seed=t.seed), progress=ctx.progress)
-    atomic_write_json(out / "verify.json", report.to_json())
-    worst = report.worst()
-    for claim, row in worst.items():
-        ctx.log(f"  {claim}: worst {row['worst']:.3e} ({'ok' if row['passed'] else 'FAIL'})")
+    report.write(out / "verify.json")
+    for claim, summary in report.claims.items():
+        ctx.log(f"  {claim}: worst {summary.worst:.3e} ({'ok' if summary.passed else 'FAIL'})")
     if not report.passed:
         raise GmlmError(f"theory verify failed; see {out / 'verify.json'}")
     seconds = {"verify": report.seconds}
@@ -122,7 +108,7 @@ def theory(ctx: Context) -> dict[str, Any]:
     seconds["figure3"] = result.seconds
     return {
         "verify_passed": report.passed,
-        "worst": {k: v["worst"] for k, v in worst.items()},
+        "worst": {k: v.worst for k, v in report.claims.items()},
         "seconds": seconds,
     }
 
@@ -179,7 +165,7 @@ def data(ctx: Context) -> dict[str, Any]:
     stats = load_dataset(root).stats()
     summary: dict[str, Any] = {"pairs": {k: v["kept"] for k, v in stats["splits"].items()}}
     if missing:
-        summary["stand_in"] = missing
+        summary[STAND_IN] = missing
     return summary
 
 
@@ -204,7 +190,7 @@ def train_run(ctx: Context, name: str, stage: TrainStage, data_dir: Path) -> dic
 
 def given_checkpoint(ctx: Context, name: str, path: Path) -> dict[str, Any]:
     """A training stage with a given checkpoint: check it is one of the stage's kind."""
-    from gmlm.training.checkpoint import read_config, resolve_checkpoint
+    from gmlm.training.checkpoint import load_json, read_config, resolve_checkpoint
 
     if not path.exists():
         raise GmlmError(
@@ -216,8 +202,7 @@ def given_checkpoint(ctx: Context, name: str, path: Path) -> dict[str, Any]:
     expected = "padir" if name == "padir" else "ar"
     if kind != expected:
         raise GmlmError(f"{name}.checkpoint={path}: holds a {kind} model, not {expected}")
-    meta_path = folder / "meta.json"
-    meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
+    meta = load_json(folder / "meta.json") if (folder / "meta.json").is_file() else {}
     ctx.log(f"  using the given {kind} model {folder} (trained for {meta.get('step', '?')} steps)")
     return {"checkpoint": str(folder), "trained": False, "step": meta.get("step")}
 
@@ -237,7 +222,7 @@ def distill(ctx: Context) -> dict[str, Any]:
     if not ctx.cfg.distill.enabled:
         ctx.log("  distillation is off in this preset: students train on the raw data")
         return {"skipped": "distill.enabled=false"}
-    from gmlm.distill import distill as run_distill
+    from gmlm.translation.distill import distill as run_distill
 
     d = ctx.cfg.distill
     run_distill(
@@ -268,7 +253,15 @@ class System:
     key: str  # file-name friendly: ar-beam5, padir-T4-B5
     label: str  # for tables
     run: str  # run folder name under OUT
-    settings: dict[str, int]
+    beam: int | None = None  # AR
+    steps: int | None = None  # PaDIR
+    length_beam: int | None = None  # PaDIR
+
+    @property
+    def settings(self) -> dict[str, int]:
+        """The decoding settings, as `Translator.translate` takes them."""
+        found = {"beam": self.beam, "steps": self.steps, "length_beam": self.length_beam}
+        return {name: value for name, value in found.items() if value is not None}
 
 
 def systems(cfg: ReproduceConfig) -> list[System]:
@@ -280,7 +273,7 @@ def systems(cfg: ReproduceConfig) -> list[System]:
     for run, label in ar_runs:
         for beam in e.ar_beams:
             kind = "greedy" if beam == 1 else f"beam {beam}"
-            found.append(System(f"{run}-beam{beam}", f"{label}, {kind}", run, {"beam": beam}))
+            found.append(System(f"{run}-beam{beam}", f"{label}, {kind}", run, beam=beam))
     for b in e.length_beams:
         for t in e.padir_steps:
             found.append(
@@ -288,18 +281,34 @@ def systems(cfg: ReproduceConfig) -> list[System]:
                     f"padir-T{t}-B{b}",
                     f"PaDIR T={t} B={b}",
                     "padir",
-                    {"steps": t, "length_beam": b},
+                    steps=t,
+                    length_beam=b,
                 )
             )
     return found
 
 
-def evaluate(ctx: Context) -> dict[str, Any]:
+def translate(
+    ctx: Context, translators: dict[str, Any], system: System, sources: list[str]
+) -> list[str]:
+    """`system`'s translations of `sources` as the evaluation decodes them; `translators`
+    caches the loaded models by run name."""
     import gmlm
+
+    if system.run not in translators:
+        translators[system.run] = gmlm.load(ctx.checkpoint(system.run))
+    e = ctx.cfg.evaluate
+    return translators[system.run].translate(
+        sources, batch_size=e.batch_size, bf16=e.bf16, on_over_length="split", **system.settings
+    )
+
+
+def evaluate(ctx: Context) -> dict[str, Any]:
     from gmlm.data import load_dataset
     from gmlm.evaluation.bleu import default_tokenizer
+    from gmlm.evaluation.results import EvaluationScores, SystemScores
     from gmlm.evaluation.stutter import stutter_report
-    from gmlm.evaluation.summary import quality_row
+    from gmlm.evaluation.summary import Signatures, quality_row
 
     e = ctx.cfg.evaluate
     if ctx.stand_in:
@@ -309,6 +318,7 @@ def evaluate(ctx: Context) -> dict[str, Any]:
         raise GmlmError(f"split {e.split!r} not in {ctx.data_dir}; it has {prepared.splits}")
     sources = prepared.read_text(e.split, "src")
     references = prepared.read_text(e.split, "tgt")
+    in_split = len(references)
     if e.sentences > 0:
         sources, references = sources[: e.sentences], references[: e.sentences]
     tokenize = default_tokenizer(prepared.stats().get("tgt_lang"))
@@ -316,8 +326,8 @@ def evaluate(ctx: Context) -> dict[str, Any]:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "examples.json").unlink(missing_ok=True)  # of a run before the test set came
     atomic_write_text(folder / "reference.txt", "".join(r + "\n" for r in references))
-    rows: list[dict[str, Any]] = []
-    signatures: dict[str, str] = {}
+    rows: list[SystemScores] = []
+    signatures: Signatures | None = None
     translators: dict[str, Any] = {}
     for system in systems(ctx.cfg):
         hyp_path = folder / f"{system.key}.txt"
@@ -325,69 +335,58 @@ def evaluate(ctx: Context) -> dict[str, Any]:
         if hyp_path.is_file():
             hyps = hyp_path.read_text(encoding="utf-8").splitlines()
         else:
-            if system.run not in translators:
-                translators[system.run] = gmlm.load(ctx.checkpoint(system.run))
             start = time.perf_counter()
-            hyps = translators[system.run].translate(
-                sources,
-                batch_size=e.batch_size,
-                bf16=e.bf16,
-                on_over_length="split",
-                **system.settings,
-            )
+            hyps = translate(ctx, translators, system, sources)
             seconds = time.perf_counter() - start
             atomic_write_text(hyp_path, "".join(h + "\n" for h in hyps))
         quality, signatures = quality_row(hyps, references, tokenize)
-        row = {
-            "system": system.key,
-            "label": system.label,
-            "run": system.run,
-            **system.settings,
-            **quality,
-            "decode_seconds": seconds,
-        }
-        rows.append(row)
-        ctx.log(
-            f"  {system.label:32s} BLEU {row['bleu']:6.2f}  chrF {row['chrf']:6.2f}  "
-            f"stutter/100w {row['stutter_per_100_words']:.3f}"
+        rows.append(
+            SystemScores(
+                system=system.key,
+                label=system.label,
+                run=system.run,
+                beam=system.beam,
+                steps=system.steps,
+                length_beam=system.length_beam,
+                quality=quality,
+                decode_seconds=seconds,
+            )
         )
+        ctx.log(
+            f"  {system.label:32s} BLEU {quality.bleu:6.2f}  chrF {quality.chrf:6.2f}  "
+            f"stutter/100w {quality.stutter_per_100_words:.3f}"
+        )
+    assert signatures is not None, "systems() always gives systems to score"
     control = stutter_report(references, references, tokenize)
-    result = {
-        "split": e.split,
-        "sentences": len(references),
-        "tokenize": tokenize,
-        "bleu_signature": signatures["bleu"],
-        "chrf_signature": signatures["chrf"],
-        "reference_repeats_per_100_words": round(control.reference_repeats_per_100_words, 3),
-        "precision": "bf16" if e.bf16 else "fp32",
-        "systems": rows,
-    }
-    atomic_write_json(folder / "scores.json", result)
-    return {r["system"]: r["bleu"] for r in rows}
+    EvaluationScores(
+        split=e.split,
+        sentences=len(references),
+        split_sentences=in_split if in_split > len(references) else None,
+        tokenize=tokenize,
+        signatures=signatures,
+        reference_repeats_per_100_words=round(control.reference_repeats_per_100_words, 3),
+        precision="bf16" if e.bf16 else "fp32",
+        systems=tuple(rows),
+    ).write(folder / "scores.json")
+    return {r.system: r.quality.bleu for r in rows}
 
 
 def examples(ctx: Context, reason: str) -> dict[str, Any]:
     """Without the test set: every system's translations of the example sentences, for the
     report to show (eval/examples.json); no scores."""
-    import gmlm
     from gmlm.data import load_dataset
 
-    e = ctx.cfg.evaluate
-    sources = load_dataset(ctx.data_dir).read_text(e.split, "src")
+    sources = load_dataset(ctx.data_dir).read_text(ctx.cfg.evaluate.split, "src")
     translators: dict[str, Any] = {}
-    translations: dict[str, list[str]] = {}
-    for system in systems(ctx.cfg):
-        if system.run not in translators:
-            translators[system.run] = gmlm.load(ctx.checkpoint(system.run))
-        translations[system.key] = translators[system.run].translate(
-            sources, batch_size=e.batch_size, bf16=e.bf16, on_over_length="split", **system.settings
-        )
-    labels = {s.key: s.label for s in systems(ctx.cfg)}
-    atomic_write_json(
-        ctx.out / "eval" / "examples.json",
-        {"sources": sources, "labels": labels, "translations": translations, "stand_in": reason},
+    found = systems(ctx.cfg)
+    result = ExampleTranslations(
+        sources=tuple(sources),
+        labels={s.key: s.label for s in found},
+        translations={s.key: tuple(translate(ctx, translators, s, sources)) for s in found},
+        stand_in=reason,
     )
-    ctx.log(f"  translated {len(sources)} example sentences with {len(translations)} systems")
+    result.write(ctx.out / "eval" / "examples.json")
+    ctx.log(f"  translated {len(sources)} example sentences with {len(found)} systems")
     return {"skipped": needs_multi30k("scoring quality", reason)}
 
 
@@ -415,7 +414,7 @@ def bench(ctx: Context) -> dict[str, Any]:
         progress=ctx.progress,
         log=ctx.log,
     )
-    return {"systems": len(result.get("systems", []))}
+    return {"systems": len(result.systems)}
 
 
 # ----------------------------------------------------------------------- attention
@@ -437,8 +436,8 @@ def attention(ctx: Context) -> dict[str, Any]:
         stutter_remask=a.stutter_remask,
         progress=ctx.progress,
     )
-    atomic_write_json(ctx.out / "attention" / "attention.json", result)
-    return {"pairs": result.get("pairs")}
+    result.write(ctx.out / "attention" / "attention.json")
+    return {"pairs": result.pairs}
 
 
 # -------------------------------------------------------------------------- length
@@ -455,33 +454,20 @@ def length(ctx: Context) -> dict[str, Any]:
         ctx.data_dir,
         g.split,
         sentences=g.sentences or None,
-        steps=g.steps,
-        length_beam=g.length_beam,
         length_weights=tuple(g.length_weights),
         batch_size=g.batch_size,
         progress=ctx.progress,
+        steps=g.steps,
+        length_beam=g.length_beam,
     )
-    atomic_write_json(ctx.out / "length" / "length.json", result)
-    return {"top1_exact": result["predictor"]["top1_exact"]}
+    result.write(ctx.out / "length" / "length.json")
+    return {"top1_exact": result.predictor.top1_exact}
 
 
 # -------------------------------------------------------------------------- report
 def report(ctx: Context) -> dict[str, Any]:
-    from gmlm.reproduce.report import read_json, write_report
+    from gmlm.reproduce.report import write_report
 
-    bench_md = attention_md = None
-    bench_result = read_json(ctx.out / "bench" / "bench.json")
-    if bench_result is not None:
-        from gmlm.bench import render_markdown as render_bench
-        from gmlm.reproduce.report import plot_latency_vs_batch
-
-        bench_md = render_bench(bench_result)
-        plot_latency_vs_batch(bench_result, ctx.out / "figures" / "latency_vs_batch.png")
-    attention_result = read_json(ctx.out / "attention" / "attention.json")
-    if attention_result is not None:
-        from gmlm.analysis.attention import render_markdown as render_attention
-
-        attention_md = render_attention(attention_result)
-    path = write_report(ctx.cfg, ctx.out, bench_md, attention_md)
+    path = write_report(ctx.cfg, ctx.out)
     ctx.log(f"  wrote {path}")
     return {"report": str(path)}

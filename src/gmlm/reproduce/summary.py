@@ -2,50 +2,55 @@
 
     from gmlm.reproduce.summary import read_headline, summary_section
 
-    headline = read_headline(Path("runs/demo"))   # from the JSON files the stages wrote
+    headline = read_headline(cfg, Path("runs/demo"))   # from the results the stages wrote
     print("\\n".join(summary_section(headline)))
 
-Three headline numbers, each read from a file of the run folder: the quality gap (PaDIR T=4
-B=5 against AR beam 5, eval/scores.json), the batch-1 speed-up (median and p99 of AR beam 5
-over PaDIR T=4 B=5, text in and text out, bench/bench.json) and PaDIR's stutter (per 100
+Three headline numbers, each from a typed result of the run folder: the quality gap (PaDIR
+T=4 B=5 against AR beam 5, eval/scores.json), the batch-1 speed-up (median and p99 of AR beam
+5 over PaDIR T=4 B=5, text in and text out, bench/bench.json) and PaDIR's stutter (per 100
 words, eval/scores.json); then one sentence on the attention tables (attention/attention.json).
-A comparison of models that have not learned says so instead of giving a verdict: below
-`AR_BLEU_FLOOR` the AR reference system has not learned to translate (an untrained beam search
-stops early, which also makes it look slow).
+Quality scored on the first `evaluate.sentences` of the split says so, with the command that
+scores all of it. A comparison with an AR system that has not learned says so instead of
+giving a verdict (:func:`gmlm.reproduce.sections.not_meaningful`).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from gmlm.reproduce.stages import EXAMPLES, MULTI30K_SOURCE, stand_in_reason
+from gmlm.analysis.results import GROUPS, AttentionResult, MeanStd
+from gmlm.bench.result import BenchResult
+from gmlm.errors import GmlmError
+from gmlm.evaluation.results import EvaluationScores
+from gmlm.reproduce.config import ReproduceConfig
+from gmlm.reproduce.sections import (
+    AR_BENCH,
+    AR_SYSTEM,
+    PADIR_BENCH,
+    PADIR_SYSTEM,
+    not_meaningful,
+)
+from gmlm.reproduce.stand_in import MULTI30K_SOURCE, stand_in_reason
 
-AR_BLEU_FLOOR = 5.0
-"""Below this BLEU the AR reference system has not learned; comparisons with it mean nothing."""
-PADIR_SYSTEM, AR_SYSTEM = "padir-T4-B5", "ar-beam5"  # eval/scores.json keys
-PADIR_BENCH, AR_BENCH = "padir T=4 B=5", "ar beam5"  # bench/bench.json names
 PAPER_CROSS_TV = (0.13, 0.23)  # Table 5, average over heads: stutter, non-stutter pairs
 
 
-def not_meaningful(ar_bleu: float) -> str | None:
-    """The verdict for a comparison with an AR system of `ar_bleu` that has not learned
-    (below AR_BLEU_FLOOR), or None when the comparison means something."""
-    if ar_bleu < AR_BLEU_FLOOR:
-        return f"not meaningful: AR BLEU {ar_bleu:.2f}"
-    return None
-
-
 @dataclass(frozen=True)
-class Quality:
+class Gap:
+    """PaDIR T=4 B=5 against AR beam 5 on `sentences` sentences of `split`: all of it, or its
+    first `sentences` of `split_sentences` (evaluate.sentences), with `whole` the command that
+    scores all of it and `published` where those numbers are published ("" if nowhere)."""
+
     padir_bleu: float
     ar_bleu: float
     padir_label: str
     ar_label: str
     sentences: int
     split: str
+    split_sentences: int | None
+    whole: str
+    published: str
 
     @property
     def gap(self) -> float:
@@ -71,99 +76,141 @@ class Stutter:
 
 @dataclass(frozen=True)
 class Headline:
-    """What the summary says, read from the run folder; None: that stage did not run."""
+    """What the summary says; None: that stage did not run (or lacks the systems)."""
 
-    quality: Quality | None
+    quality: Gap | None
     speed: Speed | None
     stutter: Stutter | None
     attention: str | None
     stand_in: str | None  # why the examples stood in for the test set
 
 
-def _read(path: Path) -> Any:
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
-
-
-def read_headline(out: Path) -> Headline:
-    scores = _read(out / "eval" / "scores.json")
-    rows = {r["system"]: r for r in (scores or {}).get("systems", [])}
-    padir, ar = rows.get(PADIR_SYSTEM), rows.get(AR_SYSTEM)
+def headline(
+    cfg: ReproduceConfig,
+    out: Path,
+    scores: EvaluationScores | None,
+    bench: BenchResult | None,
+    attention: AttentionResult | None,
+) -> Headline:
+    """The headline of run folder `out` (of config `cfg`) from the results its stages wrote."""
+    padir = scores.system(PADIR_SYSTEM) if scores else None
+    ar = scores.system(AR_SYSTEM) if scores else None
     quality = stutter = None
-    if padir and ar:
-        quality = Quality(
-            padir["bleu"],
-            ar["bleu"],
-            padir["label"],
-            ar["label"],
-            scores["sentences"],
-            scores["split"],
+    if scores and padir and ar:
+        quality = Gap(
+            padir_bleu=padir.quality.bleu,
+            ar_bleu=ar.quality.bleu,
+            padir_label=padir.label,
+            ar_label=ar.label,
+            sentences=scores.sentences,
+            split=scores.split,
+            split_sentences=scores.split_sentences,
+            whole=whole_split_command(out),
+            published=cfg.published,
         )
         stutter = Stutter(
-            padir["stutter_per_100_words"],
-            ar["stutter_per_100_words"],
-            scores["reference_repeats_per_100_words"],
+            padir.quality.stutter_per_100_words,
+            ar.quality.stutter_per_100_words,
+            scores.reference_repeats_per_100_words,
         )
     return Headline(
         quality=quality,
-        speed=_speed(_read(out / "bench" / "bench.json")),
+        speed=_speed(bench),
         stutter=stutter,
-        attention=attention_sentence(_read(out / "attention" / "attention.json")),
+        attention=attention_sentence(attention),
         stand_in=stand_in_reason(out),
     )
 
 
-def _speed(bench: dict[str, Any] | None) -> Speed | None:
-    rows = [
-        s
-        for s in (bench or {}).get("speedups", [])
-        if (s["padir"], s["ar"]) == (PADIR_BENCH, AR_BENCH)
-    ]
-    if not rows:
-        return None
-    row = next((s for s in rows if s["precision"] == "fp32"), rows[0])
-    settings = bench["settings"] if bench else {}
-    return Speed(
-        row["precision"], row["e2e_p50"], row["e2e_p99"], settings["sentences"], settings["threads"]
+def read_headline(cfg: ReproduceConfig, out: Path) -> Headline:
+    """:func:`headline` of the results in run folder `out`."""
+    return headline(
+        cfg,
+        out,
+        EvaluationScores.read_if_present(out / "eval" / "scores.json"),
+        BenchResult.read_if_present(out / "bench" / "bench.json"),
+        AttentionResult.read_if_present(out / "attention" / "attention.json"),
     )
 
 
-def attention_sentence(result: dict[str, Any] | None) -> str | None:
+def whole_split_command(out: Path) -> str:
+    """The command that reruns the run of folder `out` with its whole evaluation split."""
+    return f"gmlm reproduce --preset {out}/reproduce.yaml --out {out}-full evaluate.sentences=0"
+
+
+def _speed(bench: BenchResult | None) -> Speed | None:
+    if bench is None:
+        return None
+    rows = [s for s in bench.speedups if (s.padir, s.ar) == (PADIR_BENCH, AR_BENCH)]
+    if not rows:
+        return None
+    row = next((s for s in rows if s.precision == "fp32"), rows[0])
+    settings = bench.settings
+    return Speed(row.precision, row.e2e_p50, row.e2e_p99, settings.sentences, settings.threads)
+
+
+def attention_sentence(result: AttentionResult | None) -> str | None:
     """One sentence on Tables 4 and 5: do stutter pairs attend to the source more alike
     (cross-attention TV distance, average over heads), and to each other less?"""
     if result is None:
         return None
-    cross, own = result["cross_attention"], result["self_attention"]
-    if not cross["stutter"]["pairs"] or not cross["non_stutter"]["pairs"]:
+    stutter, other = (result.cross_attention[g] for g in GROUPS)
+    if not stutter.pairs or not other.pairs:
         return (
-            f"The attention analysis found {cross['stutter']['pairs']} stutter and "
-            f"{cross['non_stutter']['pairs']} other adjacent pairs: nothing to compare."
+            f"The attention analysis found {stutter.pairs} stutter and {other.pairs} other "
+            "adjacent pairs: nothing to compare."
         )
-    tv = [cross[g]["tv"]["avg"]["mean"] for g in ("stutter", "non_stutter")]
-    weight = [own[g]["next"]["avg"]["mean"] for g in ("stutter", "non_stutter")]
+    tv = [
+        _mean(group.tv.avg, f"cross_attention.{g}.tv")
+        for g, group in zip(GROUPS, (stutter, other), strict=True)
+    ]
+    weight = [
+        _mean(result.self_attention[g].distance("next").avg, f"self_attention.{g}.next")
+        for g in GROUPS
+    ]
     alike = "more alike" if tv[0] < tv[1] else "no more alike"
     agrees = "as in the paper" if tv[0] < tv[1] else "unlike the paper"
     more = "less" if weight[0] < weight[1] else "no less"
     return (
-        f"Adjacent positions that stutter (the same token twice, "
-        f"{cross['stutter']['pairs']} pairs in {result['sentences_with_stutter']} of "
-        f"{result['sentences']['decoded']} raw outputs) attend to the source {alike} than "
-        f"other adjacent pairs, {agrees}: cross-attention total variation distance "
-        f"{tv[0]:.2f} vs {tv[1]:.2f} (average over heads; the paper {PAPER_CROSS_TV[0]} vs "
-        f"{PAPER_CROSS_TV[1]}); and they attend to each other {more} (self-attention weight "
-        f"{weight[0]:.3f} vs {weight[1]:.3f})."
+        f"Adjacent positions that stutter (the same token twice, {stutter.pairs} pairs in "
+        f"{result.sentences_with_stutter} of {result.sentences.decoded} raw outputs) attend to "
+        f"the source {alike} than other adjacent pairs, {agrees}: cross-attention total "
+        f"variation distance {tv[0]:.2f} vs {tv[1]:.2f} (average over heads; the paper "
+        f"{PAPER_CROSS_TV[0]} vs {PAPER_CROSS_TV[1]}); and they attend to each other {more} "
+        f"(self-attention weight {weight[0]:.3f} vs {weight[1]:.3f})."
     )
 
 
-def _quality_text(q: Quality) -> str:
+def _mean(value: MeanStd, where: str) -> float:
+    """The mean of a group that has pairs (always there: the analysis writes one)."""
+    if value.mean is None:
+        raise GmlmError(
+            f"attention/attention.json: {where}.avg.mean is null for a group with pairs; "
+            "rerun the attention stage (--redo attention)"
+        )
+    return value.mean
+
+
+def _quality_text(q: Gap) -> str:
     verdict = not_meaningful(q.ar_bleu)
     text = (
         f"{q.padir_label} {q.padir_bleu:.2f} BLEU vs {q.ar_label} {q.ar_bleu:.2f}: "
-        f"gap {q.gap:+.2f} ({q.sentences} sentences of the {q.split} split)"
+        f"gap {q.gap:+.2f} "
     )
+    if q.split_sentences:
+        text += f"(the first {q.sentences} of the {q.split} split's {q.split_sentences} sentences)"
+    else:
+        text += f"({q.sentences} sentences of the {q.split} split)"
     return f"{text}; {verdict} (the models have not learned)" if verdict else text
 
 
-def _speed_text(s: Speed, quality: Quality | None) -> str:
+def _whole_split_text(q: Gap) -> str:
+    """How to score the whole split, when the run scored its first sentences only."""
+    text = f"`evaluate.sentences=0` scores the whole {q.split} split: `{q.whole}`"
+    return f"{text}; compare {q.published}" if q.published else text
+
+
+def _speed_text(s: Speed, quality: Gap | None) -> str:
     text = (
         f"PaDIR T=4 B=5 is {s.median:.2f}x as fast as AR beam 5 at the median and {s.p99:.2f}x "
         f"at p99 (batch 1, text in and text out, {s.precision}, {s.threads} threads, "
@@ -202,6 +249,8 @@ def summary_section(h: Headline) -> list[str]:
         ]
     if h.quality:
         lines.append(f"- **Quality**: {_quality_text(h.quality)}.")
+        if h.quality.split_sentences:
+            lines.append(f"  {_whole_split_text(h.quality)}.")
     if h.speed:
         lines.append(f"- **Speed-up**: {_speed_text(h.speed, h.quality)}.")
     if h.stutter:
@@ -213,15 +262,17 @@ def summary_section(h: Headline) -> list[str]:
     return [*lines, ""]
 
 
-def final_lines(out: Path) -> list[str]:
+def final_lines(cfg: ReproduceConfig, out: Path) -> list[str]:
     """What `gmlm reproduce` prints last: where the report is and the headline numbers."""
     report = out / "REPORT.md"
     if not report.is_file():
         return []
-    h = read_headline(out)
+    h = read_headline(cfg, out)
     lines = [f"report: {report}"]
     if h.quality:
         lines.append(f"quality:  {_quality_text(h.quality)}")
+        if h.quality.split_sentences:
+            lines.append(f"          {_whole_split_text(h.quality)}")
     if h.speed:
         lines.append(f"speed-up: {_speed_text(h.speed, h.quality)}")
     if h.stutter:
@@ -229,48 +280,3 @@ def final_lines(out: Path) -> list[str]:
     if h.stand_in:
         lines.append(f"quality not measured ({h.stand_in}): {rerun_hint()}")
     return lines
-
-
-def extra_sections(out: Path) -> list[str]:
-    """The example translations (when the examples stood in for the test set) and the length
-    analysis, for REPORT.md."""
-    lines: list[str] = []
-    examples = _read(out / "eval" / "examples.json")
-    if examples is not None:
-        shown = [k for k in (AR_SYSTEM, PADIR_SYSTEM) if k in examples["translations"]]
-        rows = [
-            [source, *(examples["translations"][k][i] for k in shown)]
-            for i, source in enumerate(examples["sources"])
-        ]
-        lines += [
-            "## Example translations",
-            "",
-            f"gmlm's own example sentences ({EXAMPLES.name}.de, not a test set: no scores), "
-            "translated by the checkpoints of this run; every system's output is in "
-            "eval/examples.json.",
-            "",
-            _table(["German", *(examples["labels"][k] for k in shown)], rows),
-            "",
-        ]
-    length = _read(out / "length" / "length.json")
-    if length is not None:
-        from gmlm.analysis.length import render_length_markdown
-
-        lines += [
-            "## Length prediction",
-            "",
-            "`gmlm analyze length`: how often PaDIR's length predictor finds the reference "
-            "length, and the BLEU of decoding with the reference length (an oracle).",
-            "",
-            render_length_markdown(length).strip(),
-            "",
-        ]
-    return lines
-
-
-def _table(header: list[str], rows: list[list[str]]) -> str:
-    def cell(text: str) -> str:
-        return text.replace("|", "\\|")
-
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return "\n".join(lines + ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows])

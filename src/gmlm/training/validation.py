@@ -118,7 +118,7 @@ def validate(
     cfg.valid_sentences)`) unless `cfg.valid_sentences` is 0."""
     scores: dict[str, Any] = validation_loss(model, cfg, data, device, dtype)
     if cfg.valid_sentences > 0:
-        from gmlm.translate import Translator
+        from gmlm.translation.translator import Translator
 
         pairs = pairs or validation_pairs(data, cfg.valid_sentences)
         translator = Translator(cfg.kind, model, data.tokenizer)

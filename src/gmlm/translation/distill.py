@@ -1,7 +1,7 @@
 """Sequence-level knowledge distillation (Kim & Rush 2016): the AR teacher's beam search
 output replaces the training targets.
 
-    from gmlm.distill import distill
+    from gmlm.translation.distill import distill
 
     distill("runs/teacher", "runs/data", "runs/distilled", beam=5)   # -> Path("runs/distilled")
 
@@ -48,8 +48,8 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from gmlm import __version__
-from gmlm.bench.environment import bf16_by_default, cpu_model
+from gmlm import provenance
+from gmlm.bench.environment import bf16_by_default
 from gmlm.config import load_saved_config
 from gmlm.data.binarized import CONFIG, MANIFEST, PreparedDataset, load_dataset
 from gmlm.data.cleaning import normalize
@@ -58,7 +58,7 @@ from gmlm.data.parallel import Corpus, ParallelText
 from gmlm.data.prepare import DataConfig, prepare_dataset
 from gmlm.errors import GmlmError
 from gmlm.io import atomic_open, atomic_write_json, make_dirs
-from gmlm.translate import Translator, load
+from gmlm.translation.translator import Translator, load
 
 DISTILL_FILE = "distill.json"
 WORK = "work"
@@ -446,9 +446,9 @@ def distill(
         "batch_size": batch_size,
         "threads": threads or previous_threads,
         "device": str(loaded.translator.device),
-        "torch": torch.__version__,
-        "gmlm": __version__,
-        "cpu": cpu_model(),
+        "torch": provenance.torch_version(),
+        "gmlm": provenance.gmlm_version(),
+        "cpu": provenance.cpu_model(),
         "counts": counts,
         **timing,
         "build_seconds": round(time.perf_counter() - build_start, 3),

@@ -20,10 +20,12 @@ split line) by :func:`gmlm.decoding.refinement.sentence_seed` (the rule is in th
 docstring). Batching can still change float rounding (padding widens the matrix products),
 which moves an output only where two tokens' scores nearly tie.
 
-Decoding settings are keyword arguments; a setting of the other model kind (``beam`` for a
-PaDIR model, ``steps`` for an autoregressive one) is an error that names the checkpoint's
-kind. Unset ones keep the defaults of :class:`gmlm.decoding.SearchOptions` (greedy, GNMT
-alpha 0.6) and :class:`gmlm.decoding.RefinementOptions` (the paper's T = 4, B = 5).
+Decoding settings are an options object of the model's kind,
+:class:`gmlm.decoding.SearchOptions` (greedy, GNMT alpha 0.6 by default) or
+:class:`gmlm.decoding.RefinementOptions` (the paper's T = 4, B = 5), and/or ``name=value``
+overrides of its fields (``translate(lines, steps=10)``). A setting of the other model kind
+(``beam`` for a PaDIR model, ``steps`` for an autoregressive one) is an error that names the
+checkpoint's kind; a name neither kind has is one that lists the valid names.
 """
 
 from __future__ import annotations
@@ -38,35 +40,19 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
-from gmlm.config import check_value, merge
+from gmlm.config import check_value
 from gmlm.data.cleaning import normalize
 from gmlm.data.lengths import SHOWN, OverLengthError, encode_inputs
 from gmlm.data.tokenizer import Tokenizer
-from gmlm.decoding.autoregressive import SearchOptions, beam_search, greedy_search
-from gmlm.decoding.refinement import RefinementOptions, refine, sentence_generators
+from gmlm.decoding.autoregressive import beam_search, greedy_search
+from gmlm.decoding.options import DecodingOptions, RefinementOptions, decoding_options
+from gmlm.decoding.refinement import refine, sentence_generators
 from gmlm.errors import GmlmError
 from gmlm.models import AutoregressiveModel, ModelKind, PadirModel
 from gmlm.nn.config import ModelConfig
 
 OverLengthPolicy = Literal["error", "split", "report"]
-DecodingOptions = SearchOptions | RefinementOptions
 
-KIND_NAMES = {"ar": "an autoregressive", "padir": "a PaDIR"}
-# Settings that only one kind understands (length_penalty serves both).
-AR_ONLY = ("beam", "max_len_a", "max_len_b")
-PADIR_ONLY = (
-    "steps",
-    "length_beam",
-    "length_offsets",
-    "random_starts",
-    "stutter_remask",
-    "remask",
-    "remask_ratio",
-    "drop_unchanged_initial",
-    "dedup_final",
-    "length_weight",
-    "selection",
-)
 # Split after sentence-final or clause-final punctuation (Latin and CJK), keeping it.
 SENTENCE_BREAK = re.compile(r"(?<=[.!?;:。！？；：])\s*")
 
@@ -104,30 +90,22 @@ class Translator:
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
-    def options(self, **settings: Any) -> DecodingOptions:
-        """The decoding options of this model's kind with `settings` (None = default) applied.
+    def options(
+        self, options: DecodingOptions | None = None, /, **overrides: Any
+    ) -> DecodingOptions:
+        """The decoding options of this model's kind: `options` (default: its class's
+        defaults) with the field overrides applied (None keeps a value), checked and
+        validated against the model (see :func:`gmlm.decoding.options.decoding_options`).
 
-        A setting of the other kind is a :class:`GmlmError` that names this checkpoint's kind.
+        Options or a setting of the other kind are a :class:`GmlmError` that names this
+        checkpoint's kind; an unknown name is one that lists the valid names.
         """
-        given = {name: value for name, value in settings.items() if value is not None}
-        wrong = [n for n in given if n in (PADIR_ONLY if self.kind == "ar" else AR_ONLY)]
-        if wrong:
-            other = "padir" if self.kind == "ar" else "ar"
-            valid = ", ".join((*(AR_ONLY if self.kind == "ar" else PADIR_ONLY), "length_penalty"))
-            raise GmlmError(
-                f"{', '.join(wrong)} only {'applies' if len(wrong) == 1 else 'apply'} to "
-                f"{KIND_NAMES[other]} model, but this "
-                f"checkpoint is {KIND_NAMES[self.kind]} model (kind '{self.kind}'); its "
-                f"settings are {valid}"
-            )
-        defaults: DecodingOptions = SearchOptions() if self.kind == "ar" else RefinementOptions()
-        options = merge(defaults, given)  # checks each value against its field's type
-        options.validate(self.config)
-        return options
+        return decoding_options(self.kind, self.config, options, overrides)
 
     def translate(
         self,
         sentences: Iterable[str],
+        options: DecodingOptions | None = None,
         *,
         batch_size: int = 32,
         seed: int = 0,
@@ -135,21 +113,7 @@ class Translator:
         on_over_length: OverLengthPolicy = "error",
         origin: str = "input",
         lines: Sequence[int] | None = None,
-        length_penalty: float | None = None,
-        beam: int | None = None,
-        max_len_a: float | None = None,
-        max_len_b: int | None = None,
-        steps: int | None = None,
-        length_beam: int | None = None,
-        length_offsets: Sequence[int] | None = None,
-        random_starts: int | None = None,
-        stutter_remask: Literal["none", "previous", "initial"] | None = None,
-        remask: Literal["none", "constant", "linear"] | None = None,
-        remask_ratio: float | None = None,
-        drop_unchanged_initial: bool | None = None,
-        dedup_final: bool | None = None,
-        length_weight: float | None = None,
-        selection: Literal["sum", "mean", "changed"] | None = None,
+        **overrides: Any,
     ) -> list[str]:
         """Detokenized translations of raw `sentences` (a list, or any iterable, of str), one
         per sentence, in order.
@@ -162,7 +126,8 @@ class Translator:
         lines: each sentence's 0-based line index in its file, which keys its random tokens
         (default 0, 1, ...): give it when translating part of a file, so that each line gets
         what it gets when the whole file is translated.
-        The other keywords are decoding settings (see :meth:`options`).
+        options, overrides: the decoding settings, an options object of this model's kind
+        and/or overrides of its fields by name, e.g. ``steps=10`` (see :meth:`options`).
         """
         texts = _sentence_list(sentences)
         for name, value, tp in (
@@ -172,23 +137,7 @@ class Translator:
             ("origin", origin, str),
         ):
             check_value(value, tp, name)
-        options = self.options(
-            length_penalty=length_penalty,
-            beam=beam,
-            max_len_a=max_len_a,
-            max_len_b=max_len_b,
-            steps=steps,
-            length_beam=length_beam,
-            length_offsets=length_offsets,
-            random_starts=random_starts,
-            stutter_remask=stutter_remask,
-            remask=remask,
-            remask_ratio=remask_ratio,
-            drop_unchanged_initial=drop_unchanged_initial,
-            dedup_final=dedup_final,
-            length_weight=length_weight,
-            selection=selection,
-        )
+        options = self.options(options, **overrides)
         if lines is not None and len(lines) != len(texts):
             raise GmlmError(
                 f"lines: {len(lines)} line indices for {len(texts)} sentences; give one "
@@ -251,7 +200,7 @@ class Translator:
         outputs: list[list[int]] = [[] for _ in sources]
         for start in range(0, len(order), batch_size):
             batch = order[start : start + batch_size]
-            src = self._source_tensor([sources[i] for i in batch])
+            src = self.source_tensor([sources[i] for i in batch])
             keys = [lines[i] for i in batch], [pieces[i] for i in batch]
             with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=bf16):
                 decoded = self._decode(src, options, seed, *keys)
@@ -276,8 +225,9 @@ class Translator:
             return [h.tokens for h in greedy_search(self.model, src, options)]
         return [nbest[0].tokens for nbest in beam_search(self.model, src, options)]
 
-    def _source_tensor(self, rows: Sequence[Sequence[int]]) -> Tensor:
-        """(B, S) ids + EOS, right-padded, on the model's device."""
+    def source_tensor(self, rows: Sequence[Sequence[int]]) -> Tensor:
+        """(B, S) ids + EOS, right-padded, on the model's device: the encoder input of source
+        ids (no EOS) as decoding builds it, for analyses that run the model themselves."""
         width = max(len(r) for r in rows) + 1
         src = torch.full((len(rows), width), self.config.pad_id, dtype=torch.long)
         for i, ids in enumerate(rows):

@@ -1,0 +1,173 @@
+"""Flags and value parsers that several commands share, each spelled and parsed once.
+
+One vocabulary: ``--checkpoint`` a checkpoint or run folder, ``--out`` an output folder,
+``--output`` an output file, ``--precision`` the arithmetic (one of
+:data:`gmlm.decoding.options.PRECISIONS`), ``--json`` a machine-readable result on stdout.
+Old spellings stay one release as hidden aliases that print a one-line deprecation warning
+(:func:`add_alias`).
+
+Imports neither torch nor the models: `gmlm --help` builds every parser.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from gmlm.decoding.options import PRECISIONS
+
+T = TypeVar("T")
+
+
+def comma_list(
+    item: Callable[[str], T], what: str, example: str, *, allow_empty: bool = False
+) -> Callable[[str], tuple[T, ...]]:
+    """An argparse `type` that reads comma-separated values of `item` (int, float, ...);
+    `what` names them and `example` shows a valid list in the error message. Empty items are
+    skipped; an empty list is an error unless `allow_empty`."""
+
+    def parse(text: str) -> tuple[T, ...]:
+        try:
+            values = tuple(item(x) for x in text.split(",") if x.strip())
+        except ValueError:
+            values = None
+        if values is None or not (values or allow_empty):
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: expected comma-separated {what}, e.g. {example}"
+            )
+        return values
+
+    parse.__name__ = f"{what} list"
+    return parse
+
+
+int_list = comma_list(int, "integers", "1,8,64")
+float_list = comma_list(float, "numbers", "0,0.5")
+
+
+def precision_list(text: str) -> tuple[str, ...]:
+    """Comma-separated precisions, e.g. fp32,bf16."""
+    values = tuple(x.strip() for x in text.split(",") if x.strip())
+    if not values or any(v not in PRECISIONS for v in values):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: choose from {', '.join(PRECISIONS)}, comma-separated (e.g. "
+            f"{','.join(PRECISIONS)})"
+        )
+    return values
+
+
+def show(value: Any) -> str:
+    """A default as the command line spells it: 0.6, 1,8,64, none."""
+    if value is None or value == ():
+        return "none"
+    if isinstance(value, (list, tuple)):
+        return ",".join(show(v) for v in value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+class DeprecatedAlias(argparse.Action):
+    """A hidden old spelling of a flag: stores into the new flag's destination (`const` for
+    a switch, else the value given) and prints a one-line deprecation warning."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        self.replacement: str = kwargs.pop("replacement")
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        replacement = self.replacement.format(value=values)
+        print(
+            f"gmlm: warning: {option_string} is deprecated and will be removed; use {replacement}",
+            file=sys.stderr,
+        )
+        setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
+
+
+def add_alias(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    old: str,
+    dest: str,
+    replacement: str,
+    *,
+    const: Any = None,
+    **kwargs: Any,
+) -> None:
+    """Keep `old` working, hidden from --help, as another spelling of the flag whose
+    destination is `dest`: a switch storing `const` when `const` is given, else a flag with
+    a value (`kwargs`: type, choices). `replacement` (may use {value}) is what to write
+    instead, shown in the warning."""
+    if const is not None:
+        kwargs["nargs"] = 0
+    parser.add_argument(
+        old,
+        action=DeprecatedAlias,
+        dest=dest,
+        const=const,
+        default=argparse.SUPPRESS,  # the new flag's default stands
+        help=argparse.SUPPRESS,
+        replacement=replacement,
+        **kwargs,
+    )
+
+
+def add_checkpoint(parser: argparse.ArgumentParser, help: str, **kwargs: Any) -> None:
+    parser.add_argument("--checkpoint", type=Path, required=True, help=help, **kwargs)
+
+
+def add_device(parser: argparse.ArgumentParser, default: str = "auto") -> None:
+    others = ", ".join(d for d in ("auto", "cpu", "cuda") if d != default)
+    parser.add_argument(
+        "--device", default=default, help=f"{default} (default), {others} or cuda:N"
+    )
+
+
+def add_precision(
+    parser: argparse.ArgumentParser,
+    help: str,
+    *,
+    default: str | None = "fp32",
+    old_switch: str | None = "--bf16",
+) -> None:
+    """--precision {fp32,bf16}; `old_switch` (--bf16) stays a hidden deprecated alias."""
+    shown = f" (default: {default})" if default is not None else ""
+    parser.add_argument("--precision", choices=PRECISIONS, default=default, help=help + shown)
+    if old_switch is not None:
+        value = old_switch.removeprefix("--")
+        add_alias(parser, old_switch, "precision", f"--precision {value}", const=value)
+
+
+def add_seed(parser: argparse.ArgumentParser, help: str, default: int = 0) -> None:
+    parser.add_argument("--seed", type=int, default=default, help=f"{help} (default: {default})")
+
+
+def add_batch_size(parser: argparse.ArgumentParser, default: int, help: str) -> None:
+    parser.add_argument(
+        "--batch-size", type=int, default=default, help=f"{help} (default: {default})"
+    )
+
+
+def add_json(parser: argparse.ArgumentParser, help: str = "print one JSON object") -> None:
+    parser.add_argument("--json", action="store_true", help=help)
+
+
+def add_output(
+    parser: argparse.ArgumentParser, help: str, old: str | None = None, **kwargs: Any
+) -> None:
+    """--output FILE; `old` (a former spelling) stays a hidden deprecated alias."""
+    parser.add_argument("--output", type=Path, help=help, **kwargs)
+    if old is not None:
+        add_alias(parser, old, "output", "--output {value}", type=Path)
+
+
+def add_no_progress(parser: argparse.ArgumentParser, help: str = "no progress bar") -> None:
+    parser.add_argument("--no-progress", action="store_true", help=help)

@@ -1,0 +1,126 @@
+"""Command-line flags derived from the decoding options dataclasses.
+
+Every field of :class:`~gmlm.decoding.options.SearchOptions` and
+:class:`~gmlm.decoding.options.RefinementOptions` documents itself (``metadata=doc(...)``);
+this module turns the fields into argparse flags: ``--field-name`` (or the field's own
+``flag``), the type from the annotation (int, float, Literal choices, tuple[int, ...] as a
+comma-separated list, bool as a switch that sets the opposite of the default) and the help
+with the real default read from the dataclass. A field without that metadata is an error
+when the parser is built, so no setting can be added without reaching the command line (or
+saying, with ``cli=False``, why it does not).
+
+Every derived flag defaults to None (not given): :func:`option_overrides` collects the given
+ones as ``name=value`` overrides, and the options classes keep the defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import types
+import typing
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from gmlm.cli.flags import comma_list, show
+
+
+def documented_fields(cls: type) -> list[dataclasses.Field[Any]]:
+    """The fields of the options dataclass `cls`, each checked to carry its documentation."""
+    found = []
+    for f in dataclasses.fields(cls):
+        if not isinstance(f.metadata.get("help"), str) or "cli" not in f.metadata:
+            raise TypeError(
+                f"{cls.__name__}.{f.name} has no help: declare it with "
+                "field(default=..., metadata=doc('what it does')) (gmlm.decoding.options)"
+            )
+        found.append(f)
+    return found
+
+
+def cli_fields(cls: type) -> list[dataclasses.Field[Any]]:
+    """The documented fields of `cls` that the command line offers (metadata cli=True)."""
+    return [f for f in documented_fields(cls) if f.metadata["cli"]]
+
+
+def flag_of(f: dataclasses.Field[Any]) -> str:
+    """The field's command-line spelling."""
+    flag = f.metadata.get("flag")
+    if flag:
+        return str(flag)
+    if f.default is True:
+        return f"--no-{f.name.replace('_', '-')}"
+    return f"--{f.name.replace('_', '-')}"
+
+
+def argument_kwargs(cls: type, f: dataclasses.Field[Any]) -> dict[str, Any]:
+    """argparse keyword arguments of the field `f` of `cls`, from its annotation."""
+    tp = typing.get_type_hints(cls)[f.name]
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        present = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(present) == 1:
+            tp = present[0]
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if tp is bool:
+        return {"action": "store_const", "const": not f.default}
+    if origin is typing.Literal:
+        return {"choices": args}
+    if tp in (int, float):
+        return {"type": tp}
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis and args[0] in (int, float):
+        what = "integers" if args[0] is int else "numbers"
+        return {"type": comma_list(args[0], what, "-1,1", allow_empty=True)}
+    raise TypeError(f"{cls.__name__}.{f.name}: no command-line form for a field of type {tp}")
+
+
+def add_option_flags(
+    parser: argparse.ArgumentParser,
+    classes: Mapping[str, type],
+    *,
+    exclude: Iterable[str] = (),
+) -> None:
+    """Add a flag for every command-line field of the options classes, keyed by who they
+    serve (e.g. {"autoregressive checkpoints": SearchOptions, "PaDIR checkpoints":
+    RefinementOptions}): a field of one class goes to an argument group of that title (of
+    the parser itself when there is one class), a field several classes share to the parser,
+    with each class's default. Fields named in `exclude` are left out (a command that sets
+    them another way)."""
+    skip = set(exclude)
+    owners: dict[str, list[str]] = {}
+    for title, cls in classes.items():
+        for f in cli_fields(cls):
+            owners.setdefault(f.name, []).append(title)
+    for title, cls in classes.items():
+        group: Any = parser if len(classes) == 1 else parser.add_argument_group(title)
+        for f in cli_fields(cls):
+            shared = len(owners[f.name]) > 1
+            if f.name in skip or (shared and owners[f.name][0] != title):
+                continue
+            _add_flag(parser if shared else group, f, [(t, classes[t]) for t in owners[f.name]])
+
+
+def _add_flag(target: Any, f: dataclasses.Field[Any], owners: list[tuple[str, type]]) -> None:
+    """One field's flag; `owners` are the (title, class) pairs that have the field, whose
+    help texts must agree (one declaration)."""
+    fields = {title: {g.name: g for g in documented_fields(cls)}[f.name] for title, cls in owners}
+    helps = {g.metadata["help"] for g in fields.values()}
+    if len(helps) > 1:
+        names = ", ".join(cls.__name__ for _, cls in owners)
+        raise TypeError(f"{f.name}: {names} document it differently; share one help text")
+    kwargs = argument_kwargs(owners[0][1], f)
+    text = str(f.metadata["help"])
+    if kwargs.get("action") != "store_const":  # a switch's help says what it changes
+        if len(fields) == 1:
+            text += f" (default: {show(f.default)})"
+        else:
+            defaults = ", ".join(f"{show(g.default)} for {t}" for t, g in fields.items())
+            text += f" (default: {defaults})"
+    target.add_argument(flag_of(f), dest=f.name, default=None, help=text, **kwargs)
+
+
+def option_overrides(args: argparse.Namespace, classes: Iterable[type]) -> dict[str, Any]:
+    """The derived flags given on the command line, as field name -> value."""
+    names = {f.name for cls in classes for f in cli_fields(cls)}
+    return {
+        name: getattr(args, name) for name in sorted(names) if getattr(args, name, None) is not None
+    }

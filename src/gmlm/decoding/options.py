@@ -1,0 +1,303 @@
+"""The decoding settings of both model kinds, each declared once.
+
+:class:`SearchOptions` (greedy and beam search, :mod:`gmlm.decoding.autoregressive`) and
+:class:`RefinementOptions` (PaDIR, :mod:`gmlm.decoding.refinement`) are the single source
+of every decoding setting: each field carries its default, its type and, in its metadata
+(:func:`setting`), the help text that documents it. `gmlm translate`, `gmlm analyze` and
+`gmlm bench` derive their flags from these fields (:mod:`gmlm.cli.options`), and
+:func:`decoding_options` derives which model kind owns a setting from which class has the
+field (``length_penalty`` belongs to both).
+
+This module imports neither torch nor the models, so that building the command-line parsers
+(`gmlm --help`) stays light.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Mapping
+from dataclasses import field
+from typing import TYPE_CHECKING, Any, Literal
+
+from gmlm.config import check_finite_fields, merge
+from gmlm.errors import GmlmError
+
+if TYPE_CHECKING:
+    from gmlm.nn.config import ModelConfig
+
+# Passes allowed (the paper uses 4 and 10; diffusion-style decoders go up to 1000): bounds the
+# cost of a typo, since the linear remask schedule makes every candidate run all of them.
+MAX_STEPS = 1000
+
+StutterRemask = Literal["none", "previous", "initial"]
+Remask = Literal["none", "constant", "linear"]
+Selection = Literal["sum", "mean", "changed"]
+# The arithmetic a model decodes in: fp32, or bfloat16 autocast. The one list of choices of
+# every --precision flag and of the benchmark.
+Precision = Literal["fp32", "bf16"]
+PRECISIONS: tuple[Precision, ...] = typing.get_args(Precision)
+
+Kind = Literal["ar", "padir"]
+KIND_NAMES: dict[str, str] = {"ar": "an autoregressive", "padir": "a PaDIR"}
+
+LENGTH_PENALTY_HELP = (
+    "GNMT length-penalty alpha dividing a hypothesis's summed log-probability when ranking "
+    "hypotheses, 0 for none (gmlm.decoding.scores)"
+)
+
+
+def doc(help: str, *, flag: str | None = None, cli: bool = True) -> dict[str, Any]:
+    """The metadata that documents a setting, as the command line shows it:
+    ``name: int = field(default=4, metadata=doc("what it does"))``.
+
+    help: what the setting does (the command line appends the default).
+    flag: the command-line spelling where it is not ``--field-name``; a bool field is a switch
+        that sets the opposite of its default, spelled ``flag`` (default: ``--no-NAME`` for a
+        True default, ``--NAME`` for a False one).
+    cli: False for a setting only Python callers can use (what it changes is not the text
+        output, or it exists for measurements); `help` then says why.
+    """
+    return {"help": help, "flag": flag, "cli": cli}
+
+
+def check_length_penalty(alpha: float) -> None:
+    if not alpha >= 0.0:
+        raise GmlmError(f"length_penalty must be >= 0 (0 disables it), got {alpha}")
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchOptions:
+    """Settings of greedy (beam = 1) and beam search (each field's help says what it does).
+
+    The length limit is ``min(floor(max_len_a * src_len + max_len_b), max_target_len)``, EOS
+    counted on both sides; 1.5 and 10 leave room for the longest Multi30k and WMT targets
+    relative to their sources while stopping runaway repetition early. Any beam size works:
+    with at least as many beams as there are possible outputs the search is exhaustive and
+    returns every output, best first (beams that hold nothing stay at -inf).
+    """
+
+    beam: int = field(
+        default=1,
+        metadata=doc("beams per sentence, 1 for greedy search; the paper's AR baseline uses 5"),
+    )
+    length_penalty: float = field(default=0.6, metadata=doc(LENGTH_PENALTY_HELP))
+    max_len_a: float = field(
+        default=1.5, metadata=doc("output length limit a * src_len + b: the a")
+    )
+    max_len_b: int = field(default=10, metadata=doc("output length limit a * src_len + b: the b"))
+    min_length: int = field(
+        default=2,
+        metadata=doc(
+            "EOS is refused before this length (EOS counted; 2 = at least one token; the length "
+            "limit wins over it). For fixed-length benchmarks",
+            cli=False,
+        ),
+    )
+    max_length: int | None = field(
+        default=None,
+        metadata=doc(
+            "a fixed length limit (EOS counted) instead of the a/b formula; with min_length == "
+            "max_length every output has exactly that length. For fixed-length benchmarks",
+            cli=False,
+        ),
+    )
+
+    def validate(self, config: ModelConfig) -> None:
+        check_finite_fields(self)
+        if self.beam < 1:
+            raise GmlmError(f"beam={self.beam} must be >= 1 (1 is greedy search)")
+        check_length_penalty(self.length_penalty)
+        if self.max_len_a < 0 or self.max_len_b < 0:
+            raise GmlmError(
+                f"max_len_a={self.max_len_a} and max_len_b={self.max_len_b} must be >= 0"
+            )
+        if self.min_length < 1:
+            raise GmlmError(f"min_length={self.min_length} must be >= 1 (EOS counts)")
+        if self.max_length is not None and self.max_length < 1:
+            raise GmlmError(f"max_length={self.max_length} must be >= 1 (EOS counts)")
+
+
+@dataclasses.dataclass(frozen=True)
+class RefinementOptions:
+    """Settings of PaDIR decoding (each field's help says what it does; the module docstring
+    of :mod:`gmlm.decoding.refinement` how they act). Defaults follow the paper (T = 4,
+    B = 5), except the candidate selection, chosen on validation data."""
+
+    steps: int = field(
+        default=4, metadata=doc(f"refinement passes T, 1 to {MAX_STEPS}; the paper uses 4 and 10")
+    )
+    length_beam: int = field(
+        default=5, metadata=doc("top predicted lengths decoded per sentence, B; the paper uses 5")
+    )
+    length_offsets: tuple[int, ...] = field(
+        default=(),
+        metadata=doc("extra candidates at predicted length + offset, e.g. --length-offsets=-1,1"),
+    )
+    random_starts: int = field(
+        default=1, metadata=doc("initial hypotheses per length (random initial tokens)")
+    )
+    init: Literal["random", "mask"] | None = field(
+        default=None,
+        metadata=doc(
+            "'random' or 'mask' initial tokens; None takes the model config's (what it was "
+            "trained for)",
+            cli=False,
+        ),
+    )
+    early_stop: bool = field(
+        default=True,
+        metadata=doc(
+            "stop a candidate once its next input equals its input; exact, it changes only the "
+            "cost (False: for measurements)",
+            cli=False,
+        ),
+    )
+    stutter_remask: StutterRemask = field(
+        default="previous",
+        metadata=doc(
+            "before each pass but the last, replace a token equal to its left neighbour by the "
+            "previous iteration's token or the initial token, or not at all"
+        ),
+    )
+    drop_unchanged_initial: bool = field(
+        default=True,
+        metadata=doc(
+            "keep output tokens still equal to their random initial token (dropped by default)",
+            flag="--keep-initial-tokens",
+        ),
+    )
+    dedup_final: bool = field(
+        default=True,
+        metadata=doc(
+            "keep repeated adjacent output tokens (dropped by default), e.g. to measure stutter",
+            flag="--no-dedup",
+        ),
+    )
+    selection: Selection = field(
+        default="mean",
+        metadata=doc(
+            "how candidates are scored: the mean of the log-probabilities of their last argmax "
+            "at every position, EOS included (chosen on validation data), their sum (the "
+            "paper), or the sum over the content tokens changed from the random start (the "
+            "authors' code)"
+        ),
+    )
+    length_penalty: float = field(default=0.0, metadata=doc(LENGTH_PENALTY_HELP))
+    length_weight: float = field(
+        default=0.0,
+        metadata=doc(
+            "add this times the length predictor's log-probability of a candidate's length to "
+            "its score (0: token log-probabilities only, as in the paper)"
+        ),
+    )
+    remask: Remask = field(
+        default="none",
+        metadata=doc(
+            "Mask-Predict style reset of the least confident tokens to their initial token: a "
+            "fixed share every pass (constant, --remask-ratio) or a share falling linearly to 0"
+        ),
+    )
+    remask_ratio: float = field(
+        default=0.2, metadata=doc("share of the content reset by --remask constant")
+    )
+    return_steps: bool = field(
+        default=False,
+        metadata=doc("keep each candidate's hypothesis after every pass (analyses)", cli=False),
+    )
+    return_attention: bool = field(
+        default=False,
+        metadata=doc(
+            "keep the last decoder layer's attention weights of the last pass (analyses)", cli=False
+        ),
+    )
+
+    def validate(self, config: ModelConfig) -> None:
+        check_finite_fields(self)
+        if not 1 <= self.steps <= MAX_STEPS:
+            raise GmlmError(f"steps={self.steps} must be between 1 and {MAX_STEPS}")
+        if not 1 <= self.length_beam <= config.max_target_len:
+            raise GmlmError(
+                f"length_beam={self.length_beam} must be between 1 and the model's "
+                f"max_target_len={config.max_target_len}"
+            )
+        if 0 in self.length_offsets or len(set(self.length_offsets)) != len(self.length_offsets):
+            raise GmlmError(
+                f"length_offsets={self.length_offsets} must be distinct and non-zero (the "
+                "predicted length itself is always decoded)"
+            )
+        if self.random_starts < 1:
+            raise GmlmError(f"random_starts={self.random_starts} must be at least 1")
+        if self.random_starts > 1 and (self.init or config.init_hypothesis) == "mask":
+            raise GmlmError(
+                "random_starts > 1 needs random initial tokens; [MASK] starts are all the same"
+            )
+        if self.stutter_remask not in ("none", "previous", "initial"):
+            raise GmlmError(
+                f"stutter_remask={self.stutter_remask!r}: choose none, previous or initial"
+            )
+        if self.selection not in ("sum", "mean", "changed"):
+            raise GmlmError(f"selection={self.selection!r}: choose sum, mean or changed")
+        if self.remask not in ("none", "constant", "linear"):
+            raise GmlmError(f"remask={self.remask!r}: choose none, constant or linear")
+        if not 0.0 <= self.remask_ratio < 1.0:
+            raise GmlmError(f"remask_ratio={self.remask_ratio} must be in [0, 1)")
+        check_length_penalty(self.length_penalty)
+
+
+DecodingOptions = SearchOptions | RefinementOptions
+# The options of each model kind; a setting belongs to the kinds whose class has its field.
+OPTIONS: dict[str, type[SearchOptions] | type[RefinementOptions]] = {
+    "ar": SearchOptions,
+    "padir": RefinementOptions,
+}
+
+
+def field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
+def decoding_options(
+    kind: str,
+    config: ModelConfig,
+    options: DecodingOptions | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> DecodingOptions:
+    """The decoding options of a model of `kind` ("ar" or "padir") with `config`: `options`
+    (default: the defaults of its kind's class) with `overrides` (field name -> value; None
+    keeps the value) applied, each value checked against its field's type, then validated.
+
+    Options of the other kind's class, or a setting only the other kind has, are a
+    :class:`GmlmError` that names the checkpoint's kind; a name no kind has is one that
+    lists the valid names.
+    """
+    if kind not in OPTIONS:
+        raise GmlmError(f"unknown model kind {kind!r}; expected 'ar' or 'padir'")
+    cls = OPTIONS[kind]
+    other = "padir" if kind == "ar" else "ar"
+    mine = field_names(cls)
+    if options is None:
+        options = cls()
+    elif not isinstance(options, cls):
+        raise GmlmError(
+            f"options: {type(options).__name__} are the settings of {KIND_NAMES[other]} "
+            f"model, but this checkpoint is {KIND_NAMES[kind]} model (kind '{kind}'); pass "
+            f"{cls.__name__}"
+        )
+    given = {name: value for name, value in (overrides or {}).items() if value is not None}
+    unknown = [name for name in given if name not in mine]
+    theirs = [name for name in unknown if name in field_names(OPTIONS[other])]
+    if theirs:
+        raise GmlmError(
+            f"{', '.join(theirs)} only {'applies' if len(theirs) == 1 else 'apply'} to "
+            f"{KIND_NAMES[other]} model, but this checkpoint is {KIND_NAMES[kind]} model "
+            f"(kind '{kind}'); its settings are {', '.join(mine)}"
+        )
+    if unknown:
+        raise GmlmError(
+            f"unknown decoding setting{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} "
+            f"for {KIND_NAMES[kind]} model (kind '{kind}'); its settings are {', '.join(mine)}"
+        )
+    result = merge(options, given)  # checks each value against its field's type
+    result.validate(config)
+    return result

@@ -1,0 +1,39 @@
+"""stages/NAME.json: what the pipeline writes when a stage finishes (its presence marks the
+stage done)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gmlm.records import Record
+
+STAND_IN = "stand_in"  # the data stage's summary key: why the examples stood in (StageRecord)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StageRecord(Record):
+    """A finished stage: wall-clock `seconds` of its last invocation, when it `finished` (ISO
+    time), the `host`, and the stage's `summary`. The summary stays a dict: each stage returns
+    a few numbers of its own shape for people to read (pairs per split, best checkpoint, BLEU
+    per system); the report reads only the trainer's total time, `train_seconds`, and the
+    data stage's `stand_in`."""
+
+    stage: str
+    seconds: float
+    finished: str
+    host: str
+    summary: dict[str, Any]
+
+    @property
+    def train_seconds(self) -> float | None:
+        """The trainer's own total across resumptions (training stages only)."""
+        value = self.summary.get("train_seconds")
+        return float(value) if isinstance(value, (int, float)) else None
+
+    @property
+    def stand_in(self) -> str | None:
+        """Why the data stage prepared gmlm's example sentences instead of the corpus (a
+        sentence for people; data stage only), or None when it prepared the corpus."""
+        value = self.summary.get(STAND_IN)
+        return value if isinstance(value, str) and value else None
