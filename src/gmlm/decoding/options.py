@@ -201,6 +201,16 @@ class RefinementOptions:
     remask_ratio: float = field(
         default=0.2, metadata=doc("share of the content reset by --remask constant")
     )
+    prune_after: int = field(
+        default=0,
+        metadata=doc(
+            "after this pass, keep only each sentence's --prune-keep best candidates (scored "
+            "as the final choice is) and run the later passes on them alone; 0 never prunes"
+        ),
+    )
+    prune_keep: int = field(
+        default=1, metadata=doc("candidates per sentence that survive --prune-after")
+    )
     return_steps: bool = field(
         default=False,
         metadata=doc("keep each candidate's hypothesis after every pass (analyses)", cli=False),
@@ -243,6 +253,15 @@ class RefinementOptions:
         if not 0.0 <= self.remask_ratio < 1.0:
             raise GmlmError(f"remask_ratio={self.remask_ratio} must be in [0, 1)")
         check_length_penalty(self.length_penalty)
+        if not 0 <= self.prune_after <= MAX_STEPS:
+            raise GmlmError(
+                f"prune_after={self.prune_after} must be between 0 (no pruning) and {MAX_STEPS}"
+            )
+        if self.prune_keep < 1:
+            raise GmlmError(
+                f"prune_keep={self.prune_keep} must be at least 1 (the candidates that survive "
+                "pruning)"
+            )
 
 
 DecodingOptions = SearchOptions | RefinementOptions
