@@ -238,7 +238,8 @@ def test_a_string_is_not_a_list_of_sentences(translators: dict[str, Translator])
         ("ar", {"max_len_a": math.inf}, r"max_len_a=inf: expected a finite number"),
         ("ar", {"batch_size": "8"}, r"batch_size: expected an integer, got '8'"),
         ("ar", {"seed": 1.0}, r"seed: expected an integer, got 1\.0"),
-        ("ar", {"bf16": "yes"}, r"bf16: expected true/false, got 'yes'"),
+        ("ar", {"precision": "yes"}, r"precision='yes': choose from fp32, bf16, int8"),
+        ("ar", {"bf16": True}, r"bf16=True is now precision=\"bf16\" \(bf16 weights and"),
         ("ar", {"origin": Path("x")}, r"origin: expected a string"),
     ],
     ids=[
@@ -253,7 +254,8 @@ def test_a_string_is_not_a_list_of_sentences(translators: dict[str, Translator])
         "max-len-a-inf",
         "batch-size-str",
         "seed-float",
-        "bf16-str",
+        "precision-str",
+        "bf16-renamed",
         "origin-path",
     ],
 )

@@ -42,7 +42,7 @@ from torch import Tensor
 from tqdm import tqdm
 
 import gmlm
-from gmlm.analysis.loading import load_padir
+from gmlm.analysis.loading import load_padir, padir_at
 from gmlm.analysis.metrics import (
     HEAD_AGGREGATES,
     TOP_K,
@@ -177,7 +177,7 @@ def attention_analysis(
     lengths) with field `overrides` (``steps=10``, as :meth:`Translator.translate` takes
     them), in batches of `batch_size` sorted by length, each line's initial tokens from
     its own generator keyed by (`seed`, line index) as in ``gmlm translate``, optionally
-    under bf16 autocast. Sources empty or longer
+    with bf16 weights and activations (``Translator.model_at("bf16")``). Sources empty or longer
     than the model's max_source_len are skipped and counted. Returns a JSON-ready dict (see
     the module docstring; n/a statistics are None).
     """
@@ -185,6 +185,7 @@ def attention_analysis(
     translator, model = load_padir(
         checkpoint, device, sentences, batch_size, "PaDIR's parallel decoder"
     )
+    model = padir_at(translator, bf16)
     config = translator.config
     decoding = translator.options(options, **{**overrides, "return_attention": True})
     assert isinstance(decoding, RefinementOptions)
@@ -214,8 +215,7 @@ def attention_analysis(
             lines, batch = zip(*sources[start : start + batch_size], strict=True)
             src = translator._source_tensor(batch)
             generators = sentence_generators(seed, lines)
-            with torch.autocast(translator.device.type, dtype=torch.bfloat16, enabled=bf16):
-                results = refine(model, src, decoding, generators)
+            results = refine(model, src, decoding, generators)
             for result in results:
                 assert result.self_attention is not None and result.cross_attention is not None
                 stutter, self_m, cross_m = pair_metrics(

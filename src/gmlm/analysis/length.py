@@ -42,7 +42,7 @@ import torch
 from tqdm import tqdm
 
 import gmlm
-from gmlm.analysis.loading import load_padir
+from gmlm.analysis.loading import load_padir, padir_at
 from gmlm.data.binarized import load_dataset
 from gmlm.data.lengths import encode_inputs
 from gmlm.decoding.refinement import RefinementOptions, refine, sentence_generators
@@ -100,6 +100,7 @@ def length_analysis(
         )
     started = time.perf_counter()
     translator, model = load_padir(checkpoint, device, sentences, batch_size, "length prediction")
+    model = padir_at(translator, bf16)
     config, tokenizer = translator.config, translator.tokenizer
     base = translator.options(options, **overrides)
     assert isinstance(base, RefinementOptions)
@@ -160,22 +161,21 @@ def length_analysis(
             src = translator._source_tensor([pairs[i][0] for i in batch])
             targets = torch.tensor([pairs[i][1] for i in batch])
             lines = [pairs[i][3] for i in batch]
-            with torch.autocast(translator.device.type, dtype=torch.bfloat16, enabled=bf16):
-                logits = model.length_logits(model.encode(src)).float().cpu()
-                target_logit = logits.gather(1, (targets - 1).unsqueeze(1))
-                rows = torch.tensor(batch)
-                top1[rows] = logits.argmax(1) + 1
-                rank[rows] = (logits > target_logit).sum(1) + 1
-                for c in runs:
-                    opts = decodings[c.name]
-                    assert isinstance(opts, RefinementOptions)
-                    lengths = targets.unsqueeze(1).to(src.device) if c.oracle else None
-                    generators = sentence_generators(seed, lines)
-                    results = refine(model, src, opts, generators, lengths)
-                    for i, r in zip(batch, results, strict=True):
-                        hypotheses[c.name][i] = translator.text(r.tokens)
-                        if c.name in chosen_is_reference:
-                            chosen_is_reference[c.name] += r.length == pairs[i][1]
+            logits = model.length_logits(model.encode(src)).float().cpu()
+            target_logit = logits.gather(1, (targets - 1).unsqueeze(1))
+            rows = torch.tensor(batch)
+            top1[rows] = logits.argmax(1) + 1
+            rank[rows] = (logits > target_logit).sum(1) + 1
+            for c in runs:
+                opts = decodings[c.name]
+                assert isinstance(opts, RefinementOptions)
+                lengths = targets.unsqueeze(1).to(src.device) if c.oracle else None
+                generators = sentence_generators(seed, lines)
+                results = refine(model, src, opts, generators, lengths)
+                for i, r in zip(batch, results, strict=True):
+                    hypotheses[c.name][i] = translator.text(r.tokens)
+                    if c.name in chosen_is_reference:
+                        chosen_is_reference[c.name] += r.length == pairs[i][1]
             bar.update(len(batch))
 
     references = [p[2] for p in pairs]

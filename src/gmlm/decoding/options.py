@@ -33,10 +33,14 @@ MAX_STEPS = 1000
 StutterRemask = Literal["none", "previous", "initial"]
 Remask = Literal["none", "constant", "linear"]
 Selection = Literal["sum", "mean", "changed"]
-# The arithmetic a model decodes in: fp32, or bfloat16 autocast. The one list of choices of
-# every --precision flag and of the benchmark.
-Precision = Literal["fp32", "bf16"]
+# The arithmetic a model decodes in (gmlm.translation.precision): fp32, bf16 weights and
+# activations, or int8 dynamic quantisation of the Linear layers. The choices of every
+# decoding --precision flag (translate, analyze, distill) and of the benchmark.
+Precision = Literal["fp32", "bf16", "int8"]
 PRECISIONS: tuple[Precision, ...] = typing.get_args(Precision)
+# The floating-point ones: what `gmlm export` writes weights in (int8 is made at load time)
+# and what `gmlm analyze` and `gmlm distill` offer.
+FLOAT_PRECISIONS: tuple[Precision, ...] = ("fp32", "bf16")
 
 Kind = Literal["ar", "padir"]
 KIND_NAMES: dict[str, str] = {"ar": "an autoregressive", "padir": "a PaDIR"}

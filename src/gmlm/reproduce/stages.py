@@ -246,7 +246,7 @@ def evaluate(ctx: Context) -> dict[str, Any]:
             hyps = translators[system.run].translate(
                 sources,
                 batch_size=e.batch_size,
-                bf16=e.bf16,
+                precision="bf16" if e.bf16 else "fp32",
                 on_over_length="split",
                 **system.settings,
             )
