@@ -53,6 +53,13 @@ def at_precision(model: Model, precision: Precision) -> Model:
             f"precision int8 (dynamic quantisation) runs on CPU only, but the model is on "
             f"{device}; use --device cpu, or --precision bf16 on a GPU"
         )
+    # Ordinary tensors even when called under torch.inference_mode: inference tensors have no
+    # version counter, which the stacked attention weights are keyed on.
+    with torch.inference_mode(False):
+        return _converted(model, precision)
+
+
+def _converted(model: Model, precision: Precision) -> Model:
     converted = copy.deepcopy(model).eval()
     if precision == "bf16":
         return converted.to(torch.bfloat16)
