@@ -181,6 +181,7 @@ def test_early_stop_changes_nothing_but_the_cost(
         stutter_remask=stutter,  # type: ignore[arg-type]
         remask=remask,  # type: ignore[arg-type]
         remask_ratio=0.3,
+        prune_after=0,  # every candidate runs until it stops
         return_steps=True,
         return_attention=True,
     )
@@ -550,7 +551,9 @@ def test_pruning_keeps_the_best_candidates_and_runs_only_them(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     src = reversal[0]
-    base = RefinementOptions(steps=4, length_beam=3, random_starts=2, return_steps=True)
+    base = RefinementOptions(
+        steps=4, length_beam=3, random_starts=2, prune_after=0, return_steps=True
+    )
     pruning = dataclasses.replace(base, prune_after=after, prune_keep=keep)
     k = 6
     # The unpruned run, stopped by hand after `after` passes: what pruning ranks.
@@ -595,7 +598,7 @@ def test_pruning_that_removes_nothing_changes_nothing(
     after: int, keep: int, trained_padir: PadirModel, reversal: tuple[torch.Tensor, torch.Tensor]
 ) -> None:
     # Off (0), at or after the last pass, or keeping all K = 6 candidates.
-    base = RefinementOptions(steps=4, length_beam=3, random_starts=2)
+    base = RefinementOptions(steps=4, length_beam=3, random_starts=2, prune_after=0)
     off = run(trained_padir, reversal[0], base)
     on = run(
         trained_padir, reversal[0], dataclasses.replace(base, prune_after=after, prune_keep=keep)

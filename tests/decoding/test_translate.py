@@ -70,7 +70,7 @@ def test_padir_seed_makes_runs_repeatable(translators: dict[str, Translator]) ->
     assert translators["padir"].translate(lines, seed=4, steps=2, length_beam=2) != first
 
 
-@pytest.mark.parametrize("pruning", [{}, {"prune_after": 1, "prune_keep": 2}])
+@pytest.mark.parametrize("pruning", [{"prune_after": 0}, {}, {"prune_after": 1, "prune_keep": 1}])
 def test_padir_line_depends_only_on_the_line_and_the_seed(
     pruning: dict[str, int], padir_run: Path, word_task_data: Path
 ) -> None:

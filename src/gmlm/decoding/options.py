@@ -126,7 +126,7 @@ class SearchOptions:
 class RefinementOptions:
     """Settings of PaDIR decoding (each field's help says what it does; the module docstring
     of :mod:`gmlm.decoding.refinement` how they act). Defaults follow the paper (T = 4,
-    B = 5), except the candidate selection, chosen on validation data."""
+    B = 5), except the candidate selection and the pruning, chosen on validation data."""
 
     steps: int = field(
         default=4, metadata=doc(f"refinement passes T, 1 to {MAX_STEPS}; the paper uses 4 and 10")
@@ -206,14 +206,15 @@ class RefinementOptions:
         default=0.2, metadata=doc("share of the content reset by --remask constant")
     )
     prune_after: int = field(
-        default=0,
+        default=2,
         metadata=doc(
             "after this pass, keep only each sentence's --prune-keep best candidates (scored "
-            "as the final choice is) and run the later passes on them alone; 0 never prunes"
+            "as the final choice is) and run the later passes on them alone; 0 never prunes "
+            "(2 and 2: chosen on validation data, a fifth faster for 0.05 BLEU)"
         ),
     )
     prune_keep: int = field(
-        default=1, metadata=doc("candidates per sentence that survive --prune-after")
+        default=2, metadata=doc("candidates per sentence that survive --prune-after")
     )
     return_steps: bool = field(
         default=False,
