@@ -90,6 +90,38 @@ def test_no_import_cycles() -> None:
     assert cycles(module_imports(SRC, "gmlm")) == []
 
 
+# docs/ARCHITECTURE.md's layering: the domain packages do not reach up into the packages
+# that measure (bench, analysis) or orchestrate (cli, reproduce) them.
+DOMAIN = ("data", "nn", "models", "training", "decoding", "translation", "evaluation", "theory")
+UPPER = ("gmlm.cli", "gmlm.reproduce", "gmlm.bench", "gmlm.analysis")
+
+
+def test_domain_packages_do_not_import_the_layers_above() -> None:
+    graph = module_imports(SRC, "gmlm")
+    upward = sorted(
+        f"{module} -> {dep}"
+        for module, deps in graph.items()
+        if module.split(".")[1:2] and module.split(".")[1] in DOMAIN
+        for dep in deps
+        if dep.startswith(UPPER)
+    )
+    assert upward == []
+
+
+def test_architecture_page_names_modules_that_exist() -> None:
+    """docs/ARCHITECTURE.md stays true to the tree: every module path it names exists."""
+    text = (SRC.parent / "docs" / "ARCHITECTURE.md").read_text()
+    named = set(re.findall(r"\b((?:[a-z_]+/)+[a-z_]+\.py)\b", text))
+    assert len(named) > 20
+    root = SRC.parent
+
+    def exists(path: str) -> bool:  # src/gmlm-relative, gmlm/..., or repository-relative
+        return any((base / path).is_file() for base in (SRC / "gmlm", SRC, root))
+
+    missing = [p for p in sorted(named) if not exists(p)]
+    assert missing == []
+
+
 def test_help_does_not_load_torch() -> None:
     """`gmlm --help` builds every subcommand's parser; none of that may import torch (seconds
     of start-up). A fresh interpreter, as this process has torch loaded already."""
@@ -142,6 +174,117 @@ def test_tests_import_shared_code_from_tests_helpers_only() -> None:
         for name, deps in graph.items()
     }
     assert {name: deps for name, deps in wrong.items() if deps} == {}
+
+
+def result_keys() -> set[str]:
+    """Every JSON key of the typed results that cross stages, nested records included."""
+    import typing
+
+    from gmlm.analysis.results import AttentionResult, LengthResult
+    from gmlm.bench.result import BenchResult
+    from gmlm.evaluation.results import Evaluation, EvaluationScores
+    from gmlm.reproduce.stage_record import StageRecord
+    from gmlm.theory.verify import VerifyReport
+
+    keys: set[str] = set()
+    seen: set[type] = set()
+    todo: list[object] = [
+        AttentionResult,
+        LengthResult,
+        BenchResult,
+        Evaluation,
+        EvaluationScores,
+        StageRecord,
+        VerifyReport,
+    ]
+    while todo:
+        hint = todo.pop()
+        todo.extend(typing.get_args(hint))
+        if not (isinstance(hint, type) and dataclasses.is_dataclass(hint)) or hint in seen:
+            continue
+        seen.add(hint)
+        hints = typing.get_type_hints(hint)
+        for f in dataclasses.fields(hint):
+            if not f.metadata.get("flatten"):
+                keys.add(f.metadata.get("key") or f.name)
+            todo.append(hints[f.name])
+    return keys
+
+
+def string_keyed_reads(path: Path, keys: set[str]) -> list[str]:
+    """`x["key"]` and `x.get("key")` in `path` with a key in `keys`, as "line: key"; a
+    subscript of an UPPER_CASE module constant (a table of the module's own) is not a read."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        key = None
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+            constant = isinstance(node.value, ast.Name) and node.value.id.isupper()
+            key = None if constant else node.slice.value
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "get"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+        ):
+            key = node.args[0].value
+        if isinstance(key, str) and key in keys:
+            found.append(f"{node.lineno}: {key}")
+    return found
+
+
+def test_string_keyed_read_finder(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text(
+        'TABLE = {"ar": 1}\n'
+        "def f(scores, info):\n"
+        '    return scores["systems"], info.get("summary"), TABLE["ar"], info["other"]\n'
+    )
+    assert string_keyed_reads(module, {"systems", "summary", "ar"}) == ["3: systems", "3: summary"]
+
+
+def test_reproduction_reads_results_through_their_classes() -> None:
+    """What the stages write is read back through its typed record (STYLE habit 10), never
+    by string keys in the reproduction code: a renamed key is then an error naming the file
+    and the key, not an empty table."""
+    keys = result_keys()
+    assert {"claims", "systems", "speedups", "summary", "worst", "bleu"} <= keys
+    found = {
+        str(path.relative_to(SRC)): reads
+        for path in sorted((SRC / "gmlm" / "reproduce").glob("*.py"))
+        if (reads := string_keyed_reads(path, keys))
+    }
+    assert found == {}
+
+
+def test_provenance_is_assembled_in_one_module() -> None:
+    """Versions, CPU model, host and commit come from gmlm.provenance only."""
+    pattern = re.compile(
+        r"\bplatform\.\w+\(|/proc/cpuinfo|rev-parse|importlib\.metadata|"
+        r"\b(?:torch|ct2|ctranslate2|import_ctranslate2\(\))\.__version__|"
+        r"from gmlm import __version__|gmlm\.__version__"
+    )
+    allowed = {"gmlm/provenance.py", "gmlm/cli/main.py"}  # main: the --version flag
+    found = sorted(
+        str(path.relative_to(SRC))
+        for path in (SRC / "gmlm").rglob("*.py")
+        if str(path.relative_to(SRC)) not in allowed and pattern.search(path.read_text())
+    )
+    assert found == []
+
+
+def test_provenance_loads_no_torch() -> None:
+    probe = (
+        "import sys\n"
+        "from gmlm import provenance\n"
+        "assert provenance.software()['python'] and provenance.cpu_model()\n"
+        "print('torch' in sys.modules)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True
+    )
+    assert done.stdout.strip() == "False"
 
 
 def test_lazy_decoding_package_exports_every_name() -> None:

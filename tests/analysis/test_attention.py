@@ -16,6 +16,7 @@ from gmlm.analysis import attention as attention_module
 from gmlm.analysis import attention_analysis, render_markdown
 from gmlm.analysis.attention import PairCollector, pair_metrics
 from gmlm.analysis.metrics import cross_pair_metrics, self_pair_metrics
+from gmlm.analysis.results import AttentionResult, MeanStd
 from gmlm.cli.main import main
 from gmlm.data.binarized import load_dataset
 from gmlm.data.lengths import encode_inputs
@@ -54,16 +55,16 @@ def test_collector_groups_pairs() -> None:
     collector.add(*pair_metrics([7, 8], SELF[:, :3, :3], CROSS[:, :3]))
     assert (collector.pairs("stutter"), collector.pairs("non_stutter")) == (1, 2)
     stutter = collector.summary("cross_attention", "stutter")
-    assert stutter["pairs"] == 1
-    assert stutter["tv"]["max"] == {"mean": pytest.approx(1.0), "std": 0.0}
-    assert stutter["p_top1"] == 0.5
+    assert stutter.pairs == 1 and stutter.next is None
+    assert (stutter.tv.max.mean, stutter.tv.max.std) == (pytest.approx(1.0), 0.0)
+    assert stutter.p_top1 == 0.5
     non = collector.summary("cross_attention", "non_stutter")
     # Non-stutter pairs: (1, 2) of the first hypothesis (TV 0.5 and 0) and (0, 1) of the
     # second (TV 0 and 1): avg-over-heads TV 0.25 and 0.5.
-    assert non["tv"]["avg"] == {"mean": pytest.approx(0.375), "std": pytest.approx(0.125)}
+    assert (non.tv.avg.mean, non.tv.avg.std) == (pytest.approx(0.375), pytest.approx(0.125))
     empty = PairCollector(heads=2).summary("self_attention", "stutter")
-    assert empty["pairs"] == 0 and empty["p_top2"] is None
-    assert empty["next"]["avg"] == {"mean": None, "std": None}
+    assert empty.pairs == 0 and empty.p_top2 is None
+    assert empty.next is not None and empty.next.avg == MeanStd(mean=None, std=None)
     assert cross_pair_metrics(CROSS[:, :0].transpose(0, 1), CROSS[:, :0].transpose(0, 1))[
         "tv"
     ].shape == (0, 2)
@@ -77,7 +78,7 @@ def expected_pairs(checkpoint: Path, data: Path, count: int, steps: int, beam: i
     encoded = encode_inputs(translator.tokenizer, texts, translator.config.max_source_len)
     lines = sorted(range(count), key=lambda i: -len(encoded.ids[i]))
     options = dataclasses.replace(RefinementOptions(), steps=steps, length_beam=beam)
-    src = translator._source_tensor([encoded.ids[i] for i in lines])
+    src = translator.source_tensor([encoded.ids[i] for i in lines])
     generators = [torch.Generator().manual_seed(sentence_seed(0, i)) for i in lines]
     results = refine(translator.model, src, options, generators)  # type: ignore[arg-type]
     stutter = sum(a == b for r in results for a, b in itertools.pairwise(r.raw))
@@ -94,7 +95,7 @@ def test_cli_json_end_to_end(
     assert main([*args, *flags, "--device", "cpu", "--json", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     result = json.loads(printed)
-    assert json.loads(out.read_text(encoding="utf-8")) == result
+    assert AttentionResult.read(out).to_json() == result
     json.dumps(result, allow_nan=False)  # n/a is null, never NaN
     assert result["sentences"]["decoded"] == 12
     pairs = [result["pairs"]["stutter"], result["pairs"]["non_stutter"]]
@@ -130,11 +131,11 @@ def test_table_output_and_zero_stutter_pairs(
     result = attention_analysis(
         padir_run, word_task_data, sentences=4, steps=1, length_beam=1, device="cpu"
     )
-    assert result["pairs"]["stutter"] == 0 and result["pairs"]["non_stutter"] > 0
-    assert result["sentences_with_stutter"] == 0
-    stutter = result["cross_attention"]["stutter"]
-    assert stutter["tv"]["avg"] == {"mean": None, "std": None} and stutter["p_top1"] is None
-    json.dumps(result, allow_nan=False)
+    assert result.pairs["stutter"] == 0 and result.pairs["non_stutter"] > 0
+    assert result.sentences_with_stutter == 0
+    stutter = result.cross_attention["stutter"]
+    assert stutter.tv.avg == MeanStd(mean=None, std=None) and stutter.p_top1 is None
+    json.dumps(result.to_json(), allow_nan=False)
     text = render_markdown(result)
     assert "**Self-attention (paper Table 4)**" in text
     assert "**Cross-attention (paper Table 5)**" in text

@@ -11,6 +11,7 @@ import torch
 
 import gmlm
 from gmlm.analysis.length import length_analysis, render_length_markdown
+from gmlm.analysis.results import LengthResult
 from gmlm.cli.main import main
 from gmlm.data.binarized import load_dataset
 from gmlm.errors import GmlmError
@@ -54,7 +55,14 @@ def test_cli_rows_equal_translate(
     assert main([*args, *flags, "--device", "cpu", "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "| top-1 = reference length |" in text and "| reference length (oracle) |" in text
-    assert json.loads(out.read_text(encoding="utf-8"))["analysis"] == "length"
+    written = json.loads(out.read_text(encoding="utf-8"))
+    assert written["analysis"] == "length"
+    read = LengthResult.read(out)
+    assert read.to_json() == written
+    # The base decoding options, less the field each configuration sets itself.
+    assert read.settings.decoding is not None and read.settings.decoding["steps"] == 2
+    assert read.settings.decoding["length_beam"] == 3
+    assert "length_weight" not in read.settings.decoding
 
 
 def test_predictor_statistics_match_a_per_sentence_recomputation(
@@ -72,17 +80,19 @@ def test_predictor_statistics_match_a_per_sentence_recomputation(
     errors, ranks = [], []
     with torch.no_grad():
         for source, reference in zip(sources, references, strict=True):
-            src = translator._source_tensor([translator.tokenizer.encode(source)])
+            src = translator.source_tensor([translator.tokenizer.encode(source)])
             logits = model.length_logits(model.encode(src))[0]
             target = len(translator.tokenizer.encode(reference)) + 1
             errors.append(int(logits.argmax()) + 1 - target)
             ranks.append(int((logits > logits[target - 1]).sum()) + 1)
-    p = result["predictor"]
-    assert p["top1_exact"] == pytest.approx(sum(e == 0 for e in errors) / 12, abs=1e-4)
-    assert p["top1_within_1"] == pytest.approx(sum(abs(e) <= 1 for e in errors) / 12, abs=1e-4)
-    assert p["top1_mean_signed_error"] == pytest.approx(sum(errors) / 12, abs=1e-3)
-    assert p["reference_in_top_2"] == pytest.approx(sum(r <= 2 for r in ranks) / 12, abs=1e-4)
-    assert p["reference_mean_rank"] == pytest.approx(sum(ranks) / 12, abs=1e-3)
+    p = result.predictor
+    assert p.top1_exact == pytest.approx(sum(e == 0 for e in errors) / 12, abs=1e-4)
+    assert p.top1_within_1 == pytest.approx(sum(abs(e) <= 1 for e in errors) / 12, abs=1e-4)
+    assert p.top1_mean_signed_error == pytest.approx(sum(errors) / 12, abs=1e-3)
+    assert p.length_beam == 2
+    assert p.reference_in_top == pytest.approx(sum(r <= 2 for r in ranks) / 12, abs=1e-4)
+    assert result.to_json()["predictor"]["reference_in_top_2"] == p.reference_in_top
+    assert p.reference_mean_rank == pytest.approx(sum(ranks) / 12, abs=1e-3)
     assert "reference length (oracle)" in render_length_markdown(result)
 
 

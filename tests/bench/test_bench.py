@@ -13,6 +13,7 @@ import torch
 
 from gmlm.bench import format_report, render_markdown, run_bench, speedups
 from gmlm.bench.latency import DEFAULT_SENTENCES, DEFAULT_WARMUP, percentiles
+from gmlm.bench.result import BenchResult, BenchRow, Percentiles, Rates, Speedup
 from gmlm.cli import bench as bench_cli
 from gmlm.cli.main import main
 from gmlm.data import load_dataset
@@ -76,6 +77,8 @@ def test_json_line_last_with_every_system_and_key(
     assert settings["threads"] == 1 and settings["sentences"] == 3 and settings["warmup"] == 1
     assert settings["torch"] == torch.__version__ and settings["cpu"]
     assert "skipped" in settings["ar1"] and "ar1: skipped" in text
+    assert settings["ctranslate2"] == "skipped (no --ctranslate2 given)"
+    assert "settings: ctranslate2" not in text  # its settings line only with its rows
     systems = PADIR_SYSTEMS + AR_SYSTEMS
     assert [(r["precision"], r["system"]) for r in result["results"]] == [
         (p, s) for p in PRECISIONS for s in systems
@@ -134,23 +137,33 @@ def test_printed_ratios_are_ar_over_padir_of_printed_statistics(
 
 def test_speedups_and_percentiles_arithmetic() -> None:
     values = [i / 1000 for i in range(1, 101)]  # 1 .. 100 ms
-    assert percentiles(values) == {"p50_ms": 50.5, "p90_ms": 90.1, "p99_ms": 99.01, "mean_ms": 50.5}
+    assert percentiles(values) == Percentiles(p50_ms=50.5, p90_ms=90.1, p99_ms=99.01, mean_ms=50.5)
 
-    def row(system: str, kind: str, p50: float, p99: float) -> dict[str, Any]:
-        stats = {"p50_ms": p50, "p90_ms": p50, "p99_ms": p99, "mean_ms": p50}
-        return {"precision": "fp32", "system": system, "kind": kind, "model": stats, "e2e": stats}
+    def row(system: str, kind: str, p50: float, p99: float) -> BenchRow:
+        stats = Percentiles(p50_ms=p50, p90_ms=p50, p99_ms=p99, mean_ms=p50)
+        return BenchRow(
+            precision="fp32",
+            system=system,
+            role=kind,
+            kind=kind,
+            model_params=1,
+            mean_output_tokens=1.0,
+            model=stats,
+            e2e=stats,
+            throughput={},
+        )
 
     rows = speedups([row("padir T=4 B=5", "padir", 10.0, 20.0), row("ar beam5", "ar", 25.0, 100.0)])
     assert rows == [
-        {
-            "precision": "fp32",
-            "padir": "padir T=4 B=5",
-            "ar": "ar beam5",
-            "model_p50": 2.5,
-            "model_p99": 5.0,
-            "e2e_p50": 2.5,
-            "e2e_p99": 5.0,
-        }
+        Speedup(
+            precision="fp32",
+            padir="padir T=4 B=5",
+            ar="ar beam5",
+            model_p50=2.5,
+            model_p99=5.0,
+            e2e_p50=2.5,
+            e2e_p99=5.0,
+        )
     ]
 
 
@@ -212,15 +225,15 @@ def unit(name: str) -> float:
     return 0.003 if name == "ar greedy" else 0.007
 
 
-def by_hand(seconds: list[float]) -> dict[str, float]:
+def by_hand(seconds: list[float]) -> Percentiles:
     """Median, p90, p99 (linear interpolation) and mean of three durations, in ms."""
     low, mid, high = sorted(v * 1000 for v in seconds)
-    return {
-        "p50_ms": round(mid, 3),
-        "p90_ms": round(mid + 0.8 * (high - mid), 3),
-        "p99_ms": round(mid + 0.98 * (high - mid), 3),
-        "mean_ms": round((low + mid + high) / 3, 3),
-    }
+    return Percentiles(
+        p50_ms=round(mid, 3),
+        p90_ms=round(mid + 0.8 * (high - mid), 3),
+        p99_ms=round(mid + 0.98 * (high - mid), 3),
+        mean_ms=round((low + mid + high) / 3, 3),
+    )
 
 
 def test_statistics_follow_from_known_durations(
@@ -241,9 +254,9 @@ def test_statistics_follow_from_known_durations(
         clock=clock,
     )
     systems = [f"padir T={t} B={b}" for t in (1, 4) for b in (1, 5)] + AR_SYSTEMS
-    assert result["systems"] == systems and result["settings"]["sentences"] == 3
+    assert result.systems == tuple(systems) and result.settings.sentences == 3
     latency_calls = [c for c in clock.calls if c[1] is None][len(systems) :]  # after warm-up
-    rows = {r["system"]: r for r in result["results"]}
+    rows = {r.system: r for r in result.results}
     sources = None
     for name in systems:
         mine = [c for c in latency_calls if c[0] == name]
@@ -254,32 +267,33 @@ def test_statistics_follow_from_known_durations(
         seconds = [unit(name) * (WorkClock.CALL + n) for n in lengths]
         out_tokens = sum(c[3][0] for c in mine)
         row = rows[name]
-        assert row["model"] == by_hand(seconds)
-        assert row["e2e"] == by_hand([s + WorkClock.TEXT for s in seconds])
-        assert row["mean_output_tokens"] == round(out_tokens / 3, 2)
+        assert row.model == by_hand(seconds)
+        assert row.e2e == by_hand([s + WorkClock.TEXT for s in seconds])
+        assert row.mean_output_tokens == round(out_tokens / 3, 2)
         # Batch size 1 is the latency pass: 3 sentences in the summed model-only seconds.
-        assert row["throughput"]["1"] == {
-            "sentences_per_s": round(3 / sum(seconds), 3),
-            "tokens_per_s": round(out_tokens / sum(seconds), 2),
-        }
+        assert row.throughput["1"] == Rates(
+            sentences_per_s=round(3 / sum(seconds), 3),
+            tokens_per_s=round(out_tokens / sum(seconds), 2),
+        )
         # Batch size 2: two calls (2 + 1 sentences), each paying CALL once.
         batched = [c for c in clock.calls if c[0] == name and c[1] == 2]
         assert sorted(len(c[2]) for c in batched) == [1, 2]
         total = unit(name) * (2 * WorkClock.CALL + sum(lengths))
-        assert row["throughput"]["2"] == {
-            "sentences_per_s": round(3 / total, 3),
-            "tokens_per_s": round(sum(sum(c[3]) for c in batched) / total, 2),
-        }
+        assert row.throughput["2"] == Rates(
+            sentences_per_s=round(3 / total, 3),
+            tokens_per_s=round(sum(sum(c[3]) for c in batched) / total, 2),
+        )
     assert sources is not None and len(set(sources)) > 1  # percentiles of distinct values
-    speedups = {(s["padir"], s["ar"]): s for s in result["speedups"]}
+    speedups = {(s.padir, s.ar): s for s in result.speedups}
     assert len(speedups) == 4 * 2
     for (padir, ar), row in speedups.items():
-        for measure in ("model", "e2e"):
-            for stat in ("p50", "p99"):
-                ratio = rows[ar][measure][f"{stat}_ms"] / rows[padir][measure][f"{stat}_ms"]
-                assert row[f"{measure}_{stat}"] == round(ratio, 3)
+        a, p = rows[ar], rows[padir]
+        assert row.model_p50 == round(a.model.p50_ms / p.model.p50_ms, 3)
+        assert row.model_p99 == round(a.model.p99_ms / p.model.p99_ms, 3)
+        assert row.e2e_p50 == round(a.e2e.p50_ms / p.e2e.p50_ms, 3)
+        assert row.e2e_p99 == round(a.e2e.p99_ms / p.e2e.p99_ms, 3)
     # Every call of ar beam5 costs 7/5 of padir T=1 B=5's: exactly 1.4 times slower.
-    assert speedups[("padir T=1 B=5", "ar beam5")]["model_p50"] == round(7 / 5, 3)
+    assert speedups[("padir T=1 B=5", "ar beam5")].model_p50 == round(7 / 5, 3)
 
 
 def test_api_with_teacher_and_ar1_returns_the_result_and_renders_markdown(
@@ -301,15 +315,15 @@ def test_api_with_teacher_and_ar1_returns_the_result_and_renders_markdown(
         length_beams=[5],
         json_out=json_file,
     )
-    assert json.loads(json_file.read_text(encoding="utf-8")) == result
-    names = [r["system"] for r in result["results"]]
+    assert BenchResult.read(json_file) == result
+    names = [r.system for r in result.results]
     assert names == [
         "padir T=4 B=5",
         *("ar greedy", "ar beam5", "teacher greedy", "teacher beam5", "ar1 greedy", "ar1 beam5"),
     ]
-    assert result["settings"]["checkpoints"]["ar1"]["decoder_layers"] == 1
-    assert result["settings"]["checkpoints"]["teacher"]["path"] == str(checkpoints["ar"])
-    assert len(result["speedups"]) == 6
+    assert result.settings.checkpoints["ar1"].decoder_layers == 1
+    assert result.settings.checkpoints["teacher"].path == str(checkpoints["ar"])
+    assert len(result.speedups) == 6
     markdown = render_markdown(result)
     for name in names:
         assert f"| fp32 | {name} |" in markdown

@@ -12,7 +12,7 @@ from gmlm.errors import GmlmError
 from gmlm.evaluation.summary import quality_row
 from gmlm.reproduce.config import STAGES, load_reproduce_config, parse_stages
 from gmlm.reproduce.pipeline import run_reproduce
-from gmlm.reproduce.report import NOTES_MARKER, publish_report
+from gmlm.reproduce.publish import NOTES_MARKER, publish_report
 from tests.helpers.corpora import make_pairs, write_lines
 
 QUICK_THEORY = [
@@ -210,7 +210,7 @@ def test_whole_pipeline_on_a_synthetic_corpus(corpus, tmp_path):
     for key, row in rows.items():
         hyps = (out / "eval" / f"{key}.txt").read_text().splitlines()
         quality, _ = quality_row(hyps, references, scores["tokenize"])
-        assert {name: row[name] for name in quality} == quality, key
+        assert {name: row[name] for name in quality.to_json()} == quality.to_json(), key
     bench = json.loads((out / "bench" / "bench.json").read_text())
     speed = [s for s in bench["speedups"] if (s["padir"], s["ar"]) == ("padir T=4 B=5", "ar beam5")]
     targets = report.split("## Targets")[1].split("\n## ")[0]

@@ -112,8 +112,8 @@ def test_verify_has_no_false_failures_on_strongly_coupled_models():
     report = run_verify(settings)
     assert max(r.fisher_condition for r in report.rows) > 1e9
     assert report.passed
-    for claim in report.worst().values():
-        assert abs(float(claim["worst"])) < 1e-9 or claim["kind"] == "margin"
+    for claim in report.claims.values():
+        assert abs(claim.worst) < 1e-9 or claim.kind == "margin"
 
 
 def test_verify_refuses_models_float64_cannot_resolve():
@@ -162,10 +162,10 @@ def test_verify_fails_with_a_poincare_constant_too_small(monkeypatch):
 
     monkeypatch.setattr(verify, "poincare_constant", shrunk)
     report = run_verify(VerifySettings(max_n=3))
-    worst = report.worst()
+    worst = report.claims
     assert not report.passed
-    assert not worst["theorem2"]["passed"] and worst["theorem2"]["worst"] < -1e-4
-    assert worst["lemma2"]["passed"] and worst["theorem1"]["passed"]
+    assert not worst["theorem2"].passed and worst["theorem2"].worst < -1e-4
+    assert worst["lemma2"].passed and worst["theorem1"].passed
 
 
 @pytest.mark.parametrize("nan_first", [True, False])
@@ -174,9 +174,9 @@ def test_a_nan_fails_the_claim(nan_first):
         CaseResult("m", 3, 1, values={"theorem1": float("nan")}),
         CaseResult("m", 3, 2, values={"theorem1": 0.5}),
     ]
-    report = VerifyReport(VerifySettings(), rows if nan_first else rows[::-1], 0.0)
-    claim = report.worst()["theorem1"]
-    assert not claim["passed"] and np.isnan(claim["worst"]) and claim["at"] == "m N=3 k=1"
+    report = VerifyReport.build(VerifySettings(), rows if nan_first else rows[::-1], 0.0)
+    claim = report.claims["theorem1"]
+    assert not claim.passed and np.isnan(claim.worst) and claim.at == "m N=3 k=1"
     assert not report.passed
 
 

@@ -44,7 +44,7 @@ def test_proposition5_matches_exact_escape_probability():
 
 def test_verify_grid_passes_and_reports_every_claim():
     report = run_verify(VerifySettings(max_n=4))
-    worst = report.worst()
+    worst = report.claims
     assert report.passed
     assert set(worst) == {
         "lemma2",
@@ -55,7 +55,7 @@ def test_verify_grid_passes_and_reports_every_claim():
         "lemma2 adaptive",
         "averaging",
     }
-    assert worst["lemma2"]["worst"] < 1e-10
+    assert worst["lemma2"].worst < 1e-10
 
 
 def test_cli_verify_json(tmp_path, capsys):

@@ -11,7 +11,6 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from gmlm.bench.environment import cpu_model
 from gmlm.cli.main import main
 from gmlm.config import ConfigError
 from gmlm.data.binarized import load_dataset
@@ -19,6 +18,7 @@ from gmlm.data.cleaning import normalize
 from gmlm.data.prepare import prepare_dataset
 from gmlm.data.tokenizer import Tokenizer
 from gmlm.errors import GmlmError
+from gmlm.provenance import cpu_model
 from gmlm.training import checkpoint as ckpt
 from gmlm.training.config import OptimConfig, load_train_config
 from gmlm.training.objective import LossModule
@@ -87,6 +87,40 @@ def test_resume_is_exact(word_task_data, tmp_path):
     losses_a = [r["loss"] for r in metrics(tmp_path / "a") if "loss" in r]
     losses_b = [r["loss"] for r in metrics(tmp_path / "b") if "loss" in r]
     assert losses_a == losses_b
+
+
+def test_saves_between_validations_resume_exactly(word_task_data, tmp_path, monkeypatch):
+    """save_minutes writes `last` between validations (here at every logged step); a run
+    stopped after such a save resumes there, without a validation, exactly as if never
+    stopped, and the history for averaging keeps validation steps only."""
+    common = ("max_steps=30", "valid_every=10")
+    straight = train(word_task_data, tmp_path / "a", "padir", *common, "save_minutes=0")
+    original = Trainer.train_step
+
+    def stop_at_25(self):
+        if self.step == 25:
+            raise KeyboardInterrupt
+        return original(self)
+
+    often = (*common, "save_minutes=1e-9", "keep_history=5")
+    monkeypatch.setattr(Trainer, "train_step", stop_at_25)
+    with pytest.raises(KeyboardInterrupt):
+        train(word_task_data, tmp_path / "b", "padir", *often)
+    monkeypatch.undo()
+    state = json.loads((tmp_path / "b" / "last" / "state.json").read_text())
+    assert (state["step"], state["validation_pending"]) == (25, False)
+    messages: list[str] = []
+    resumed = train(word_task_data, tmp_path / "b", "padir", *often, log=messages.append)
+    assert f"resumed {tmp_path / 'b'} at step 25" in messages
+    assert resumed.step == straight.step == 30
+    a, b = weights(tmp_path / "a" / "last"), weights(tmp_path / "b" / "last")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    losses = [[r["loss"] for r in metrics(tmp_path / run) if "loss" in r] for run in "ab"]
+    assert losses[0] == losses[1] and len(losses[0]) == 30
+    valid_steps = [r["step"] for r in metrics(tmp_path / "b") if "valid_loss" in r]
+    assert valid_steps == [10, 20, 30]
+    history = sorted(p.name for p in (tmp_path / "b" / "history").iterdir())
+    assert history == [f"step-{s:08d}.safetensors" for s in (10, 20, 30)]
 
 
 def test_resume_after_kill_9(word_task_data, tmp_path):

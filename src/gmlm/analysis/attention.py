@@ -4,7 +4,7 @@ and 5) on a trained PaDIR checkpoint.
     from gmlm.analysis import attention_analysis, render_markdown
 
     result = attention_analysis("runs/padir", "data/multi30k", split="test", steps=4)
-    print(render_markdown(result))                       # both tables, paper cells alongside
+    print(render_markdown(result))   # both tables, paper cells alongside; an AttentionResult
 
 Each source sentence of the split is decoded with PaDIR (the checkpoint's tokenizer, the
 decoding of ``gmlm translate``: T passes, B predicted lengths, the best-scoring candidate). For
@@ -41,7 +41,7 @@ import torch
 from torch import Tensor
 from tqdm import tqdm
 
-import gmlm
+from gmlm import provenance
 from gmlm.analysis.loading import load_padir, padir_at
 from gmlm.analysis.metrics import (
     HEAD_AGGREGATES,
@@ -51,6 +51,15 @@ from gmlm.analysis.metrics import (
     self_pair_metrics,
     stutter_mask,
     summarize,
+)
+from gmlm.analysis.results import (
+    AttentionModel,
+    AttentionResult,
+    AttentionSentences,
+    AttentionSettings,
+    GroupSummary,
+    HeadSummary,
+    MeanStd,
 )
 from gmlm.data.binarized import load_dataset
 from gmlm.data.lengths import encode_inputs
@@ -147,13 +156,24 @@ class PairCollector:
     def pairs(self, group: str) -> int:
         return int(self.values("cross_attention", group, "tv").shape[0])
 
-    def summary(self, table: str, group: str) -> dict[str, Any]:
-        out: dict[str, Any] = {"pairs": self.pairs(group)}
+    def summary(self, table: str, group: str) -> GroupSummary:
+        """The table's metrics over the group's pairs (`DISTANCES[table]` and top-k)."""
+        distances = {}
         for name in DISTANCES[table]:
-            out[name] = summarize(self.values(table, group, name))
-        for k in TOP_K:
-            out[f"p_top{k}"] = probability(self.values(table, group, f"top{k}"))
-        return out
+            stats = summarize(self.values(table, group, name))
+            distances[name] = HeadSummary(
+                **{a: MeanStd(mean=s["mean"], std=s["std"]) for a, s in stats.items()}
+            )
+        top = {k: probability(self.values(table, group, f"top{k}")) for k in TOP_K}
+        return GroupSummary(
+            pairs=self.pairs(group),
+            next=distances.get("next"),
+            prev=distances.get("prev"),
+            tv=distances["tv"],
+            cosine=distances["cosine"],
+            p_top1=top[1],
+            p_top2=top[2],
+        )
 
 
 def attention_analysis(
@@ -169,7 +189,7 @@ def attention_analysis(
     device: str = "auto",
     progress: bool = False,
     **overrides: Any,
-) -> dict[str, Any]:
+) -> AttentionResult:
     """Tables 4 and 5 for a PaDIR `checkpoint` (folder or run folder) on the first
     `sentences` (default all) sources of `split` of the prepared dataset `data`.
 
@@ -178,8 +198,7 @@ def attention_analysis(
     them), in batches of `batch_size` sorted by length, each line's initial tokens from
     its own generator keyed by (`seed`, line index) as in ``gmlm translate``, optionally
     with bf16 weights and activations (``Translator.model_at("bf16")``). Sources empty or longer
-    than the model's max_source_len are skipped and counted. Returns a JSON-ready dict (see
-    the module docstring; n/a statistics are None).
+    than the model's max_source_len are skipped and counted. n/a statistics are None.
     """
     started = time.perf_counter()
     translator, model = load_padir(
@@ -213,7 +232,7 @@ def attention_analysis(
     ) as bar:
         for start in range(0, len(sources), batch_size):
             lines, batch = zip(*sources[start : start + batch_size], strict=True)
-            src = translator._source_tensor(batch)
+            src = translator.source_tensor(batch)
             generators = sentence_generators(seed, lines)
             results = refine(model, src, decoding, generators)
             for result in results:
@@ -229,44 +248,45 @@ def attention_analysis(
     # The post-processing filters never touch the raw hypotheses analysed: leave them out.
     unused = ("return_steps", "return_attention", "drop_unchanged_initial", "dedup_final")
     settings = {k: v for k, v in dataclasses.asdict(decoding).items() if k not in unused}
-    return {
-        "analysis": "attention",
-        "checkpoint": str(checkpoint),
-        "data": str(data),
-        "split": split,
-        "sentences": {
-            "in_split": len(texts),
-            "decoded": len(sources),
-            "skipped_empty": sum(1 for ids in encoded.ids if not ids),
-            "skipped_over_length": len(over),
-        },
-        "output_tokens": output_tokens,
-        "sentences_with_stutter": with_stutter,
-        "pairs": {group: collector.pairs(group) for group in GROUPS},
-        "model": {
-            "heads": config.n_heads,
-            "decoder_layers": config.n_decoder_layers,
-            "layer": config.n_decoder_layers,
-        },
-        "settings": {
-            "decoding": settings,
-            "batch_size": batch_size,
-            "seed": seed,
-            "bf16": bf16,
-            "device": str(translator.device),
-            "threads": torch.get_num_threads(),
-            "torch": torch.__version__,
-            "gmlm": gmlm.__version__,
-        },
-        **{table: {group: collector.summary(table, group) for group in GROUPS} for table in TABLES},
-        "paper": PAPER,
-        "definitions": DEFINITIONS,
-        "seconds": round(time.perf_counter() - started, 3),
-    }
+    tables = {table: {g: collector.summary(table, g) for g in GROUPS} for table in TABLES}
+    return AttentionResult(
+        checkpoint=str(checkpoint),
+        data=str(data),
+        split=split,
+        sentences=AttentionSentences(
+            in_split=len(texts),
+            decoded=len(sources),
+            skipped_empty=sum(1 for ids in encoded.ids if not ids),
+            skipped_over_length=len(over),
+        ),
+        output_tokens=output_tokens,
+        sentences_with_stutter=with_stutter,
+        pairs={group: collector.pairs(group) for group in GROUPS},
+        model=AttentionModel(
+            heads=config.n_heads,
+            decoder_layers=config.n_decoder_layers,
+            layer=config.n_decoder_layers,
+        ),
+        settings=AttentionSettings(
+            decoding=settings,
+            batch_size=batch_size,
+            seed=seed,
+            bf16=bf16,
+            device=str(translator.device),
+            threads=provenance.torch_threads(),
+            torch=provenance.torch_version(),
+            gmlm=provenance.gmlm_version(),
+        ),
+        self_attention=tables["self_attention"],
+        cross_attention=tables["cross_attention"],
+        paper=PAPER,
+        definitions=DEFINITIONS,
+        seconds=round(time.perf_counter() - started, 3),
+    )
 
 
-def _cell(stat: dict[str, float | None]) -> str:
-    mean, std = stat["mean"], stat["std"]
+def _cell(stat: MeanStd) -> str:
+    mean, std = stat.mean, stat.std
     return "n/a" if mean is None or std is None else f"{mean:.3f} ± {std:.3f}"
 
 
@@ -281,49 +301,46 @@ def _paper(table: str, group: str, *keys: str) -> str:
     return f"{value:.2f}" if isinstance(value, float) else "n/a"
 
 
-def _table(result: dict[str, Any], table: str) -> list[str]:
-    data = result[table]
+def _table(result: AttentionResult, table: str) -> list[str]:
+    data = result.table(table)
     lines = [
         f"**{TITLES[table]}**",
         "",
         "| statistic | stutter | non-stutter | paper stutter | paper non-stutter |",
         "|---|---|---|---|---|",
-        "| pairs | " + " | ".join(str(data[g]["pairs"]) for g in GROUPS) + " | n/a | n/a |",
+        "| pairs | " + " | ".join(str(data[g].pairs) for g in GROUPS) + " | n/a | n/a |",
     ]
     for name, label in DISTANCES[table].items():
         for aggregate in HEAD_AGGREGATES:
-            cells = [_cell(data[g][name][aggregate]) for g in GROUPS]
+            cells = [_cell(data[g].distance(name).aggregate(aggregate)) for g in GROUPS]
             cells += [_paper(table, g, name, aggregate) for g in GROUPS]
             lines.append(f"| {label}, {aggregate} over heads | " + " | ".join(cells) + " |")
     for k in TOP_K:
-        cells = [_number(data[g][f"p_top{k}"]) for g in GROUPS]
+        cells = [_number(data[g].p_top(k)) for g in GROUPS]
         cells += [_paper(table, g, f"p_top{k}") for g in GROUPS]
         lines.append(f"| {TOP_K_LABELS[table].format(k=k)} | " + " | ".join(cells) + " |")
     return lines
 
 
-def render_markdown(result: dict[str, Any]) -> str:
+def render_markdown(result: AttentionResult) -> str:
     """Both tables of an :func:`attention_analysis` result as Markdown, with a line on how
     they were made and where the paper cells come from."""
-    sentences, decoding = result["sentences"], result["settings"]["decoding"]
-    settings = result["settings"]
-    model = result["model"]
+    sentences, settings, model = result.sentences, result.settings, result.model
+    decoding = settings.decoding
     header = (
-        f"Attention of adjacent output positions: {result['checkpoint']} on "
-        f"{sentences['decoded']} sentences of split '{result['split']}' of {result['data']} "
-        f"({sentences['skipped_empty']} empty and {sentences['skipped_over_length']} over-long "
+        f"Attention of adjacent output positions: {result.checkpoint} on "
+        f"{sentences.decoded} sentences of split '{result.split}' of {result.data} "
+        f"({sentences.skipped_empty} empty and {sentences.skipped_over_length} over-long "
         f"skipped); PaDIR T = {decoding['steps']}, B = {decoding['length_beam']}, stutter "
-        f"remask {decoding['stutter_remask']}; last decoder layer ({model['layer']} of "
-        f"{model['decoder_layers']}, {model['heads']} heads), final pass of the chosen "
-        f"candidate, raw output before dedup; {result['output_tokens']} output tokens, "
-        f"{result['sentences_with_stutter']} sentences with a token-level stutter. Cells: "
-        f"mean ± std over pairs; {settings['device']}, {settings['threads']} threads, "
-        f"{'bf16' if settings['bf16'] else 'fp32'}, torch {settings['torch']}, "
-        f"{result['seconds']:.1f} s."
+        f"remask {decoding['stutter_remask']}; last decoder layer ({model.layer} of "
+        f"{model.decoder_layers}, {model.heads} heads), final pass of the chosen "
+        f"candidate, raw output before dedup; {result.output_tokens} output tokens, "
+        f"{result.sentences_with_stutter} sentences with a token-level stutter. Cells: "
+        f"mean ± std over pairs; {settings.device}, {settings.threads} threads, "
+        f"{'bf16' if settings.bf16 else 'fp32'}, torch {settings.torch}, "
+        f"{result.seconds:.1f} s."
     )
-    footer = (
-        f"Paper cells: {result['paper']['source']}. Paper finding: {result['paper']['finding']}."
-    )
+    footer = f"Paper cells: {result.paper['source']}. Paper finding: {result.paper['finding']}."
     return "\n".join(
         [
             header,

@@ -4,7 +4,7 @@ what the translation quality would be with the reference length given (an oracle
     from gmlm.analysis.length import length_analysis, render_length_markdown
 
     result = length_analysis("runs/padir", "data/multi30k", split="test", steps=4)
-    print(render_length_markdown(result))
+    print(render_length_markdown(result))      # a LengthResult; .to_json() / .write(path)
 
 PaDIR fixes the output length before refining (the encoder's [LENGTH] state scores lengths 1 ..
 max_target_len), so a wrong length costs BLEU that no number of refinement passes can win
@@ -35,20 +35,33 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
+from torch import Tensor
 from tqdm import tqdm
 
-import gmlm
+from gmlm import provenance
 from gmlm.analysis.loading import load_padir, padir_at
+from gmlm.analysis.results import (
+    LengthResult,
+    LengthRow,
+    LengthSentences,
+    LengthSettings,
+    Predictor,
+)
 from gmlm.data.binarized import load_dataset
 from gmlm.data.lengths import encode_inputs
-from gmlm.decoding.refinement import RefinementOptions, refine, sentence_generators
+from gmlm.data.tokenizer import Tokenizer
+from gmlm.decoding.options import RefinementOptions
+from gmlm.decoding.refinement import refine, sentence_generators
 from gmlm.errors import GmlmError
 from gmlm.evaluation.bleu import default_tokenizer
 from gmlm.evaluation.summary import quality_row
+from gmlm.models import PadirModel
+from gmlm.translation.translator import Translator
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,6 +85,142 @@ def configurations(length_beam: int, length_weights: tuple[float, ...]) -> list[
     return found
 
 
+@dataclasses.dataclass(frozen=True)
+class Pair:
+    """A pair to analyse: source ids (no EOS), the reference length in pieces + EOS, the
+    reference text, and its line in the split (which keys its initial tokens)."""
+
+    ids: list[int]
+    target: int
+    reference: str
+    line: int
+
+
+def analysable_pairs(
+    tokenizer: Tokenizer,
+    source_ids: Sequence[list[int]],
+    over_length: set[int],
+    references: Sequence[str],
+    max_target_len: int,
+) -> tuple[list[Pair], dict[str, int]]:
+    """The pairs that can be analysed and the counts of those skipped, by reason: an empty
+    side, a source over max_source_len (`over_length`), a reference over max_target_len."""
+    skipped = {"empty": 0, "source_over_length": 0, "reference_over_length": 0}
+    pairs = []
+    for i, (ids, reference) in enumerate(zip(source_ids, references, strict=True)):
+        target = len(tokenizer.encode(reference)) + 1
+        if not ids or target == 1:
+            skipped["empty"] += 1
+        elif i in over_length:
+            skipped["source_over_length"] += 1
+        elif target > max_target_len:
+            skipped["reference_over_length"] += 1
+        else:
+            pairs.append(Pair(ids, target, reference, i))
+    return pairs, skipped
+
+
+@dataclasses.dataclass(frozen=True)
+class Decoded:
+    """What decoding every pair gave: per pair (in `pairs` order) the top-1 predicted length
+    and the reference length's rank (1 = top) in the predictor's order, (P,) each; per
+    configuration the hypotheses and, for those with several lengths, how many selected
+    candidates have the reference length."""
+
+    top1: Tensor
+    rank: Tensor
+    hypotheses: dict[str, list[str]]
+    chosen_is_reference: dict[str, int]
+
+
+def decode_pairs(
+    translator: Translator,
+    model: PadirModel,
+    pairs: Sequence[Pair],
+    runs: Sequence[Configuration],
+    options: dict[str, RefinementOptions],
+    *,
+    batch_size: int,
+    seed: int,
+    progress: bool,
+) -> Decoded:
+    """Predict the length of every pair and decode it under every configuration, batched as
+    `Translator.translate_ids` batches (longest source first)."""
+    order = sorted(range(len(pairs)), key=lambda i: -len(pairs[i].ids))
+    top1 = torch.zeros(len(pairs), dtype=torch.long)
+    rank = torch.zeros(len(pairs), dtype=torch.long)
+    hypotheses = {c.name: [""] * len(pairs) for c in runs}
+    chosen_is_reference = {c.name: 0 for c in runs if c.length_beam > 1}
+    with (
+        torch.no_grad(),
+        tqdm(
+            total=len(pairs), desc="length", unit="sent", disable=None if progress else True
+        ) as bar,
+    ):
+        for start in range(0, len(order), batch_size):
+            batch = order[start : start + batch_size]
+            src = translator.source_tensor([pairs[i].ids for i in batch])
+            targets = torch.tensor([pairs[i].target for i in batch])
+            lines = [pairs[i].line for i in batch]
+            logits = model.length_logits(model.encode(src)).float().cpu()
+            target_logit = logits.gather(1, (targets - 1).unsqueeze(1))
+            rows = torch.tensor(batch)
+            top1[rows] = logits.argmax(1) + 1
+            rank[rows] = (logits > target_logit).sum(1) + 1
+            for c in runs:
+                lengths = targets.unsqueeze(1).to(src.device) if c.oracle else None
+                generators = sentence_generators(seed, lines)
+                results = refine(model, src, options[c.name], generators, lengths)
+                for i, r in zip(batch, results, strict=True):
+                    hypotheses[c.name][i] = translator.text(r.tokens)
+                    if c.name in chosen_is_reference:
+                        chosen_is_reference[c.name] += r.length == pairs[i].target
+            bar.update(len(batch))
+    return Decoded(top1, rank, hypotheses, chosen_is_reference)
+
+
+def predictor_statistics(
+    top1: Tensor, rank: Tensor, reference_lengths: Tensor, length_beam: int
+) -> Predictor:
+    """The predictor's accuracy from the top-1 lengths, the references' ranks and lengths,
+    (P,) each."""
+    error = (top1 - reference_lengths).float()
+    return Predictor(
+        top1_exact=round(float((error == 0).float().mean()), 4),
+        top1_within_1=round(float((error.abs() <= 1).float().mean()), 4),
+        top1_within_2=round(float((error.abs() <= 2).float().mean()), 4),
+        top1_mean_abs_error=round(float(error.abs().mean()), 3),
+        top1_mean_signed_error=round(float(error.mean()), 3),
+        length_beam=length_beam,
+        reference_in_top=round(float((rank <= length_beam).float().mean()), 4),
+        reference_mean_rank=round(float(rank.float().mean()), 3),
+        mean_reference_length=round(float(reference_lengths.float().mean()), 3),
+    )
+
+
+def decoding_rows(
+    runs: Sequence[Configuration], decoded: Decoded, references: Sequence[str], tokenize: str
+) -> tuple[LengthRow, ...]:
+    """The quality of each configuration's hypotheses against the references."""
+    rows = []
+    for c in runs:
+        quality, _ = quality_row(decoded.hypotheses[c.name], references, tokenize)
+        chosen = decoded.chosen_is_reference.get(c.name)
+        rows.append(
+            LengthRow(
+                decoding=c.name,
+                length_beam=c.length_beam,
+                length_weight=c.length_weight,
+                oracle=c.oracle,
+                quality=quality,
+                chosen_is_reference_length=(
+                    None if chosen is None else round(chosen / len(references), 4)
+                ),
+            )
+        )
+    return tuple(rows)
+
+
 def length_analysis(
     checkpoint: str | Path,
     data: str | Path,
@@ -86,13 +235,13 @@ def length_analysis(
     device: str = "auto",
     progress: bool = False,
     **overrides: Any,
-) -> dict[str, Any]:
+) -> LengthResult:
     """Length prediction and oracle-length decoding of a PaDIR `checkpoint` on the first
     `sentences` (default all) pairs of `split` of the prepared dataset `data` (see the module
     docstring), decoded with `options` (default: those of ``gmlm translate``, T = 4, B = 5)
     and field `overrides` (``steps=10``, as :meth:`Translator.translate` takes them), each
     configuration setting its length_beam and length_weight (the oracle: one length, no
-    offsets). Returns a JSON-ready dict."""
+    offsets)."""
     if not length_weights or min(length_weights) < 0:
         raise GmlmError(
             f"length_weights={tuple(length_weights)}: give at least one weight, each >= 0 "
@@ -101,20 +250,20 @@ def length_analysis(
     started = time.perf_counter()
     translator, model = load_padir(checkpoint, device, sentences, batch_size, "length prediction")
     model = padir_at(translator, bf16)
-    config, tokenizer = translator.config, translator.tokenizer
     base = translator.options(options, **overrides)
     assert isinstance(base, RefinementOptions)
     steps, length_beam = base.steps, base.length_beam
     runs = configurations(length_beam, tuple(length_weights))
-    decodings = {
-        c.name: translator.options(
+    decodings = {}
+    for c in runs:
+        opts = translator.options(
             base,
             length_beam=c.length_beam,
             length_weight=c.length_weight,
             length_offsets=() if c.oracle else None,
         )
-        for c in runs
-    }
+        assert isinstance(opts, RefinementOptions)
+        decodings[c.name] = opts
 
     prepared = load_dataset(data)
     sources_text = prepared.read_text(split, "src")
@@ -122,151 +271,92 @@ def length_analysis(
     if sentences is not None:
         sources_text, references_text = sources_text[:sentences], references_text[:sentences]
     encoded = encode_inputs(
-        tokenizer,
+        translator.tokenizer,
         sources_text,
-        config.max_source_len,
+        translator.config.max_source_len,
         on_over_length="report",
         origin=f"{prepared.root}/{split}.src.txt",
     )
-    over = set(encoded.over_length)
-    skipped = {"empty": 0, "source_over_length": 0, "reference_over_length": 0}
-    pairs: list[tuple[list[int], int, str, int]] = []  # ids, reference length and text, line
-    for i, (ids, reference) in enumerate(zip(encoded.ids, references_text, strict=True)):
-        target = len(tokenizer.encode(reference)) + 1
-        if not ids or target == 1:
-            skipped["empty"] += 1
-        elif i in over:
-            skipped["source_over_length"] += 1
-        elif target > config.max_target_len:
-            skipped["reference_over_length"] += 1
-        else:
-            pairs.append((ids, target, reference, i))
+    pairs, skipped = analysable_pairs(
+        translator.tokenizer,
+        encoded.ids,
+        set(encoded.over_length),
+        references_text,
+        translator.config.max_target_len,
+    )
     if not pairs:
         raise GmlmError(f"{prepared.root}: no pair of split {split!r} can be analysed ({skipped})")
-    # Longest source first, as `Translator.translate_ids` batches.
-    order = sorted(range(len(pairs)), key=lambda i: -len(pairs[i][0]))
-
-    top1 = torch.zeros(len(pairs), dtype=torch.long)
-    rank = torch.zeros(len(pairs), dtype=torch.long)
-    hypotheses = {c.name: [""] * len(pairs) for c in runs}
-    chosen_is_reference = {c.name: 0 for c in runs if c.length_beam > 1}
-    with (
-        torch.no_grad(),
-        tqdm(
-            total=len(pairs), desc="length", unit="sent", disable=None if progress else True
-        ) as bar,
-    ):
-        for start in range(0, len(order), batch_size):
-            batch = order[start : start + batch_size]
-            src = translator._source_tensor([pairs[i][0] for i in batch])
-            targets = torch.tensor([pairs[i][1] for i in batch])
-            lines = [pairs[i][3] for i in batch]
-            logits = model.length_logits(model.encode(src)).float().cpu()
-            target_logit = logits.gather(1, (targets - 1).unsqueeze(1))
-            rows = torch.tensor(batch)
-            top1[rows] = logits.argmax(1) + 1
-            rank[rows] = (logits > target_logit).sum(1) + 1
-            for c in runs:
-                opts = decodings[c.name]
-                assert isinstance(opts, RefinementOptions)
-                lengths = targets.unsqueeze(1).to(src.device) if c.oracle else None
-                generators = sentence_generators(seed, lines)
-                results = refine(model, src, opts, generators, lengths)
-                for i, r in zip(batch, results, strict=True):
-                    hypotheses[c.name][i] = translator.text(r.tokens)
-                    if c.name in chosen_is_reference:
-                        chosen_is_reference[c.name] += r.length == pairs[i][1]
-            bar.update(len(batch))
-
-    references = [p[2] for p in pairs]
+    decoded = decode_pairs(
+        translator,
+        model,
+        pairs,
+        runs,
+        decodings,
+        batch_size=batch_size,
+        seed=seed,
+        progress=progress,
+    )
     tokenize = default_tokenizer(prepared.stats().get("tgt_lang"))
-    reference_lengths = torch.tensor([p[1] for p in pairs])
-    error = (top1 - reference_lengths).float()
-    in_beam = rank <= length_beam
-    rows_out = []
-    for c in runs:
-        quality, _ = quality_row(hypotheses[c.name], references, tokenize)
-        row: dict[str, Any] = {
-            "decoding": c.name,
-            "length_beam": c.length_beam,
-            "length_weight": c.length_weight,
-            "oracle": c.oracle,
-            **quality,
-        }
-        if c.name in chosen_is_reference:
-            row["chosen_is_reference_length"] = round(chosen_is_reference[c.name] / len(pairs), 4)
-        rows_out.append(row)
-    return {
-        "analysis": "length",
-        "checkpoint": str(checkpoint),
-        "data": str(data),
-        "split": split,
-        "sentences": {"in_split": len(sources_text), "analysed": len(pairs), "skipped": skipped},
-        "predictor": {
-            "top1_exact": round(float((error == 0).float().mean()), 4),
-            "top1_within_1": round(float((error.abs() <= 1).float().mean()), 4),
-            "top1_within_2": round(float((error.abs() <= 2).float().mean()), 4),
-            "top1_mean_abs_error": round(float(error.abs().mean()), 3),
-            "top1_mean_signed_error": round(float(error.mean()), 3),
-            f"reference_in_top_{length_beam}": round(float(in_beam.float().mean()), 4),
-            "reference_mean_rank": round(float(rank.float().mean()), 3),
-            "mean_reference_length": round(float(reference_lengths.float().mean()), 3),
-        },
-        "decoding": rows_out,
-        "settings": {
-            "steps": steps,
-            "length_beam": length_beam,
-            "length_weights": list(length_weights),
-            "decoding": {
+    references = [p.reference for p in pairs]
+    reference_lengths = torch.tensor([p.target for p in pairs])
+    return LengthResult(
+        checkpoint=str(checkpoint),
+        data=str(data),
+        split=split,
+        sentences=LengthSentences(in_split=len(sources_text), analysed=len(pairs), skipped=skipped),
+        predictor=predictor_statistics(decoded.top1, decoded.rank, reference_lengths, length_beam),
+        decoding=decoding_rows(runs, decoded, references, tokenize),
+        settings=LengthSettings(
+            steps=steps,
+            length_beam=length_beam,
+            length_weights=tuple(length_weights),
+            decoding={
                 k: v
                 for k, v in dataclasses.asdict(base).items()
                 if k not in ("return_steps", "return_attention", "length_weight")
             },
-            "batch_size": batch_size,
-            "seed": seed,
-            "bf16": bf16,
-            "tokenize": tokenize,
-            "device": str(translator.device),
-            "threads": torch.get_num_threads(),
-            "torch": torch.__version__,
-            "gmlm": gmlm.__version__,
-        },
-        "seconds": round(time.perf_counter() - started, 3),
-    }
+            batch_size=batch_size,
+            seed=seed,
+            bf16=bf16,
+            tokenize=tokenize,
+            device=str(translator.device),
+            threads=provenance.torch_threads(),
+            torch=provenance.torch_version(),
+            gmlm=provenance.gmlm_version(),
+        ),
+        seconds=round(time.perf_counter() - started, 3),
+    )
 
 
-def render_length_markdown(result: dict[str, Any]) -> str:
+def render_length_markdown(result: LengthResult) -> str:
     """The predictor's accuracy and the decoding table as Markdown."""
-    p, s = result["predictor"], result["settings"]
-    beam = s["length_beam"]
-    n = result["sentences"]
+    p, s, n = result.predictor, result.settings, result.sentences
     lines = [
-        f"{n['analysed']} pairs of split '{result['split']}' (skipped: "
-        + ", ".join(f"{k} {v}" for k, v in n["skipped"].items())
-        + f"); lengths in pieces with EOS (mean reference {p['mean_reference_length']:.1f}).",
+        f"{n.analysed} pairs of split '{result.split}' (skipped: "
+        + ", ".join(f"{k} {v}" for k, v in n.skipped.items())
+        + f"); lengths in pieces with EOS (mean reference {p.mean_reference_length:.1f}).",
         "",
         "| length predictor | value |",
         "|---|---:|",
-        f"| top-1 = reference length | {100 * p['top1_exact']:.1f}% |",
-        f"| top-1 within 1 / within 2 | {100 * p['top1_within_1']:.1f}% / "
-        f"{100 * p['top1_within_2']:.1f}% |",
-        f"| top-1 mean absolute / signed error | {p['top1_mean_abs_error']:.2f} / "
-        f"{p['top1_mean_signed_error']:+.2f} |",
-        f"| reference among the top {beam} | {100 * p[f'reference_in_top_{beam}']:.1f}% |",
-        f"| mean rank of the reference length | {p['reference_mean_rank']:.2f} |",
+        f"| top-1 = reference length | {100 * p.top1_exact:.1f}% |",
+        f"| top-1 within 1 / within 2 | {100 * p.top1_within_1:.1f}% / "
+        f"{100 * p.top1_within_2:.1f}% |",
+        f"| top-1 mean absolute / signed error | {p.top1_mean_abs_error:.2f} / "
+        f"{p.top1_mean_signed_error:+.2f} |",
+        f"| reference among the top {p.length_beam} | {100 * p.reference_in_top:.1f}% |",
+        f"| mean rank of the reference length | {p.reference_mean_rank:.2f} |",
         "",
-        f"Decoding with T={s['steps']} passes ({'bf16' if s['bf16'] else 'fp32'}, seed "
-        f"{s['seed']}):",
+        f"Decoding with T={s.steps} passes ({'bf16' if s.bf16 else 'fp32'}, seed {s.seed}):",
         "",
         "| lengths decoded | BLEU | chrF | length ratio | stutter / 100 words | "
         "chosen = reference length |",
         "|---|---:|---:|---:|---:|---:|",
     ]
-    for r in result["decoding"]:
-        chosen = r.get("chosen_is_reference_length")
+    for r in result.decoding:
+        q, chosen = r.quality, r.chosen_is_reference_length
         lines.append(
-            f"| {r['decoding']} | {r['bleu']:.2f} | {r['chrf']:.2f} | {r['length_ratio']:.3f} | "
-            f"{r['stutter_per_100_words']:.3f} | "
+            f"| {r.decoding} | {q.bleu:.2f} | {q.chrf:.2f} | {q.length_ratio:.3f} | "
+            f"{q.stutter_per_100_words:.3f} | "
             + ("n/a" if chosen is None else f"{100 * chosen:.1f}%")
             + " |"
         )

@@ -20,21 +20,29 @@ quantisation: :mod:`gmlm.translation.precision`):
   sentences sorted by source length, as :meth:`Translator.translate_ids` makes them. At
   batch size 1 the throughput is the model-only latency pass summed (not run twice).
 
-Fairness: one process, one fixed torch thread count, the same sentences for every system.
-Systems are interleaved: sentence by sentence for latency (each sentence runs through every
-system before the next, in an order that rotates by one system per sentence) and batch by
-batch for throughput, so slow drifts and background load hit all systems alike. Every system
-first translates ``warmup`` sentences untimed in each precision, and the garbage collector
-is off while timing. Speed-ups are ratios of the AR system's statistic to the PaDIR
-setting's (median over median, p99 over p99), each pair from the same run.
+With ``ctranslate2=True`` the ``ar`` checkpoint is also converted to CTranslate2
+(:mod:`gmlm.export.ctranslate2`) and timed greedy and with beam 5 by gmlm's decoding rules
+("ar ct2 greedy", "ar ct2 beam5"; fp32 only), in a worker process of its own with the same
+thread count: CTranslate2's OpenMP and torch's fight over the cores in one process (see
+:mod:`gmlm.export.ctranslate2_worker`). Its times are taken inside the worker, so the pipe to
+it is not counted; its systems are interleaved with the others like any system.
+
+Fairness: one process (and the CTranslate2 worker), one fixed thread count, the same
+sentences for every system. Systems are interleaved: sentence by sentence for latency (each
+sentence runs through every system before the next, in an order that rotates by one system
+per sentence) and batch by batch for throughput, so slow drifts and background load hit all
+systems alike. Every system first translates ``warmup`` sentences untimed in each precision,
+and the garbage collector is off while timing. Speed-ups are ratios of the AR system's
+statistic to the PaDIR setting's (median over median, p99 over p99), each pair from the same
+run.
 """
 
 from __future__ import annotations
 
 import gc
 import json
-import platform
 import statistics
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -45,13 +53,22 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from gmlm import __version__
-from gmlm.bench.environment import cpu_model
+from gmlm import provenance
+from gmlm.bench.result import (
+    BenchResult,
+    BenchRow,
+    CheckpointInfo,
+    Ctranslate2Info,
+    Percentiles,
+    Rates,
+    SpeedSettings,
+    Speedup,
+)
 from gmlm.data.binarized import load_dataset
 from gmlm.data.lengths import encode_inputs
 from gmlm.decoding.options import PRECISIONS, DecodingOptions, Precision, RefinementOptions
 from gmlm.errors import GmlmError
-from gmlm.io import atomic_write_json
+from gmlm.export.ctranslate2_worker import Ct2Worker
 from gmlm.translation.precision import check_precision
 from gmlm.translation.translator import Translator, load
 
@@ -67,6 +84,12 @@ DEFAULT_LENGTH_BEAMS = (1, 5)
 AR_BEAMS = (1, 5)
 # The optional AR models come after --ar, in this order, in the systems and tables.
 AR_ROLES = ("ar", "teacher", "ar1")
+CT2_NOTE = (
+    "the ar model converted to CTranslate2 (fp32), decoded by gmlm's rules (length limit, "
+    "GNMT ranking; gmlm.export.ctranslate2), in a worker process of its own with the same "
+    "thread count, because CTranslate2's OpenMP and torch's fight over the cores in one "
+    "process; timed inside the worker (the pipe is not counted); fp32 only"
+)
 FAIRNESS = (
     "same sentences and one fixed thread count for every system; systems interleaved "
     "sentence by sentence (latency, order rotating by one system per sentence) and batch by "
@@ -81,33 +104,36 @@ Clock = Callable[[], float]
 @dataclass(frozen=True)
 class System:
     """One decoding setting of one checkpoint: `name` (e.g. "padir T=4 B=5"), `model` (the
-    role: "padir", "ar", "teacher" or "ar1") and its decoding options."""
+    role: "padir", "ar", "teacher" or "ar1") and its decoding options; `worker`: run by
+    CTranslate2 in that worker process instead of by `translator` (the same weights)."""
 
     name: str
     model: str
     translator: Translator
     options: DecodingOptions
+    worker: Ct2Worker | None = None
 
     @property
     def kind(self) -> str:
         return self.translator.kind
 
     def settings(self) -> dict[str, Any]:
+        """The decoding settings `Translator.translate` takes, as keyword arguments."""
         if isinstance(self.options, RefinementOptions):
             return {"steps": self.options.steps, "length_beam": self.options.length_beam}
         return {"beam": self.options.beam}
 
 
-def percentiles(values: Sequence[float]) -> dict[str, float]:
+def percentiles(values: Sequence[float]) -> Percentiles:
     """Median, p90, p99 and mean of `values` (seconds) in milliseconds, rounded to 0.001."""
     array = np.asarray(values, dtype=np.float64) * 1000.0
     p50, p90, p99 = np.percentile(array, [50, 90, 99])
-    return {
-        "p50_ms": round(float(p50), 3),
-        "p90_ms": round(float(p90), 3),
-        "p99_ms": round(float(p99), 3),
-        "mean_ms": round(float(array.mean()), 3),
-    }
+    return Percentiles(
+        p50_ms=round(float(p50), 3),
+        p90_ms=round(float(p90), 3),
+        p99_ms=round(float(p99), 3),
+        mean_ms=round(float(array.mean()), 3),
+    )
 
 
 def _load(
@@ -145,6 +171,20 @@ def make_systems(
                 options = translators[role].options(beam=beam)
                 systems.append(System(f"{role} {label}", role, translators[role], options))
     return systems
+
+
+def ctranslate2_systems(translator: Translator, worker: Ct2Worker) -> list[System]:
+    """Greedy and beam 5 of the AR model `translator`, run by CTranslate2 in `worker`."""
+    return [
+        System(
+            f"ar ct2 {'greedy' if beam == 1 else f'beam{beam}'}",
+            "ar",
+            translator,
+            translator.options(beam=beam),
+            worker,
+        )
+        for beam in AR_BEAMS
+    ]
 
 
 def _inputs(
@@ -188,6 +228,9 @@ def _latency(
     tokens = dict.fromkeys(model, 0)
     for i in range(min(warmup, len(texts))):
         for system in systems:
+            if system.worker is not None:
+                system.worker.time([ids[system.model][i]], texts[i], system.options)
+                continue
             system.translator.translate_ids(
                 [ids[system.model][i]], system.options, precision=precision, lines=[lines[i]]
             )
@@ -199,6 +242,12 @@ def _latency(
         for i, text in enumerate(texts):
             for system in _rotated(systems, i):
                 source = [ids[system.model][i]]
+                if system.worker is not None:  # timed inside the worker
+                    timing = system.worker.time(source, text, system.options)
+                    model[system.name].append(timing.model_s)
+                    e2e[system.name].append(timing.e2e_s or 0.0)
+                    tokens[system.name] += len(timing.outputs[0])
+                    continue
                 start = clock()
                 out = system.translator.translate_ids(
                     source, system.options, precision=precision, lines=[lines[i]]
@@ -226,7 +275,7 @@ def _throughput(
     precision: Precision,
     tick: Callable[[], object],
     clock: Clock,
-) -> dict[str, dict[str, float]]:
+) -> dict[str, Rates]:
     """Sentences/s and output tokens/s of each system over all sentences (ids[role][i] is
     line lines[i]) in batches of `batch_size` (longest sources first), interleaved batch by
     batch; `tick` after each."""
@@ -241,6 +290,11 @@ def _throughput(
             rows = order[start_row : start_row + batch_size]
             for system in _rotated(systems, j):
                 batch = [ids[system.model][i] for i in rows]
+                if system.worker is not None:  # timed inside the worker
+                    timing = system.worker.time(batch, None, system.options)
+                    seconds[system.name] += timing.model_s
+                    tokens[system.name] += sum(len(o) for o in timing.outputs)
+                    continue
                 start = clock()
                 out = system.translator.translate_ids(
                     batch,
@@ -257,31 +311,31 @@ def _throughput(
     return {name: _rates(count, tokens[name], seconds[name]) for name in seconds}
 
 
-def _rates(sentences: int, tokens: int, seconds: float) -> dict[str, float]:
-    return {
-        "sentences_per_s": round(sentences / seconds, 3),
-        "tokens_per_s": round(tokens / seconds, 2),
-    }
+def _rates(sentences: int, tokens: int, seconds: float) -> Rates:
+    return Rates(
+        sentences_per_s=round(sentences / seconds, 3), tokens_per_s=round(tokens / seconds, 2)
+    )
 
 
-def speedups(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def speedups(results: Sequence[BenchRow]) -> list[Speedup]:
     """For each precision, PaDIR setting and AR system: AR / PaDIR of the batch-1 median and
     p99 latency, model-only and end-to-end."""
     rows = []
-    for precision in dict.fromkeys(r["precision"] for r in results):
-        mine = [r for r in results if r["precision"] == precision]
-        for padir in (r for r in mine if r["kind"] == "padir"):
-            for ar in (r for r in mine if r["kind"] == "ar"):
-                row: dict[str, Any] = {
-                    "precision": precision,
-                    "padir": padir["system"],
-                    "ar": ar["system"],
-                }
-                for measure in ("model", "e2e"):
-                    for stat in ("p50", "p99"):
-                        ratio = ar[measure][f"{stat}_ms"] / padir[measure][f"{stat}_ms"]
-                        row[f"{measure}_{stat}"] = round(ratio, 3)
-                rows.append(row)
+    for precision in dict.fromkeys(r.precision for r in results):
+        mine = [r for r in results if r.precision == precision]
+        for padir in (r for r in mine if r.kind == "padir"):
+            for ar in (r for r in mine if r.kind == "ar"):
+                rows.append(
+                    Speedup(
+                        precision=precision,
+                        padir=padir.system,
+                        ar=ar.system,
+                        model_p50=round(ar.model.p50_ms / padir.model.p50_ms, 3),
+                        model_p99=round(ar.model.p99_ms / padir.model.p99_ms, 3),
+                        e2e_p50=round(ar.e2e.p50_ms / padir.e2e.p50_ms, 3),
+                        e2e_p99=round(ar.e2e.p99_ms / padir.e2e.p99_ms, 3),
+                    )
+                )
     return rows
 
 
@@ -301,22 +355,30 @@ def run_bench(
     steps: Sequence[int] = DEFAULT_STEPS,
     length_beams: Sequence[int] = DEFAULT_LENGTH_BEAMS,
     device: str = "cpu",
+    ctranslate2: bool = False,
     json_out: str | Path | None = None,
     progress: bool = False,
     log: Log | None = None,
     clock: Clock = time.perf_counter,
-) -> dict[str, Any]:
+) -> BenchResult:
     """Benchmark every system (see the module docstring) on the first `sentences` usable
-    source lines of `split` of the prepared dataset `data`; returns the result dict and, with
+    source lines of `split` of the prepared dataset `data`; returns the result and, with
     `json_out`, writes it there as JSON (atomically). `progress`: a tqdm bar (stderr);
     `log` gets a message as each phase starts; `clock` reads the time in seconds (tests pass
-    a fake one to check the statistics against known durations)."""
+    a fake one to check the statistics against known durations). `ctranslate2`: add the
+    CTranslate2 rows of `ar` (needs the extra ``gmlm[ctranslate2]``)."""
     say: Log = log or (lambda _msg: None)
     _check_settings(sentences, threads, precisions, batch_sizes, warmup)
+    if ctranslate2 and device != "cpu":
+        raise GmlmError(
+            f"--ctranslate2 times CTranslate2 on the CPU; with --device {device} the rows "
+            "would not compare: use --device cpu, or leave out --ctranslate2"
+        )
     prepared = load_dataset(data)
     texts = prepared.read_text(split, "src")
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(threads)
+    worker = None
     try:
         translators: dict[str, Translator] = {}
         load_s: dict[str, float] = {}
@@ -333,7 +395,11 @@ def run_bench(
             raise GmlmError(f"{data}: split '{split}' has no sentence every model can take")
         chosen = [texts[i] for i in lines]
         systems = make_systems(translators, steps, length_beams)
-        results = []
+        if ctranslate2:
+            say("converting --ar to CTranslate2 and starting its worker process")
+            worker = _start_ctranslate2(ar, threads)
+            systems += ctranslate2_systems(translators["ar"], worker)
+        results: list[BenchRow] = []
         per_precision = min(warmup, len(lines)) + len(lines)
         per_precision += sum(-(-len(lines) // size) for size in batch_sizes if size > 1)
         bar = tqdm(
@@ -344,11 +410,13 @@ def run_bench(
             disable=not progress,
         )
         for precision in map(check_precision, precisions):
-            say(f"{precision}: batch-1 latency of {len(systems)} systems on {len(lines)} sentences")
+            # The CTranslate2 export is fp32: its rows are fp32 only.
+            active = [s for s in systems if precision == "fp32" or s.worker is None]
+            say(f"{precision}: batch-1 latency of {len(active)} systems on {len(lines)} sentences")
             model, e2e, out_tokens = _latency(
-                systems, chosen, lines, ids, precision, warmup, bar.update, clock
+                active, chosen, lines, ids, precision, warmup, bar.update, clock
             )
-            throughput: dict[int, dict[str, dict[str, float]]] = {}
+            throughput: dict[int, dict[str, Rates]] = {}
             for size in batch_sizes:
                 if size == 1:
                     throughput[1] = {
@@ -358,63 +426,82 @@ def run_bench(
                 else:
                     say(f"{precision}: throughput at batch size {size}")
                     throughput[size] = _throughput(
-                        systems, lines, ids, size, precision, bar.update, clock
+                        active, lines, ids, size, precision, bar.update, clock
                     )
-            for system in systems:
+            for system in active:
+                settings = system.settings()
                 results.append(
-                    {
-                        "precision": precision,
-                        "system": system.name,
-                        "role": system.model,
-                        "kind": system.kind,
-                        **system.settings(),
-                        "model_params": sum(
-                            p.numel() for p in system.translator.model.parameters()
-                        ),
-                        "mean_output_tokens": round(out_tokens[system.name] / len(lines), 2),
-                        "model": percentiles(model[system.name]),
-                        "e2e": percentiles(e2e[system.name]),
-                        "throughput": {
+                    BenchRow(
+                        precision=precision,
+                        system=system.name,
+                        role=system.model,
+                        kind=system.kind,
+                        steps=settings.get("steps"),
+                        length_beam=settings.get("length_beam"),
+                        beam=settings.get("beam"),
+                        model_params=sum(p.numel() for p in system.translator.model.parameters()),
+                        mean_output_tokens=round(out_tokens[system.name] / len(lines), 2),
+                        model=percentiles(model[system.name]),
+                        e2e=percentiles(e2e[system.name]),
+                        throughput={
                             str(size): throughput[size][system.name] for size in batch_sizes
                         },
-                    }
+                    )
                 )
         bar.close()
-        threads_used = torch.get_num_threads()
+        threads_used = provenance.torch_threads()
     finally:
         torch.set_num_threads(previous_threads)
-    result = {
-        "settings": {
-            "threads": threads_used,
-            "torch": torch.__version__,
-            "gmlm": __version__,
-            "python": platform.python_version(),
-            "cpu": cpu_model(),
-            "device": device,
-            "precisions": list(precisions),
-            "split": split,
-            "sentences": len(lines),
-            "mean_source_tokens": round(statistics.mean(len(x) for x in ids["ar"]), 2),
-            "warmup": warmup,
-            "batch_sizes": list(batch_sizes),
-            "checkpoints": {
-                role: {
-                    "path": str(path),
-                    "decoder_layers": translators[role].config.n_decoder_layers,
-                    "load_s": round(load_s[role], 3),
-                }
+        if worker is not None:
+            worker.close()
+    result = BenchResult(
+        settings=SpeedSettings(
+            threads=threads_used,
+            torch=provenance.torch_version(),
+            gmlm=provenance.gmlm_version(),
+            python=provenance.python_version(),
+            cpu=provenance.cpu_model(),
+            device=device,
+            precisions=tuple(precisions),
+            split=split,
+            sentences=len(lines),
+            mean_source_tokens=round(statistics.mean(len(x) for x in ids["ar"]), 2),
+            warmup=warmup,
+            batch_sizes=tuple(batch_sizes),
+            checkpoints={
+                role: CheckpointInfo(
+                    path=str(path),
+                    decoder_layers=translators[role].config.n_decoder_layers,
+                    load_s=round(load_s[role], 3),
+                )
                 for role, path, _ in roles
             },
-            "ar1": "measured" if ar1 is not None else "skipped (no --ar1 given)",
-            "fairness": FAIRNESS,
-        },
-        "systems": [s.name for s in systems],
-        "results": results,
-        "speedups": speedups(results),
-    }
+            ar1="measured" if ar1 is not None else "skipped (no --ar1 given)",
+            ctranslate2=(
+                Ctranslate2Info(
+                    version=worker.version, load_s=round(worker.load_s, 3), note=CT2_NOTE
+                )
+                if worker is not None
+                else "skipped (no --ctranslate2 given)"
+            ),
+            fairness=FAIRNESS,
+        ),
+        systems=tuple(s.name for s in systems),
+        results=tuple(results),
+        speedups=tuple(speedups(results)),
+    )
     if json_out is not None:
-        atomic_write_json(Path(json_out), result)
+        result.write(Path(json_out))
     return result
+
+
+def _start_ctranslate2(ar: str | Path, threads: int) -> Ct2Worker:
+    """Convert `ar` into a temporary folder and start a worker on it; the worker has read
+    the whole export once it answers, so the folder goes right after."""
+    from gmlm.export.ctranslate2 import export_ctranslate2
+
+    with tempfile.TemporaryDirectory(prefix="gmlm-ct2-") as tmp:
+        return Ct2Worker(export_ctranslate2(ar, Path(tmp) / "ar"), threads)
 
 
 def _check_settings(
@@ -437,5 +524,5 @@ def _check_settings(
         raise GmlmError(f"warmup={warmup} must be >= 0")
 
 
-def json_line(result: dict[str, Any]) -> str:
-    return json.dumps(result, separators=(",", ":"))
+def json_line(result: BenchResult) -> str:
+    return json.dumps(result.to_json(), separators=(",", ":"))

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+
+from gmlm.bench.result import BenchResult, Ctranslate2Info
 
 
 @dataclass(frozen=True)
@@ -18,29 +19,32 @@ class Table:
     text_columns: int
 
 
-def settings_lines(result: dict[str, Any]) -> list[str]:
-    s = result["settings"]
+def settings_lines(result: BenchResult) -> list[str]:
+    s = result.settings
     lines = [
-        f"threads {s['threads']}, torch {s['torch']}, gmlm {s['gmlm']}, python {s['python']}, "
-        f"CPU {s['cpu']}, device {s['device']}",
-        f"precisions {', '.join(s['precisions'])}; {s['sentences']} sentences of split "
-        f"'{s['split']}' (mean {s['mean_source_tokens']} source tokens); warm-up "
-        f"{s['warmup']} sentences per system and precision; batch sizes "
-        f"{', '.join(str(b) for b in s['batch_sizes'])}",
+        f"threads {s.threads}, torch {s.torch}, gmlm {s.gmlm}, python {s.python}, "
+        f"CPU {s.cpu}, device {s.device}",
+        f"precisions {', '.join(s.precisions)}; {s.sentences} sentences of split "
+        f"'{s.split}' (mean {s.mean_source_tokens} source tokens); warm-up "
+        f"{s.warmup} sentences per system and precision; batch sizes "
+        f"{', '.join(str(b) for b in s.batch_sizes)}",
     ]
-    for role, info in s["checkpoints"].items():
+    for role, info in s.checkpoints.items():
         lines.append(
-            f"{role}: {info['path']} ({info['decoder_layers']} decoder layer(s), loaded in "
-            f"{info['load_s']} s, not counted in any latency)"
+            f"{role}: {info.path} ({info.decoder_layers} decoder layer(s), loaded in "
+            f"{info.load_s} s, not counted in any latency)"
         )
-    if "ar1" not in s["checkpoints"]:
-        lines.append(f"ar1: {s['ar1']}")
-    lines.append(f"fairness: {s['fairness']}")
+    if "ar1" not in s.checkpoints:
+        lines.append(f"ar1: {s.ar1}")
+    if isinstance(s.ctranslate2, Ctranslate2Info):
+        ct2 = s.ctranslate2
+        lines.append(f"ctranslate2 {ct2.version} (loaded in {ct2.load_s} s): {ct2.note}")
+    lines.append(f"fairness: {s.fairness}")
     return lines
 
 
-def latency_table(result: dict[str, Any]) -> Table:
-    sizes = result["settings"]["batch_sizes"]
+def latency_table(result: BenchResult) -> Table:
+    sizes = result.settings.batch_sizes
     header = [
         "precision",
         "system",
@@ -54,30 +58,30 @@ def latency_table(result: dict[str, Any]) -> Table:
         *(f"tok/s @{b}" for b in sizes),
     ]
     rows = []
-    for r in result["results"]:
+    for r in result.results:
         rows.append(
             [
-                r["precision"],
-                r["system"],
-                *(f"{r['model'][k]:.2f}" for k in ("p50_ms", "p90_ms", "p99_ms")),
-                *(f"{r['e2e'][k]:.2f}" for k in ("p50_ms", "p90_ms", "p99_ms")),
-                *(f"{r['throughput'][str(b)]['sentences_per_s']:.1f}" for b in sizes),
-                *(f"{r['throughput'][str(b)]['tokens_per_s']:.0f}" for b in sizes),
+                r.precision,
+                r.system,
+                *(f"{v:.2f}" for v in (r.model.p50_ms, r.model.p90_ms, r.model.p99_ms)),
+                *(f"{v:.2f}" for v in (r.e2e.p50_ms, r.e2e.p90_ms, r.e2e.p99_ms)),
+                *(f"{r.throughput[str(b)].sentences_per_s:.1f}" for b in sizes),
+                *(f"{r.throughput[str(b)].tokens_per_s:.0f}" for b in sizes),
             ]
         )
     return Table(header, rows, 2)
 
 
-def speedup_table(result: dict[str, Any]) -> Table:
+def speedup_table(result: BenchResult) -> Table:
     header = ["precision", "PaDIR", "vs AR", "e2e p50", "e2e p99", "model p50", "model p99"]
     rows = [
         [
-            s["precision"],
-            s["padir"],
-            s["ar"],
-            *(f"{s[k]:.2f}x" for k in ("e2e_p50", "e2e_p99", "model_p50", "model_p99")),
+            s.precision,
+            s.padir,
+            s.ar,
+            *(f"{v:.2f}x" for v in (s.e2e_p50, s.e2e_p99, s.model_p50, s.model_p99)),
         ]
-        for s in result["speedups"]
+        for s in result.speedups
     ]
     return Table(header, rows, 3)
 
@@ -113,7 +117,7 @@ SPEEDUP_NOTE = (
 )
 
 
-def format_report(result: dict[str, Any]) -> str:
+def format_report(result: BenchResult) -> str:
     """The settings, the latency/throughput table and the speed-up table, for people."""
     parts: Sequence[str] = (
         "\n".join(f"settings: {line}" for line in settings_lines(result)),
@@ -125,7 +129,7 @@ def format_report(result: dict[str, Any]) -> str:
     return "\n\n".join(parts)
 
 
-def render_markdown(result: dict[str, Any]) -> str:
+def render_markdown(result: BenchResult) -> str:
     """The same report as Markdown (settings as a list, two tables), e.g. for REPORT.md."""
     return "\n\n".join(
         (

@@ -8,7 +8,7 @@ import argparse
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from gmlm.cli.flags import (
     add_batch_size,
@@ -23,7 +23,9 @@ from gmlm.cli.flags import (
 )
 from gmlm.cli.options import add_option_flags, option_overrides
 from gmlm.decoding.options import FLOAT_PRECISIONS, RefinementOptions
-from gmlm.io import atomic_write_json
+from gmlm.records import Record
+
+R = TypeVar("R", bound=Record)
 
 DECODING = {"PaDIR decoding (as gmlm translate)": RefinementOptions}
 
@@ -125,10 +127,8 @@ def common_settings(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def report(
-    args: argparse.Namespace, result: dict[str, Any], render: Callable[[dict[str, Any]], str]
-) -> int:
+def report(args: argparse.Namespace, result: R, render: Callable[[R], str]) -> int:
     if args.output is not None:
-        atomic_write_json(args.output, result)
-    print(json.dumps(result) if args.json else render(result).rstrip("\n"))
+        result.write(args.output)
+    print(json.dumps(result.to_json()) if args.json else render(result).rstrip("\n"))
     return 0

@@ -17,7 +17,10 @@ DESCRIPTION = """\
 Times every system on the same sentences in one process: PaDIR with T = 1, 2, 4, 10 passes
 and B = 1, 5 predicted lengths, and the AR model(s) greedy and with beam 5 on the key/value
 cache (optional: --teacher, the AR teacher trained on the raw data, and --ar1, a
-deep-encoder / 1-layer-decoder AR, skipped with a note when not given).
+deep-encoder / 1-layer-decoder AR, skipped with a note when not given). With --ctranslate2,
+--ar converted to CTranslate2 as well, greedy and beam 5 by gmlm's decoding rules (fp32),
+timed in a worker process of its own with the same thread count: CTranslate2's OpenMP and
+torch's slow each other down in one process.
 
 For each precision: batch-1 latency per sentence (median, p90, p99 after a warm-up), both
 model-only (ids in, ids out) and end-to-end (raw text in, detokenized text out; model loading
@@ -90,6 +93,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_sweep(p, "--steps", "steps", (1, 2, 4, 10))
     add_sweep(p, "--length-beams", "length_beam", (1, 5))
     add_device(p, default="cpu")
+    p.add_argument(
+        "--ctranslate2",
+        action="store_true",
+        help="also time --ar converted to CTranslate2, greedy and beam 5 (fp32, CPU), in a "
+        "worker process of its own with the same threads (needs: pip install "
+        "'gmlm[ctranslate2]')",
+    )
     add_output(p, "also write the result JSON to this file", old="--json-out")
     add_json(p, "print only the JSON line, not the settings and tables")
     p.set_defaults(func=run)
@@ -126,6 +136,7 @@ def run(args: argparse.Namespace) -> int:
         steps=args.steps,
         length_beams=args.length_beams,
         device=args.device,
+        ctranslate2=args.ctranslate2,
         json_out=args.output,
         log=lambda msg: print(msg, file=sys.stderr, flush=True),
     )

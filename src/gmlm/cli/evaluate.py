@@ -9,6 +9,7 @@ from pathlib import Path
 from gmlm.data.textfiles import read_lines
 from gmlm.errors import GmlmError
 from gmlm.evaluation.bleu import corpus_scores, default_tokenizer
+from gmlm.evaluation.results import Evaluation, ScoreSummary
 from gmlm.evaluation.stutter import stutter_report
 
 
@@ -52,23 +53,18 @@ def run(args: argparse.Namespace) -> int:
     scores = corpus_scores(hyps, refs, tokenize)
     stutter = stutter_report(hyps, refs, "zh" if tokenize == "zh" else "13a")
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "hyp": str(args.hyp),
-                    "ref": str(args.ref),
-                    **{
-                        name: {
-                            "score": s.score,
-                            "signature": s.signature,
-                            **({} if s.length_ratio is None else {"length_ratio": s.length_ratio}),
-                        }
-                        for name, s in scores.items()
-                    },
-                    "stutter": stutter.to_json(),
-                }
-            )
+        summaries = {
+            name: ScoreSummary(score=s.score, signature=s.signature, length_ratio=s.length_ratio)
+            for name, s in scores.items()
+        }
+        evaluation = Evaluation(
+            hyp=str(args.hyp),
+            ref=str(args.ref),
+            bleu=summaries["bleu"],
+            chrf=summaries["chrf"],
+            stutter=stutter,
         )
+        print(json.dumps(evaluation.to_json()))
         return 0
     for s in scores.values():
         print(f"{s.text}\n  signature: {s.signature}")

@@ -21,10 +21,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, required=True, help="folder to write (atomically)")
     add_precision(p, "weight type", default="bf16", old_switch=None, choices=FLOAT_PRECISIONS)
     add_alias(p, "--dtype", "precision", "--precision {value}", choices=FLOAT_PRECISIONS)
+    p.add_argument(
+        "--format",
+        choices=("gmlm", "ctranslate2"),
+        default="gmlm",
+        help="gmlm (default): a checkpoint folder; ctranslate2: a CTranslate2 model folder "
+        "(fp32, with the tokenizer) of an AR checkpoint, for `gmlm bench --ctranslate2` and "
+        "CTranslate2 itself (needs the extra: pip install 'gmlm[ctranslate2]'; --precision unused)",
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.format == "ctranslate2":
+        from gmlm.export.ctranslate2 import export_ctranslate2
+
+        print(f"wrote {export_ctranslate2(args.checkpoint, args.out)} (CTranslate2, fp32)")
+        return 0
     import torch
 
     from gmlm.training.checkpoint import MODEL_FILE, export_checkpoint

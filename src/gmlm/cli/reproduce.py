@@ -12,7 +12,7 @@ from gmlm.reproduce.config import (
     parse_stages,
 )
 from gmlm.reproduce.pipeline import run_reproduce
-from gmlm.reproduce.report import publish_report
+from gmlm.reproduce.publish import publish_report
 
 EPILOG = """\
 stages, in order: {stages}

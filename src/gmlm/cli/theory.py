@@ -8,12 +8,13 @@ defaults come from the settings dataclasses of :mod:`gmlm.theory.settings`.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
 
 from gmlm.cli.flags import float_list, int_list, show
-from gmlm.io import atomic_write_json, make_dirs
+from gmlm.io import make_dirs
 from gmlm.theory.settings import (
     BenchSettings,
     EstimationSettings,
@@ -197,10 +198,11 @@ def run_verify_cmd(args: argparse.Namespace) -> int:
         clique_couplings=args.clique_couplings,
         tol=args.tol,
     )
-    report = run_verify(settings, progress=not args.json)
+    report = dataclasses.replace(
+        run_verify(settings, progress=not args.json), environment=environment()
+    )
+    report.write(args.out / "verify.json")
     data = report.to_json()
-    data["environment"] = environment()
-    atomic_write_json(args.out / "verify.json", data)
     if args.json:
         print(json.dumps({k: v for k, v in data.items() if k != "rows"}))
     else:
@@ -212,10 +214,10 @@ def run_verify_cmd(args: argparse.Namespace) -> int:
             "generalised eigenvalues: scale-free)"
         )
         print(f"{'claim':18s} {'kind':9s} {'worst':>12s} {'checks':>7s}  result  where")
-        for claim, v in report.worst().items():
+        for claim, v in report.claims.items():
             print(
-                f"{claim:18s} {v['kind']!s:9s} {v['worst']:12.3e} {v['checks']!s:>7s}  "
-                f"{'ok' if v['passed'] else 'FAIL':6s}  {v['at']}"
+                f"{claim:18s} {v.kind!s:9s} {v.worst:12.3e} {v.checks!s:>7s}  "
+                f"{'ok' if v.passed else 'FAIL':6s}  {v.at}"
             )
         print(
             f"{'passed' if report.passed else 'FAILED'} in {report.seconds:.1f} s; "

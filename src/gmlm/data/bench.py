@@ -9,7 +9,6 @@ cost of an epoch); the median and the range over epochs are reported.
 from __future__ import annotations
 
 import os
-import platform
 import statistics
 import tempfile
 import time
@@ -17,10 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import sentencepiece as spm
-import torch
 
-from gmlm import __version__
+from gmlm import provenance
 from gmlm.data.batching import BatchIterator
 from gmlm.data.binarized import TranslationDataset, load_dataset
 from gmlm.data.prepare import DataConfig, prepare_dataset
@@ -32,14 +29,14 @@ TOKENS_PER_S_TARGET = 1_000_000
 
 def environment() -> dict[str, Any]:
     return {
-        "gmlm": __version__,
-        "torch": torch.__version__,
-        "numpy": np.__version__,
-        "sentencepiece": spm.__version__,
-        "python": platform.python_version(),
+        "gmlm": provenance.gmlm_version(),
+        "torch": provenance.torch_version(),
+        "numpy": provenance.package_version("numpy"),
+        "sentencepiece": provenance.package_version("sentencepiece"),
+        "python": provenance.python_version(),
         "device": "cpu",
-        "cpu_count": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
+        "cpu_count": provenance.logical_cpus(),
+        "torch_threads": provenance.torch_threads(),
     }
 
 

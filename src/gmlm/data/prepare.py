@@ -36,7 +36,7 @@ import numpy as np
 import sentencepiece as spm
 from tqdm import tqdm
 
-from gmlm import __version__
+from gmlm import provenance
 from gmlm.config import save_config, to_dict
 from gmlm.data.binarized import (
     CONFIG,
@@ -416,7 +416,7 @@ def _write_metadata(
         "format_version": FORMAT_VERSION,
         "content_hash": digest,
         "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "gmlm_version": __version__,
+        "gmlm_version": provenance.gmlm_version(),
         "sentencepiece_version": spm.__version__,
         "corpus": summary["corpus"],
         "src_lang": corpus.src_lang,

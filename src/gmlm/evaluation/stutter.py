@@ -15,12 +15,13 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 from sacrebleu.tokenizers.tokenizer_zh import TokenizerZh
 
 from gmlm.errors import GmlmError
+from gmlm.records import Record
 
 
 def word_splitter(tokenize: str = "13a") -> Callable[[str], list[str]]:
@@ -40,8 +41,8 @@ def adjacent_repeats(words: Sequence[str]) -> Counter[str]:
     return Counter(a for a, b in itertools.pairwise(words) if a == b)
 
 
-@dataclass(frozen=True)
-class StutterReport:
+@dataclass(frozen=True, kw_only=True)
+class StutterReport(Record):
     sentences: int
     hypothesis_words: int
     stutters: int  # repeats in the hypotheses in excess of their references
@@ -49,9 +50,6 @@ class StutterReport:
     sentences_with_stutter: float  # fraction of sentences with at least one stutter
     hypothesis_repeats_per_100_words: float  # raw repeats, no reference comparison
     reference_repeats_per_100_words: float  # control: natural repeats in the references
-
-    def to_json(self) -> dict[str, float | int]:
-        return asdict(self)
 
 
 def stutter_report(

@@ -3,24 +3,47 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass, field
 
 from gmlm.evaluation.bleu import corpus_scores
 from gmlm.evaluation.stutter import stutter_report
+from gmlm.records import Record, json_key
+
+
+@dataclass(frozen=True, kw_only=True)
+class Quality(Record):
+    """Rounded scores of one system's hypotheses: BLEU and chrF (sacrebleu), the BLEU length
+    ratio (hypothesis / reference length in BLEU tokens), stutters in excess of the references
+    and all adjacent repeats, per 100 hypothesis words. Rows of results tables carry these five
+    keys among their own (a flattened field)."""
+
+    bleu: float
+    chrf: float
+    length_ratio: float
+    stutter_per_100_words: float
+    repeats_per_100_words: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class Signatures(Record):
+    """The sacrebleu signatures of BLEU and chrF (keys `bleu_signature`, `chrf_signature`)."""
+
+    bleu: str = field(metadata=json_key("bleu_signature"))
+    chrf: str = field(metadata=json_key("chrf_signature"))
 
 
 def quality_row(
     hypotheses: Sequence[str], references: Sequence[str], tokenize: str
-) -> tuple[dict[str, Any], dict[str, str]]:
+) -> tuple[Quality, Signatures]:
     """Rounded scores of line-aligned hypotheses against one reference each, and the
-    signatures of BLEU and chrF ({"bleu": ..., "chrf": ...})."""
+    signatures of BLEU and chrF."""
     scores = corpus_scores(hypotheses, references, tokenize)
     stutter = stutter_report(hypotheses, references, tokenize)
-    row = {
-        "bleu": round(scores["bleu"].score, 2),
-        "chrf": round(scores["chrf"].score, 2),
-        "length_ratio": round(scores["bleu"].length_ratio or 0.0, 3),
-        "stutter_per_100_words": round(stutter.stutters_per_100_words, 3),
-        "repeats_per_100_words": round(stutter.hypothesis_repeats_per_100_words, 3),
-    }
-    return row, {name: score.signature for name, score in scores.items()}
+    quality = Quality(
+        bleu=round(scores["bleu"].score, 2),
+        chrf=round(scores["chrf"].score, 2),
+        length_ratio=round(scores["bleu"].length_ratio or 0.0, 3),
+        stutter_per_100_words=round(stutter.stutters_per_100_words, 3),
+        repeats_per_100_words=round(stutter.hypothesis_repeats_per_100_words, 3),
+    )
+    return quality, Signatures(bleu=scores["bleu"].signature, chrf=scores["chrf"].signature)

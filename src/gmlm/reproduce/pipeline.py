@@ -15,7 +15,6 @@ then exactly those of a run planned with the new length.
 from __future__ import annotations
 
 import datetime as dt
-import platform
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -23,9 +22,11 @@ from typing import Any
 
 from gmlm.config import ConfigError, load_config, save_config, to_dict
 from gmlm.errors import GmlmError
-from gmlm.io import atomic_write_json, make_dirs
+from gmlm.io import make_dirs
+from gmlm.provenance import host
 from gmlm.reproduce import stages
 from gmlm.reproduce.config import STAGES, ReproduceConfig
+from gmlm.reproduce.stage_record import StageRecord
 
 CONFIG_FILE = "reproduce.yaml"
 TRAINING_STAGES = ("teacher", "ar", "padir")
@@ -176,15 +177,12 @@ def run_reproduce(
         start = time.perf_counter()
         summary = STAGE_FUNCTIONS[name](ctx)
         seconds = time.perf_counter() - start
-        atomic_write_json(
-            out / "stages" / f"{name}.json",
-            {
-                "stage": name,
-                "seconds": round(seconds, 1),
-                "finished": dt.datetime.now().isoformat(timespec="seconds"),
-                "host": platform.node(),
-                "summary": summary,
-            },
-        )
+        StageRecord(
+            stage=name,
+            seconds=round(seconds, 1),
+            finished=dt.datetime.now().isoformat(timespec="seconds"),
+            host=host(),
+            summary=summary,
+        ).write(out / "stages" / f"{name}.json")
         log(f"[{name}] finished in {seconds / 60:.1f} min")
     return out

@@ -1,9 +1,11 @@
 """The stages of `gmlm reproduce`, one function each: `stage(ctx) -> summary dict`.
 
 Each stage reads the outputs of earlier stages from the run folder and writes its own under
-it; the pipeline (:mod:`gmlm.reproduce.pipeline`) records a stage as done only after its
-function returns, so an interrupted stage runs again (training and distillation resume from
-their own checkpoints; evaluation skips systems whose hypotheses are already written).
+it (the results as typed records: eval/scores.json, bench/bench.json, ...); its summary is a
+few numbers of its own shape for stages/NAME.json (:class:`StageRecord`). The pipeline
+(:mod:`gmlm.reproduce.pipeline`) records a stage as done only after its function returns, so
+an interrupted stage runs again (training and distillation resume from their own checkpoints;
+evaluation skips systems whose hypotheses are already written).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gmlm.errors import GmlmError
-from gmlm.io import atomic_write_json, atomic_write_text
+from gmlm.io import atomic_write_text
 from gmlm.reproduce.config import ReproduceConfig, TrainStage
 
 Log = Callable[[str], None]
@@ -61,10 +63,9 @@ def theory(ctx: Context) -> dict[str, Any]:
     out = ctx.out / "theory"
     out.mkdir(parents=True, exist_ok=True)
     report = run_verify(VerifySettings(max_n=t.verify_max_n, seed=t.seed), progress=ctx.progress)
-    atomic_write_json(out / "verify.json", report.to_json())
-    worst = report.worst()
-    for claim, row in worst.items():
-        ctx.log(f"  {claim}: worst {row['worst']:.3e} ({'ok' if row['passed'] else 'FAIL'})")
+    report.write(out / "verify.json")
+    for claim, summary in report.claims.items():
+        ctx.log(f"  {claim}: worst {summary.worst:.3e} ({'ok' if summary.passed else 'FAIL'})")
     if not report.passed:
         raise GmlmError(f"theory verify failed; see {out / 'verify.json'}")
     seconds = {"verify": report.seconds}
@@ -93,7 +94,7 @@ def theory(ctx: Context) -> dict[str, Any]:
     seconds["figure3"] = result.seconds
     return {
         "verify_passed": report.passed,
-        "worst": {k: v["worst"] for k, v in worst.items()},
+        "worst": {k: v.worst for k, v in report.claims.items()},
         "seconds": seconds,
     }
 
@@ -186,7 +187,15 @@ class System:
     key: str  # file-name friendly: ar-beam5, padir-T4-B5
     label: str  # for tables
     run: str  # run folder name under OUT
-    settings: dict[str, int]
+    beam: int | None = None  # AR
+    steps: int | None = None  # PaDIR
+    length_beam: int | None = None  # PaDIR
+
+    @property
+    def settings(self) -> dict[str, int]:
+        """The decoding settings, as `Translator.translate` takes them."""
+        found = {"beam": self.beam, "steps": self.steps, "length_beam": self.length_beam}
+        return {name: value for name, value in found.items() if value is not None}
 
 
 def systems(cfg: ReproduceConfig) -> list[System]:
@@ -198,7 +207,7 @@ def systems(cfg: ReproduceConfig) -> list[System]:
     for run, label in ar_runs:
         for beam in e.ar_beams:
             kind = "greedy" if beam == 1 else f"beam {beam}"
-            found.append(System(f"{run}-beam{beam}", f"{label}, {kind}", run, {"beam": beam}))
+            found.append(System(f"{run}-beam{beam}", f"{label}, {kind}", run, beam=beam))
     for b in e.length_beams:
         for t in e.padir_steps:
             found.append(
@@ -206,7 +215,8 @@ def systems(cfg: ReproduceConfig) -> list[System]:
                     f"padir-T{t}-B{b}",
                     f"PaDIR T={t} B={b}",
                     "padir",
-                    {"steps": t, "length_beam": b},
+                    steps=t,
+                    length_beam=b,
                 )
             )
     return found
@@ -216,8 +226,9 @@ def evaluate(ctx: Context) -> dict[str, Any]:
     import gmlm
     from gmlm.data import load_dataset
     from gmlm.evaluation.bleu import default_tokenizer
+    from gmlm.evaluation.results import EvaluationScores, SystemScores
     from gmlm.evaluation.stutter import stutter_report
-    from gmlm.evaluation.summary import quality_row
+    from gmlm.evaluation.summary import Signatures, quality_row
 
     e = ctx.cfg.evaluate
     prepared = load_dataset(ctx.data_dir)
@@ -231,8 +242,8 @@ def evaluate(ctx: Context) -> dict[str, Any]:
     folder = ctx.out / "eval"
     folder.mkdir(parents=True, exist_ok=True)
     atomic_write_text(folder / "reference.txt", "".join(r + "\n" for r in references))
-    rows: list[dict[str, Any]] = []
-    signatures: dict[str, str] = {}
+    rows: list[SystemScores] = []
+    signatures: Signatures | None = None
     translators: dict[str, Any] = {}
     for system in systems(ctx.cfg):
         hyp_path = folder / f"{system.key}.txt"
@@ -253,32 +264,34 @@ def evaluate(ctx: Context) -> dict[str, Any]:
             seconds = time.perf_counter() - start
             atomic_write_text(hyp_path, "".join(h + "\n" for h in hyps))
         quality, signatures = quality_row(hyps, references, tokenize)
-        row = {
-            "system": system.key,
-            "label": system.label,
-            "run": system.run,
-            **system.settings,
-            **quality,
-            "decode_seconds": seconds,
-        }
-        rows.append(row)
-        ctx.log(
-            f"  {system.label:32s} BLEU {row['bleu']:6.2f}  chrF {row['chrf']:6.2f}  "
-            f"stutter/100w {row['stutter_per_100_words']:.3f}"
+        rows.append(
+            SystemScores(
+                system=system.key,
+                label=system.label,
+                run=system.run,
+                beam=system.beam,
+                steps=system.steps,
+                length_beam=system.length_beam,
+                quality=quality,
+                decode_seconds=seconds,
+            )
         )
+        ctx.log(
+            f"  {system.label:32s} BLEU {quality.bleu:6.2f}  chrF {quality.chrf:6.2f}  "
+            f"stutter/100w {quality.stutter_per_100_words:.3f}"
+        )
+    assert signatures is not None, "systems() always gives systems to score"
     control = stutter_report(references, references, tokenize)
-    result = {
-        "split": e.split,
-        "sentences": len(references),
-        "tokenize": tokenize,
-        "bleu_signature": signatures["bleu"],
-        "chrf_signature": signatures["chrf"],
-        "reference_repeats_per_100_words": round(control.reference_repeats_per_100_words, 3),
-        "precision": "bf16" if e.bf16 else "fp32",
-        "systems": rows,
-    }
-    atomic_write_json(folder / "scores.json", result)
-    return {r["system"]: r["bleu"] for r in rows}
+    EvaluationScores(
+        split=e.split,
+        sentences=len(references),
+        tokenize=tokenize,
+        signatures=signatures,
+        reference_repeats_per_100_words=round(control.reference_repeats_per_100_words, 3),
+        precision="bf16" if e.bf16 else "fp32",
+        systems=tuple(rows),
+    ).write(folder / "scores.json")
+    return {r.system: r.quality.bleu for r in rows}
 
 
 # --------------------------------------------------------------------------- bench
@@ -303,7 +316,7 @@ def bench(ctx: Context) -> dict[str, Any]:
         progress=ctx.progress,
         log=ctx.log,
     )
-    return {"systems": len(result.get("systems", []))}
+    return {"systems": len(result.systems)}
 
 
 # ----------------------------------------------------------------------- attention
@@ -323,27 +336,14 @@ def attention(ctx: Context) -> dict[str, Any]:
         stutter_remask=a.stutter_remask,
         progress=ctx.progress,
     )
-    atomic_write_json(ctx.out / "attention" / "attention.json", result)
-    return {"pairs": result.get("pairs")}
+    result.write(ctx.out / "attention" / "attention.json")
+    return {"pairs": result.pairs}
 
 
 # -------------------------------------------------------------------------- report
 def report(ctx: Context) -> dict[str, Any]:
-    from gmlm.reproduce.report import read_json, write_report
+    from gmlm.reproduce.report import write_report
 
-    bench_md = attention_md = None
-    bench_result = read_json(ctx.out / "bench" / "bench.json")
-    if bench_result is not None:
-        from gmlm.bench import render_markdown as render_bench
-        from gmlm.reproduce.report import plot_latency_vs_batch
-
-        bench_md = render_bench(bench_result)
-        plot_latency_vs_batch(bench_result, ctx.out / "figures" / "latency_vs_batch.png")
-    attention_result = read_json(ctx.out / "attention" / "attention.json")
-    if attention_result is not None:
-        from gmlm.analysis.attention import render_markdown as render_attention
-
-        attention_md = render_attention(attention_result)
-    path = write_report(ctx.cfg, ctx.out, bench_md, attention_md)
+    path = write_report(ctx.cfg, ctx.out)
     ctx.log(f"  wrote {path}")
     return {"report": str(path)}

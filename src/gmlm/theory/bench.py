@@ -9,7 +9,6 @@ Tracing numpy's allocations instead (tracemalloc) costs ~25% of the time being m
 from __future__ import annotations
 
 import os
-import platform
 import resource
 import sys
 import time
@@ -18,10 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import scipy
-
-from gmlm import __version__
+from gmlm import provenance
 from gmlm.io import atomic_write_json
 from gmlm.theory.chains import BlockDynamics, poincare_constant
 from gmlm.theory.distributions import IsingModel
@@ -212,23 +208,13 @@ def run_line(run: PoincareRun) -> str:
 def environment() -> dict[str, Any]:
     """How the numbers were made: versions, machine, CPU and the threads numerical code may use."""
     return {
-        "gmlm": __version__,
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "scipy": scipy.__version__,
-        "machine": platform.machine(),
-        "cpu": cpu_model(),
-        "cpus": os.cpu_count(),
+        "gmlm": provenance.gmlm_version(),
+        "python": provenance.python_version(),
+        "numpy": provenance.package_version("numpy"),
+        "scipy": provenance.package_version("scipy"),
+        "machine": provenance.machine(),
+        "cpu": provenance.cpu_model(),
+        "cpus": provenance.logical_cpus(),
         "threads": default_threads(),
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
     }
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"

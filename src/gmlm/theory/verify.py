@@ -21,13 +21,15 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import numpy as np
 from tqdm import tqdm
 
 from gmlm.errors import GmlmError
+from gmlm.records import OMIT_NONE, Record
 from gmlm.theory.asymptotics import (
     asymptotics,
     generalised_eigenvalues,
@@ -63,8 +65,10 @@ class ModelCase:
     model: IsingModel
 
 
-@dataclass
+@dataclass(frozen=True)
 class CaseResult:
+    """The measures of one (model, k); `values` by claim, filled as they are computed."""
+
     model: str
     n: int
     k: int
@@ -130,16 +134,22 @@ def _verify_model(case: ModelCase, rng: np.random.Generator, tol: float) -> list
         scheme = MaskingScheme.k_pl(n, k)
         asym = asymptotics(family, theta, scheme)
         gap = poincare_constant(BlockDynamics(dist, scheme))
-        res = CaseResult(case.name, n, k, poincare=gap.poincare, fisher_condition=condition)
+        adaptive = adaptive_scheme(model.space, k, rng)
+        asym_a = asymptotics(family, theta, adaptive)
+        gap_a = poincare_constant(BlockDynamics(dist, adaptive))
+        res = CaseResult(
+            case.name,
+            n,
+            k,
+            poincare=gap.poincare,
+            poincare_adaptive=gap_a.poincare,
+            fisher_condition=condition,
+        )
         res.values["lemma2"] = asym.lemma2_residual
         res.values["theorem2"] = psd_margin(i_inv.scaled(gap.poincare), asym.gamma_roots)
         res.values["averaging"] = psd_margin(asym.gamma_roots, asym.gamma_avg_roots)
         if k == n:
             res.values["k=N is MLE"] = residual(generalised_eigenvalues(i_inv, asym.gamma_roots))
-        adaptive = adaptive_scheme(model.space, k, rng)
-        asym_a = asymptotics(family, theta, adaptive)
-        gap_a = poincare_constant(BlockDynamics(dist, adaptive))
-        res.poincare_adaptive = gap_a.poincare
         res.values["lemma2 adaptive"] = asym_a.lemma2_residual
         res.values["theorem3"] = psd_margin(i_inv.scaled(gap_a.poincare), asym_a.gamma_roots)
         gammas.append(asym.gamma_roots)
@@ -149,55 +159,73 @@ def _verify_model(case: ModelCase, rng: np.random.Generator, tol: float) -> list
     return results
 
 
-@dataclass
-class VerifyReport:
+@dataclass(frozen=True, kw_only=True)
+class ClaimSummary(Record):
+    """One claim over the grid: its measure, the worst value and where it occurred, how many
+    (model, k) checked it, and whether the worst passes the tolerance."""
+
+    kind: Literal["residual", "margin"]
+    worst: float
+    at: str
+    checks: int
+    passed: bool
+
+
+def worst_claims(rows: Sequence[CaseResult], tol: float) -> dict[str, ClaimSummary]:
+    """Per claim (in CLAIMS order; claims no row checked are left out): its summary."""
+    out = {}
+    for claim in CLAIMS:
+        cells = [(r.values[claim], r) for r in rows if claim in r.values]
+        if not cells:
+            continue
+        is_residual = claim in RESIDUAL_CLAIMS
+        nan = [c for c in cells if np.isnan(c[0])]
+        if nan:  # a NaN compares false with everything: it must fail, never be skipped
+            value, row = nan[0]
+            ok = False
+        else:
+            sign = 1.0 if is_residual else -1.0
+            value, row = max(cells, key=lambda c: sign * c[0])
+            ok = value <= tol if is_residual else value >= -tol
+        out[claim] = ClaimSummary(
+            kind="residual" if is_residual else "margin",
+            worst=value,
+            at=f"{row.model} N={row.n} k={row.k}",
+            checks=len(cells),
+            passed=bool(ok),
+        )
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class VerifyReport(Record):
+    """The result of `run_verify` (theory/verify.json): `claims` per claim, `rows` every
+    (model, k); `max_fisher_condition` the largest cond(I) of the grid, how hard its worst
+    model is for float64. `environment`, added by `gmlm theory verify`, is the theory
+    benchmarks' provenance dict (`gmlm.theory.bench.environment`), kept as written."""
+
     settings: VerifySettings
-    rows: list[CaseResult]
     seconds: float
+    passed: bool
+    max_fisher_condition: float
+    claims: dict[str, ClaimSummary]
+    rows: tuple[CaseResult, ...]
+    environment: dict[str, Any] | None = field(default=None, metadata=OMIT_NONE)
 
-    def worst(self) -> dict[str, dict[str, object]]:
-        """Per claim: the worst value, where it occurred, and whether it passes the tolerance."""
-        out: dict[str, dict[str, object]] = {}
-        for claim in CLAIMS:
-            cells = [(r.values[claim], r) for r in self.rows if claim in r.values]
-            if not cells:
-                continue
-            is_residual = claim in RESIDUAL_CLAIMS
-            nan = [c for c in cells if np.isnan(c[0])]
-            if nan:  # a NaN compares false with everything: it must fail, never be skipped
-                value, row = nan[0]
-                ok = False
-            else:
-                sign = 1.0 if is_residual else -1.0
-                value, row = max(cells, key=lambda c: sign * c[0])
-                ok = value <= self.settings.tol if is_residual else value >= -self.settings.tol
-            out[claim] = {
-                "kind": "residual" if is_residual else "margin",
-                "worst": value,
-                "at": f"{row.model} N={row.n} k={row.k}",
-                "checks": len(cells),
-                "passed": bool(ok),
-            }
-        return out
-
-    @property
-    def passed(self) -> bool:
-        return all(bool(v["passed"]) for v in self.worst().values())
-
-    @property
-    def max_fisher_condition(self) -> float:
-        """The largest cond(I) of the grid: how hard its worst model is for float64."""
-        return max((r.fisher_condition for r in self.rows), default=float("nan"))
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "settings": asdict(self.settings),
-            "seconds": self.seconds,
-            "passed": self.passed,
-            "max_fisher_condition": self.max_fisher_condition,
-            "claims": self.worst(),
-            "rows": [asdict(r) for r in self.rows],
-        }
+    @classmethod
+    def build(
+        cls, settings: VerifySettings, rows: Sequence[CaseResult], seconds: float
+    ) -> VerifyReport:
+        """The report of `rows`, its claims judged against `settings.tol`."""
+        claims = worst_claims(rows, settings.tol)
+        return cls(
+            settings=settings,
+            seconds=seconds,
+            passed=all(c.passed for c in claims.values()),
+            max_fisher_condition=max((r.fisher_condition for r in rows), default=float("nan")),
+            claims=claims,
+            rows=tuple(rows),
+        )
 
 
 def run_verify(settings: VerifySettings, progress: bool = False) -> VerifyReport:
@@ -208,4 +236,4 @@ def run_verify(settings: VerifySettings, progress: bool = False) -> VerifyReport
     rows: list[CaseResult] = []
     for case in tqdm(cases, desc="verify", unit="model", disable=not progress):
         rows.extend(verify_model(case, rng, settings.tol))
-    return VerifyReport(settings, rows, time.perf_counter() - start)
+    return VerifyReport.build(settings, rows, time.perf_counter() - start)

@@ -96,6 +96,10 @@ class TrainConfig:
     threads: int = 0  # CPU threads for torch; 0 keeps torch's default
     log_every: int = 50
     valid_every: int = 500  # also writes the `last` checkpoint
+    # Also write `last` (without validating) once this many minutes have passed since the last
+    # save, checked every log_every steps, so an interrupted CPU run loses little; 0: only at
+    # validations. When it saves never changes what is trained (resuming is exact).
+    save_minutes: float = 10.0
     valid_sentences: int = 200  # quick BLEU on this many kept valid pairs (0: loss only)
     valid_steps: int = 4  # PaDIR refinement steps in the validation BLEU
     keep_history: int = 0  # keep the weights of the last N checkpoints for averaging
@@ -117,6 +121,11 @@ class TrainConfig:
         self.padir.validate()
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ConfigError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
+        if not 0.0 <= self.save_minutes < math.inf:
+            raise ConfigError(
+                f"save_minutes must be a finite number >= 0 (0: save at validations only), "
+                f"got {self.save_minutes}"
+            )
         if self.average_last > self.keep_history:
             raise ConfigError(
                 f"average_last={self.average_last} needs keep_history >= {self.average_last}"

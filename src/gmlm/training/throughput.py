@@ -19,11 +19,11 @@ from typing import Any
 
 import torch
 
-from gmlm.bench.environment import cpu_model
 from gmlm.data.batching import Batch, BatchIterator
 from gmlm.data.binarized import TranslationDataset, load_dataset
 from gmlm.models import build_model
 from gmlm.nn.layers import count_parameters
+from gmlm.provenance import cpu_model, torch_threads, torch_version
 from gmlm.training.config import TrainConfig, use_vocab_size
 from gmlm.training.distributed import pick_device
 from gmlm.training.objective import LossModule
@@ -100,12 +100,12 @@ def measure_throughput(
         "device": str(device),
         "cpu": cpu_model(),
         "auto_precision": "fp32" if resolve_precision(auto, device) is None else "bf16",
-        "threads": torch.get_num_threads(),
+        "threads": torch_threads(),
         "max_tokens": cfg.max_tokens,
         "mean_batch_target_tokens": statistics.mean(b.tgt_tokens for b in batches[warmup:]),
         "timed_steps": steps,
         "warmup_steps": warmup,
-        "torch": torch.__version__,
+        "torch": torch_version(),
         "stages": cfg.padir.stages if cfg.kind == "padir" else None,
     }
     return ThroughputReport(

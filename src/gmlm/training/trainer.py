@@ -43,6 +43,7 @@ from gmlm.errors import GmlmError
 from gmlm.io import atomic_open, atomic_write_json
 from gmlm.models import build_model
 from gmlm.nn.layers import count_parameters
+from gmlm.provenance import torch_version
 from gmlm.training import checkpoint as ckpt
 from gmlm.training.config import TrainConfig, use_vocab_size
 from gmlm.training.distributed import (
@@ -145,6 +146,7 @@ class Trainer:
         # is still to be done (a crash or an error stopped it).
         self._last_state: dict[str, Any] = {}
         self._validation_pending = False
+        self._saved_at = time.monotonic()
 
     # ----------------------------------------------------------------------------- state
     def _prepare_run_dir(self) -> bool:
@@ -230,9 +232,12 @@ class Trainer:
         torch.distributed.all_gather_object(out, obj)
         return out
 
-    def save_last(self) -> None:
-        """Write the `last` checkpoint (every process contributes its RNG and data position),
-        marked as awaiting the validation of its step until `_validate` records its outcome."""
+    def save_last(self, validate: bool = True) -> None:
+        """Write the `last` checkpoint (every process contributes its RNG and data position).
+        With `validate`, it is marked as awaiting the validation of its step until `_validate`
+        records its outcome, and its weights join the history kept for averaging; otherwise it
+        is a save between validations (`save_minutes`)."""
+        self._saved_at = time.monotonic()
         rngs = self._gather(self._rng_tensors())
         data_states = self._gather(self.batches.state_dict())
         if self.dist.is_main:
@@ -244,7 +249,7 @@ class Trainer:
                 "world_size": self.dist.world_size,
                 "data_fingerprint": self.train_set.fingerprint,
                 "data": {f"rank{r}": s for r, s in enumerate(data_states)},
-                "validation_pending": True,
+                "validation_pending": validate,
             }
             self._last_state = state
 
@@ -257,7 +262,7 @@ class Trainer:
                 atomic_write_json(tmp / "state.json", state)
 
             ckpt.write_checkpoint_dir(self.run_dir / "last", fill)
-            if self.cfg.keep_history:
+            if self.cfg.keep_history and validate:
                 self._save_history()
         barrier(self.dist)
 
@@ -274,7 +279,7 @@ class Trainer:
         return {
             "step": self.step,
             "kind": self.cfg.kind,
-            "torch": torch.__version__,
+            "torch": torch_version(),
             "parameters": count_parameters(self.model),
             **extra,
         }
@@ -425,6 +430,8 @@ class Trainer:
                     window_tokens, window_start = 0.0, time.perf_counter()
                 if self.step % cfg.valid_every == 0 or self.step == cfg.max_steps:
                     self._save_and_validate(writer, tb)
+                elif self.step % cfg.log_every == 0 and self._save_due():
+                    self.save_last(validate=False)
         finally:
             bar.close()
             if writer is not None:
@@ -455,6 +462,17 @@ class Trainer:
             for key, value in row.items():
                 if key != "step" and isinstance(value, (int, float)) and math.isfinite(value):
                     tb.add_scalar(key, value, row["step"])
+
+    def _save_due(self) -> bool:
+        """Whether `save_minutes` have passed since the last save, by the main process's
+        clock (every process takes its decision, so that they save together)."""
+        minutes = self.cfg.save_minutes
+        due = bool(minutes) and time.monotonic() - self._saved_at >= 60.0 * minutes
+        if self.dist.active:
+            flag = [due]
+            torch.distributed.broadcast_object_list(flag, src=0)
+            due = bool(flag[0])
+        return due
 
     def _save_and_validate(self, writer: Any, tb: Any) -> None:
         """Save `last`, then validate: an error in the validation loses no training step."""

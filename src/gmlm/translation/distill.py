@@ -48,8 +48,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from gmlm import __version__
-from gmlm.bench.environment import bf16_by_default, cpu_model
+from gmlm import provenance
 from gmlm.config import load_saved_config
 from gmlm.data.binarized import CONFIG, MANIFEST, PreparedDataset, load_dataset
 from gmlm.data.cleaning import normalize
@@ -58,6 +57,7 @@ from gmlm.data.parallel import Corpus, ParallelText
 from gmlm.data.prepare import DataConfig, prepare_dataset
 from gmlm.errors import GmlmError
 from gmlm.io import atomic_open, atomic_write_json, make_dirs
+from gmlm.training.precision import bf16_by_default
 from gmlm.translation.translator import Translator, load
 
 DISTILL_FILE = "distill.json"
@@ -373,7 +373,7 @@ def distill(
 
     beam: the teacher's beam size (the paper: 5). batch_size: sentences per decoder batch.
     bf16: bfloat16 weights and activations; None: on bf16 GPUs only, fp32 on every CPU (see
-    :func:`gmlm.bench.environment.bf16_by_default`).
+    :func:`gmlm.training.precision.bf16_by_default`).
     threads: torch CPU threads while translating (0 keeps the current setting).
     progress: a tqdm bar with sentences/s. log: receives progress messages (None: quiet).
     Returns at once when `out` is already complete for the same teacher weights, data and
@@ -448,9 +448,9 @@ def distill(
         "batch_size": batch_size,
         "threads": threads or previous_threads,
         "device": str(loaded.translator.device),
-        "torch": torch.__version__,
-        "gmlm": __version__,
-        "cpu": cpu_model(),
+        "torch": provenance.torch_version(),
+        "gmlm": provenance.gmlm_version(),
+        "cpu": provenance.cpu_model(),
         "counts": counts,
         **timing,
         "build_seconds": round(time.perf_counter() - build_start, 3),

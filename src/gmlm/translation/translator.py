@@ -228,7 +228,7 @@ class Translator:
         outputs: list[list[int]] = [[] for _ in sources]
         for start in range(0, len(order), batch_size):
             batch = order[start : start + batch_size]
-            src = self._source_tensor([sources[i] for i in batch])
+            src = self.source_tensor([sources[i] for i in batch])
             keys = [lines[i] for i in batch], [pieces[i] for i in batch]
             decoded = self._decode(model, src, options, seed, *keys)
             for i, ids in zip(batch, decoded, strict=True):
@@ -253,8 +253,9 @@ class Translator:
             return [h.tokens for h in greedy_search(model, src, options)]
         return [nbest[0].tokens for nbest in beam_search(model, src, options)]
 
-    def _source_tensor(self, rows: Sequence[Sequence[int]]) -> Tensor:
-        """(B, S) ids + EOS, right-padded, on the model's device."""
+    def source_tensor(self, rows: Sequence[Sequence[int]]) -> Tensor:
+        """(B, S) ids + EOS, right-padded, on the model's device: the encoder input of source
+        ids (no EOS) as decoding builds it, for analyses that run the model themselves."""
         width = max(len(r) for r in rows) + 1
         src = torch.full((len(rows), width), self.config.pad_id, dtype=torch.long)
         for i, ids in enumerate(rows):

@@ -1,0 +1,238 @@
+"""The results of the analyses, as `gmlm analyze ... --output` and attention/attention.json of
+`gmlm reproduce` hold them: :class:`LengthResult` and :class:`AttentionResult`."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from gmlm.errors import GmlmError
+from gmlm.evaluation.summary import Quality
+from gmlm.records import FLATTEN, OMIT_NONE, Record, fields_from_json
+
+# ------------------------------------------------------------------------------ length
+
+
+@dataclass(frozen=True, kw_only=True)
+class LengthSentences(Record):
+    """Pairs in the split (or its first `sentences`), analysed, and skipped by reason."""
+
+    in_split: int
+    analysed: int
+    skipped: dict[str, int]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Predictor(Record):
+    """The length predictor against the reference lengths (pieces + EOS): shares of pairs whose
+    top-1 length is exact / within 1 / within 2, its mean absolute and signed error, the share
+    of references among the top `length_beam` lengths (JSON key `reference_in_top_B`, B =
+    `length_beam`), the reference's mean rank and the mean reference length."""
+
+    top1_exact: float
+    top1_within_1: float
+    top1_within_2: float
+    top1_mean_abs_error: float
+    top1_mean_signed_error: float
+    length_beam: int
+    reference_in_top: float
+    reference_mean_rank: float
+    mean_reference_length: float
+
+    def to_json(self) -> dict[str, Any]:
+        out = {}
+        for key, value in super().to_json().items():
+            if key != "length_beam":
+                out[_IN_TOP.format(self.length_beam) if key == "reference_in_top" else key] = value
+        return out
+
+    @classmethod
+    def from_json(cls, data: Any, origin: str = "JSON", path: str = "") -> Predictor:
+        if not isinstance(data, dict):
+            return fields_from_json(cls, data, origin, path)  # the error for a non-object
+        named = [key for key in data if re.fullmatch(_IN_TOP.format(r"\d+"), key)]
+        if len(named) != 1:
+            where = f"{path}." if path else ""
+            raise GmlmError(
+                f"{origin}: key '{where}{_IN_TOP.format('B')}' must appear exactly once, found "
+                f"{named or 'none'}; rerun the analysis that writes it"
+            )
+        beam = int(named[0].rsplit("_", 1)[1])
+        renamed: dict[str, Any] = {}
+        for key, value in data.items():
+            if key == named[0]:
+                renamed["length_beam"] = beam
+                renamed["reference_in_top"] = value
+            else:
+                renamed[key] = value
+        return fields_from_json(cls, renamed, origin, path)
+
+
+_IN_TOP = "reference_in_top_{}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class LengthRow(Record):
+    """One decoding of every pair: `oracle` decodes the reference length; with several lengths
+    (`length_beam` > 1), `chosen_is_reference_length` is the share of pairs whose selected
+    candidate has the reference length."""
+
+    decoding: str
+    length_beam: int
+    length_weight: float
+    oracle: bool
+    quality: Quality = field(metadata=FLATTEN)
+    chosen_is_reference_length: float | None = field(default=None, metadata=OMIT_NONE)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LengthSettings(Record):
+    """`decoding`: the base decoder options (each configuration then sets its length_beam,
+    length_weight and, for the oracle, no length offsets) as `dataclasses.asdict` gives them,
+    less those that cannot change the rows; a dict for the reason `AttentionSettings.decoding`
+    is one. Files written before the options were declared in `gmlm.decoding.options` lack it
+    (None)."""
+
+    steps: int
+    length_beam: int
+    length_weights: tuple[float, ...]
+    decoding: dict[str, Any] | None = field(default=None, metadata=OMIT_NONE)
+    batch_size: int
+    seed: int
+    bf16: bool
+    tokenize: str
+    device: str
+    threads: int
+    torch: str
+    gmlm: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class LengthResult(Record):
+    """`gmlm analyze length`: see :mod:`gmlm.analysis.length`."""
+
+    analysis: Literal["length"] = "length"
+    checkpoint: str
+    data: str
+    split: str
+    sentences: LengthSentences
+    predictor: Predictor
+    decoding: tuple[LengthRow, ...]
+    settings: LengthSettings
+    seconds: float
+
+
+# --------------------------------------------------------------------------- attention
+
+
+@dataclass(frozen=True, kw_only=True)
+class AttentionSentences(Record):
+    in_split: int
+    decoded: int
+    skipped_empty: int
+    skipped_over_length: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class AttentionModel(Record):
+    """The checkpoint's heads and decoder layers, and the layer analysed (the last)."""
+
+    heads: int
+    decoder_layers: int
+    layer: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class AttentionSettings(Record):
+    """`decoding`: the decoder's options as `dataclasses.asdict` gives them, less those that
+    cannot change the raw hypotheses analysed. It stays a dict because its keys are the fields
+    of `RefinementOptions`, which the decoding module owns and extends; the analysis only shows
+    `steps`, `length_beam` and `stutter_remask` of it."""
+
+    decoding: dict[str, Any]
+    batch_size: int
+    seed: int
+    bf16: bool
+    device: str
+    threads: int
+    torch: str
+    gmlm: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class MeanStd(Record):
+    """Mean and population std over the pairs of a group; None for both when it has none."""
+
+    mean: float | None
+    std: float | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class HeadSummary(Record):
+    """A metric aggregated over heads per pair (min / avg / max), then over pairs."""
+
+    min: MeanStd
+    avg: MeanStd
+    max: MeanStd
+
+    def aggregate(self, name: str) -> MeanStd:
+        """The aggregate `name` ("min", "avg" or "max": `metrics.HEAD_AGGREGATES`)."""
+        return {"min": self.min, "avg": self.avg, "max": self.max}[name]
+
+
+@dataclass(frozen=True, kw_only=True)
+class GroupSummary(Record):
+    """One group of pairs (stutter or not) in one table: its pair count, the distance metrics
+    of the table (self-attention: `next`, `prev`, `tv`, `cosine`; cross-attention: `tv`,
+    `cosine`) and the top-k probabilities (k in `metrics.TOP_K`; None without pairs)."""
+
+    pairs: int
+    next: HeadSummary | None = field(default=None, metadata=OMIT_NONE)
+    prev: HeadSummary | None = field(default=None, metadata=OMIT_NONE)
+    tv: HeadSummary
+    cosine: HeadSummary
+    p_top1: float | None
+    p_top2: float | None
+
+    def distance(self, name: str) -> HeadSummary:
+        """The metric `name` (a key of `attention.DISTANCES[table]`)."""
+        found = {"next": self.next, "prev": self.prev, "tv": self.tv, "cosine": self.cosine}
+        summary = found[name]
+        if summary is None:
+            raise KeyError(f"this table has no metric {name!r}")
+        return summary
+
+    def p_top(self, k: int) -> float | None:
+        return {1: self.p_top1, 2: self.p_top2}[k]
+
+
+@dataclass(frozen=True, kw_only=True)
+class AttentionResult(Record):
+    """`gmlm analyze attention`: see :mod:`gmlm.analysis.attention`. `pairs` and both tables
+    are keyed by group ("stutter", "non_stutter": `attention.GROUPS`). `paper` (the paper's
+    cells where the design document quotes them, nested as the tables are, plus their source
+    and finding) and `definitions` (metric name -> definition) are constants of the analysis,
+    copied into every result so that a file explains itself; open-ended by nature."""
+
+    analysis: Literal["attention"] = "attention"
+    checkpoint: str
+    data: str
+    split: str
+    sentences: AttentionSentences
+    output_tokens: int
+    sentences_with_stutter: int
+    pairs: dict[str, int]
+    model: AttentionModel
+    settings: AttentionSettings
+    self_attention: dict[str, GroupSummary]
+    cross_attention: dict[str, GroupSummary]
+    paper: dict[str, Any]
+    definitions: dict[str, str]
+    seconds: float
+
+    def table(self, name: str) -> dict[str, GroupSummary]:
+        """Table `name` ("self_attention" or "cross_attention": `attention.TABLES`)."""
+        return {"self_attention": self.self_attention, "cross_attention": self.cross_attention}[
+            name
+        ]

@@ -1,0 +1,108 @@
+"""The result of :func:`gmlm.bench.run_bench` (bench.json, the JSON line of `gmlm bench`):
+settings with their provenance, one row per precision and system, and the speed-ups."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gmlm.records import OMIT_NONE, Record
+
+
+@dataclass(frozen=True, kw_only=True)
+class Percentiles(Record):
+    """Latency statistics of per-sentence durations, in milliseconds."""
+
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    mean_ms: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rates(Record):
+    """Throughput at one batch size; output tokens exclude EOS."""
+
+    sentences_per_s: float
+    tokens_per_s: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckpointInfo(Record):
+    path: str
+    decoder_layers: int
+    load_s: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class Ctranslate2Info(Record):
+    """The CTranslate2 runtime of the "ar ct2" rows: its version, the worker's load time (not
+    counted in any latency) and how it was run (`latency.CT2_NOTE`)."""
+
+    version: str
+    load_s: float
+    note: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class SpeedSettings(Record):
+    """How the numbers were made: provenance (threads .. device) and the benchmark's settings;
+    `checkpoints` by role (ar, padir, teacher, ar1); `ar1` says whether --ar1 was measured,
+    `ctranslate2` what ran the CTranslate2 rows, or why there are none (absent in files
+    written before gmlm bench had them)."""
+
+    threads: int
+    torch: str
+    gmlm: str
+    python: str
+    cpu: str
+    device: str
+    precisions: tuple[str, ...]
+    split: str
+    sentences: int
+    mean_source_tokens: float
+    warmup: int
+    batch_sizes: tuple[int, ...]
+    checkpoints: dict[str, CheckpointInfo]
+    ar1: str
+    ctranslate2: Ctranslate2Info | str | None = field(default=None, metadata=OMIT_NONE)
+    fairness: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchRow(Record):
+    """One system in one precision: PaDIR rows carry `steps` and `length_beam`, AR rows `beam`;
+    `throughput` by batch size (as a string, a JSON key)."""
+
+    precision: str
+    system: str
+    role: str
+    kind: str
+    steps: int | None = field(default=None, metadata=OMIT_NONE)
+    length_beam: int | None = field(default=None, metadata=OMIT_NONE)
+    beam: int | None = field(default=None, metadata=OMIT_NONE)
+    model_params: int
+    mean_output_tokens: float
+    model: Percentiles
+    e2e: Percentiles
+    throughput: dict[str, Rates]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Speedup(Record):
+    """AR statistic / PaDIR statistic at batch size 1 (> 1: PaDIR is faster)."""
+
+    precision: str
+    padir: str
+    ar: str
+    model_p50: float
+    model_p99: float
+    e2e_p50: float
+    e2e_p99: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchResult(Record):
+    settings: SpeedSettings
+    systems: tuple[str, ...]
+    results: tuple[BenchRow, ...]
+    speedups: tuple[Speedup, ...]

@@ -1,0 +1,152 @@
+"""CTranslate2 translations timed in a worker process of its own (the CTranslate2 rows of
+`gmlm bench`).
+
+CTranslate2 brings its own OpenMP runtime. In the benchmark's process, next to torch's, the
+two fight over the cores: CTranslate2 beam 5 of the Multi30k AR measured 34 ms per sentence
+alone and 143 ms in-process (2 cores, AMD EPYC). So the bench starts this module as a child process
+(``python -m gmlm.export.ctranslate2_worker FOLDER THREADS``; it never imports torch, and
+it lives here rather than in gmlm.bench, whose package imports torch) that
+loads the export on `THREADS` CPU threads and answers requests, one JSON object per line on
+stdin/stdout:
+
+    request  {"sources": [[ids]], "text": str | null, "options": {SearchOptions fields}}
+    answer   {"outputs": [[ids]], "model_s": float, "e2e_s": float | null}
+
+``model_s`` times :meth:`Ct2Translator.translate_ids` of all sources (ids in, ids out) and
+``e2e_s`` :meth:`Ct2Translator.translate` of the text (raw text in, text out), both inside
+the worker with the garbage collector off, so the pipe is not counted. A failure is answered
+``{"error": message}``. The first line the worker writes is ``{"ready": ..., "load_s": ...}``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import IO, Any
+
+from gmlm import provenance
+from gmlm.errors import GmlmError
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One request's answer: output ids of each source and the seconds inside the worker."""
+
+    outputs: list[list[int]]
+    model_s: float
+    e2e_s: float | None
+
+
+class Ct2Worker:
+    """The parent's handle on a worker process (a context manager that stops it)."""
+
+    def __init__(self, folder: Path, threads: int) -> None:
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "gmlm.export.ctranslate2_worker", str(folder), str(threads)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(_python_path())},
+        )
+        ready = self._receive()
+        self.load_s = float(ready["load_s"])
+        self.version = str(ready["ctranslate2"])
+
+    def time(self, sources: list[list[int]], text: str | None, options: Any) -> Timing:
+        """Translate `sources` (and `text`, when given) with `options` (SearchOptions)."""
+        request = {"sources": sources, "text": text, "options": dataclasses.asdict(options)}
+        assert self._process.stdin is not None
+        self._process.stdin.write(json.dumps(request) + "\n")
+        self._process.stdin.flush()
+        answer = self._receive()
+        return Timing(answer["outputs"], answer["model_s"], answer["e2e_s"])
+
+    def _receive(self) -> dict[str, Any]:
+        assert self._process.stdout is not None
+        line = self._process.stdout.readline()
+        if not line:
+            code = self._process.wait()
+            raise GmlmError(
+                f"the CTranslate2 bench worker exited (status {code}) without answering; "
+                "its messages are above"
+            )
+        answer: dict[str, Any] = json.loads(line)
+        if "error" in answer:
+            raise GmlmError(f"CTranslate2 bench worker: {answer['error']}")
+        return answer
+
+    def close(self) -> None:
+        if self._process.stdin is not None:
+            self._process.stdin.close()
+        try:
+            self._process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        if self._process.stdout is not None:
+            self._process.stdout.close()
+
+    def __enter__(self) -> Ct2Worker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _python_path() -> list[str]:
+    """PYTHONPATH for the worker: this gmlm's folder first, so it runs the same code."""
+    source = str(Path(__file__).resolve().parents[2])
+    return [source, *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
+
+
+def serve(folder: str, threads: int, requests: IO[str], answers: IO[str]) -> None:
+    """The worker's loop: load the export, then answer each request line until EOF."""
+    from gmlm.export.ctranslate2 import Ct2Translator
+
+    def send(message: dict[str, Any]) -> None:
+        answers.write(json.dumps(message) + "\n")
+        answers.flush()
+
+    try:
+        start = time.perf_counter()
+        translator = Ct2Translator.load(folder, threads=threads)
+        load_s = time.perf_counter() - start
+    except GmlmError as err:
+        send({"error": str(err)})
+        return
+    version = provenance.package_version("ctranslate2")
+    send({"ready": True, "load_s": load_s, "ctranslate2": version})
+    for line in requests:
+        request = json.loads(line)
+        options = SimpleNamespace(**request["options"])
+        try:
+            gc.collect()
+            gc.disable()
+            try:
+                start = time.perf_counter()
+                outputs = translator.translate_ids(request["sources"], options)
+                model_s = time.perf_counter() - start
+                e2e_s = None
+                if request["text"] is not None:
+                    start = time.perf_counter()
+                    translator.translate([request["text"]], options)
+                    e2e_s = time.perf_counter() - start
+            finally:
+                gc.enable()
+        except GmlmError as err:
+            send({"error": str(err)})
+            continue
+        send({"outputs": outputs, "model_s": model_s, "e2e_s": e2e_s})
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1], int(sys.argv[2]), sys.stdin, sys.stdout)

@@ -1,0 +1,321 @@
+"""The Markdown sections of REPORT.md, each from the typed results of the stages.
+
+Every number comes from a result the stages wrote (:mod:`gmlm.reproduce.report` reads them);
+nothing is typed in by hand except the paper's published values, which are labelled as such.
+A section whose results are missing is left out. Figures are drawn elsewhere
+(:mod:`gmlm.reproduce.plots`): a section gets the link of its figure, or None.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from gmlm.analysis.results import AttentionResult
+from gmlm.bench.result import BenchResult
+from gmlm.evaluation.results import EvaluationScores
+from gmlm.reproduce.config import STAGES, ReproduceConfig
+from gmlm.reproduce.stage_record import StageRecord
+from gmlm.theory.verify import VerifyReport
+
+# Table 1 of the paper (SacreBLEU, B = 5, WMT14 DE>EN): a different corpus, shown for scale.
+PAPER_WMT14_DE_EN = {"ar": 33.50, "padir-T4": 33.49, "padir-T10": 33.63}
+# The targets of the laptop reproduction: PaDIR T=4, B=5 against the AR model
+# trained on the same (distilled) data, decoded with beam 5.
+TARGET_BLEU_GAP = 1.0
+TARGET_SPEEDUP = 2.0
+THEORY_FIGURES = (
+    ("figure1", "Figure 1: pseudolikelihood estimation error vs samples, J = 0.05"),
+    ("figure2", "Figure 2: the same with J = 0.3"),
+    ("figure3", "Figure 3: hitting R_1 from R_-1, k-Gibbs vs the independent sampler"),
+)
+
+
+def table(header: list[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A Markdown table; None cells read n/a, floats get two decimals."""
+
+    def cell(value: Any) -> str:
+        if value is None:
+            return "n/a"
+        if isinstance(value, float):
+            return f"{value:.2f}"
+        return str(value)
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _minutes(seconds: float | None) -> str:
+    return "n/a" if seconds is None else f"{seconds / 60:.1f} min"
+
+
+def _figure(caption: str, link: str | None) -> list[str]:
+    return [f"![{caption}]({link})", ""] if link else []
+
+
+def targets_section(scores: EvaluationScores | None, bench: BenchResult | None) -> list[str]:
+    """Met / missed for the two targets, from eval/scores.json and bench/bench.json."""
+    rows: list[list[Any]] = []
+    padir = ar = None
+    if scores is not None:
+        padir, ar = scores.system("padir-T4-B5"), scores.system("ar-beam5")
+    if padir and ar:
+        gap = ar.quality.bleu - padir.quality.bleu
+        verdict = "met" if gap <= TARGET_BLEU_GAP else f"missed by {gap - TARGET_BLEU_GAP:.2f} BLEU"
+        rows.append(
+            [
+                f"quality: PaDIR T=4 B=5 within {TARGET_BLEU_GAP} BLEU of {ar.label}",
+                f"BLEU {padir.quality.bleu:.2f} vs {ar.quality.bleu:.2f} (gap {gap:+.2f})",
+                verdict,
+            ]
+        )
+    for s in bench.speedups if bench is not None else ():
+        if s.padir != "padir T=4 B=5" or s.ar != "ar beam5":
+            continue
+        ratio = s.e2e_p50
+        verdict = "met" if ratio >= TARGET_SPEEDUP else f"missed: {ratio:.2f}x < {TARGET_SPEEDUP}x"
+        rows.append(
+            [
+                f"speed ({s.precision}): PaDIR T=4 B=5 at least {TARGET_SPEEDUP}x faster "
+                "than AR beam 5, batch-1 median",
+                f"text in, text out {ratio:.2f}x; ids in, ids out {s.model_p50:.2f}x",
+                verdict,
+            ]
+        )
+    if not rows:
+        return []
+    return [
+        "## Targets",
+        "",
+        table(["target", "measured", "verdict"], rows),
+        "",
+        "Computed from eval/scores.json and bench/bench.json of this run; the speed verdict "
+        "uses the end-to-end (text in, text out) median.",
+        "",
+    ]
+
+
+def quality_section(scores: EvaluationScores, plot: str | None) -> list[str]:
+    """Table 1's layout with the paper's column, the BLEU-vs-steps figure, and stutter."""
+    rows = []
+    for r in scores.systems:
+        paper = None
+        if r.run == "ar" and r.beam == 5:
+            paper = PAPER_WMT14_DE_EN["ar"]
+        elif r.run == "padir" and r.length_beam == 5:
+            paper = PAPER_WMT14_DE_EN.get(f"padir-T{r.steps}")
+        steps = "N" if r.steps is None else r.steps
+        hyps = r.beam if r.length_beam is None else r.length_beam
+        q = r.quality
+        rows.append([r.label, steps, hyps, q.bleu, q.chrf, q.length_ratio, paper])
+    lines = [
+        "## Translation quality (the paper's Table 1 layout)",
+        "",
+        f"{scores.split} split ({scores.sentences} sentences), decoded in "
+        f"{scores.precision}. Steps: refinement passes T (N = autoregressive, one pass per "
+        "token). # hyp.: beam size (AR) or predicted lengths decoded, B (PaDIR).",
+        "",
+        table(
+            ["model", "steps", "# hyp.", "BLEU", "chrF", "length ratio", "paper WMT14 DE>EN BLEU"],
+            rows,
+        ),
+        "",
+        "Length ratio: hypothesis / reference length in BLEU tokens (below 1 the brevity "
+        "penalty applies). "
+        f"BLEU signature: `{scores.signatures.bleu}`; chrF signature: "
+        f"`{scores.signatures.chrf}`. The paper column is the published result on WMT14 "
+        "(a different, larger corpus, 67M-parameter models, 500k TPU steps): for scale, not a "
+        "like-for-like comparison.",
+        "",
+    ]
+    from gmlm.decoding import RefinementOptions
+
+    defaults = RefinementOptions()
+    lines += _figure("BLEU vs refinement steps", plot)
+    lines += [
+        "## Stutter",
+        "",
+        "Stutter: adjacent repeated words in a hypothesis beyond those in its reference, per "
+        "100 hypothesis words; repeats: all adjacent repeated words per 100 words. PaDIR "
+        f"decodes with gmlm's defaults (stutter remasking '{defaults.stutter_remask}', "
+        f"adjacent duplicate tokens {'dropped' if defaults.dedup_final else 'kept'}), so its "
+        "rates are measured after those fixes; the attention analysis below counts stutter on "
+        "the raw output, before dedup.",
+        "",
+        table(
+            ["model", "stutter / 100 words", "repeats / 100 words"],
+            [
+                [r.label, r.quality.stutter_per_100_words, r.quality.repeats_per_100_words]
+                for r in scores.systems
+            ]
+            + [["reference (control)", None, scores.reference_repeats_per_100_words]],
+        ),
+        "",
+    ]
+    return lines
+
+
+def speed_section(bench: BenchResult, plot: str | None) -> list[str]:
+    from gmlm.bench import render_markdown
+
+    return [
+        "## Speed",
+        "",
+        render_markdown(bench).strip(),
+        "",
+        *_figure("latency per sentence vs batch size", plot),
+    ]
+
+
+def attention_section(attention: AttentionResult) -> list[str]:
+    from gmlm.analysis.attention import render_markdown
+
+    return [
+        "## Attention analysis of stuttering (Tables 4 and 5)",
+        "",
+        render_markdown(attention).strip(),
+        "",
+    ]
+
+
+def training_section(
+    cfg: ReproduceConfig,
+    curves: dict[str, list[dict[str, Any]]],
+    labels: dict[str, str],
+    chosen: list[str],
+    plot: str | None,
+) -> list[str]:
+    """Validation BLEU and loss of each trained model over its steps (`curves`: run name ->
+    its validation records), and which checkpoint the evaluation used (`chosen`: one phrase
+    per run). Too little training or overfitting shows here."""
+    if not curves:
+        return []
+    steps = sorted({int(r["step"]) for records in curves.values() for r in records})
+    rows = []
+    for step in steps:
+        row: list[Any] = [step]
+        for name in curves:
+            record = next((r for r in curves[name] if int(r["step"]) == step), None)
+            bleu = None if record is None else record.get("valid_bleu")
+            loss = None if record is None else record["valid_loss"]
+            row += [None if bleu is None else round(bleu, 2), loss]
+        rows.append(row)
+    header = ["step"]
+    for name in curves:
+        header += [f"{labels[name]} BLEU", f"{labels[name]} loss"]
+    return [
+        "## Training",
+        "",
+        "Validation after every `valid_every` steps: BLEU of the first `valid_sentences` "
+        "validation sentences (AR greedy; PaDIR with `valid_steps` passes and 5 lengths) and "
+        "the validation loss (label-smoothed token loss, plus the length loss for PaDIR) "
+        f"over the whole validation split. The evaluation uses the `{cfg.checkpoint}` "
+        "checkpoint of each run: " + (", ".join(chosen) or "n/a") + ".",
+        "",
+        table(header, rows),
+        "",
+        *_figure("validation BLEU vs training step", plot),
+    ]
+
+
+def theory_section(verify: VerifyReport, figures: Sequence[str]) -> list[str]:
+    """The claims of `gmlm theory verify` and the paper's figures (`figures`: the names of
+    THEORY_FIGURES drawn under theory/)."""
+    lines = ["## Theory", "", "Exact checks (`gmlm theory verify`):", ""]
+    lines.append(
+        table(
+            ["claim", "measure", "worst", "where", "checks", "passed"],
+            [
+                [k, v.kind, f"{v.worst:.3e}", v.at, v.checks, v.passed]
+                for k, v in verify.claims.items()
+            ],
+        )
+    )
+    lines += [
+        "",
+        "Measures are scale-free, from the generalised eigenvalues of the two sides A, B (those "
+        "of A^-1/2 B A^-1/2): a residual of a claimed identity (max |eigenvalue - 1|) must not "
+        "exceed the tolerance; a margin of a claimed inequality A >= B (1 - the largest "
+        "eigenvalue) must not fall below minus the tolerance. Tolerance "
+        f"{verify.settings.tol:g}; {verify.seconds:.1f} s.",
+    ]
+    lines.append("")
+    for name, caption in THEORY_FIGURES:
+        if name in figures:
+            lines += [f"![{caption}](theory/{name}.png)", ""]
+    return lines
+
+
+def stage_section(records: dict[str, StageRecord | None]) -> list[str]:
+    """Wall time per stage (`records`: stage -> its record, None when not run)."""
+    rows: list[list[Any]] = []
+    for name in STAGES:
+        record = records.get(name)
+        if name == "report":  # the stage writing this file; a record of it is a past run's
+            rows.append([name, "now", None, None])
+        elif record is None:
+            rows.append([name, "not run", None, None])
+        else:
+            rows.append(
+                [name, record.finished, _minutes(record.seconds), _minutes(record.train_seconds)]
+            )
+    return [
+        "## Time per stage",
+        "",
+        table(["stage", "finished", "wall time (last invocation)", "training time (total)"], rows),
+        "",
+        "A resumed stage's wall time covers only its last invocation; training time is the "
+        "trainer's own total across resumptions.",
+        "",
+    ]
+
+
+def commands_section(cfg: ReproduceConfig, out: Path) -> list[str]:
+    return [
+        "## Reproduce",
+        "",
+        f"`gmlm reproduce --preset {cfg.preset} --out {out}` (plus any key=value overrides "
+        "given to this run); the resolved configuration below reproduces it exactly as a "
+        "preset file:",
+        "",
+        "```",
+        f"gmlm reproduce --preset {out}/reproduce.yaml --out NEW_FOLDER",
+        "```",
+        "",
+        "Each stage alone (what the pipeline runs):",
+        "",
+        "```",
+        f"gmlm data prepare --corpus {cfg.data.corpus} --vocab-size {cfg.data.vocab_size} "
+        f"--max-len {cfg.data.max_len} --out {out}/data",
+        *(
+            [
+                f"gmlm train --config {cfg.teacher.preset} data={out}/data out={out}/teacher "
+                + " ".join(cfg.teacher.overrides),
+                f"gmlm distill --teacher {out}/teacher/{cfg.checkpoint} --data {out}/data "
+                f"--out {out}/distill --beam {cfg.distill.beam}",
+            ]
+            if cfg.distill.enabled
+            else []
+        ),
+        *(
+            f"gmlm train --config {stage.preset} data={out}/{data} out={out}/{name} "
+            + " ".join(stage.overrides)
+            for name, stage, data in (
+                ("ar", cfg.ar, "distill" if cfg.distill.enabled else "data"),
+                ("padir", cfg.padir, "distill" if cfg.distill.enabled else "data"),
+            )
+        ),
+        f"gmlm translate --checkpoint {out}/padir/{cfg.checkpoint} --steps 4 --length-beam 5 "
+        f"--input {out}/data/{cfg.evaluate.split}.src.txt > hyp.txt",
+        f"gmlm evaluate --hyp hyp.txt --ref {out}/data/{cfg.evaluate.split}.tgt.txt",
+        f"gmlm bench --ar {out}/ar/{cfg.checkpoint} --padir {out}/padir/{cfg.checkpoint} "
+        + (f"--teacher {out}/teacher/{cfg.checkpoint} " if cfg.distill.enabled else "")
+        + f"--data {out}/data --sentences {cfg.bench.sentences} --warmup {cfg.bench.warmup} "
+        f"--threads {cfg.bench.threads} --precision {','.join(cfg.bench.precisions)} "
+        f"--batch-sizes {','.join(str(b) for b in cfg.bench.batch_sizes)}",
+        f"gmlm analyze attention --checkpoint {out}/padir/{cfg.checkpoint} --data {out}/data",
+        "```",
+        "",
+    ]

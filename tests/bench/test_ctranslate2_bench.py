@@ -1,0 +1,113 @@
+"""The CTranslate2 rows of `gmlm bench`: a worker process of their own that never loads torch,
+answers with gmlm's decoding, and rows in fp32 beside the others."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gmlm.bench.result import BenchResult, Ctranslate2Info
+from gmlm.cli.main import main
+from gmlm.data import load_dataset
+from gmlm.decoding.autoregressive import SearchOptions
+from gmlm.errors import GmlmError
+from tests.helpers.checkpoints import write_checkpoint
+
+pytest.importorskip("ctranslate2", reason="the optional extra gmlm[ctranslate2] is not installed")
+
+from gmlm.bench import run_bench
+from gmlm.export.ctranslate2 import Ct2Translator, export_ctranslate2
+from gmlm.export.ctranslate2_worker import Ct2Worker
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+CT2_SYSTEMS = ["ar ct2 greedy", "ar ct2 beam5"]
+
+
+@pytest.fixture(scope="module")
+def checkpoints(word_task_data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("ct2-bench")
+    tokenizer = load_dataset(word_task_data).tokenizer
+    ar = write_checkpoint(root / "ar", "ar", tokenizer)
+    return {
+        "ar": ar,
+        "padir": write_checkpoint(root / "padir", "padir", tokenizer),
+        "ct2": export_ctranslate2(ar, root / "ct2"),
+    }
+
+
+def test_the_worker_never_imports_torch() -> None:
+    code = (
+        "import sys, gmlm.export.ctranslate2_worker, gmlm.export.ctranslate2; "
+        "sys.exit('torch' in sys.modules)"
+    )
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_worker_answers_like_the_translator_in_process(
+    checkpoints: dict[str, Path], word_task_data: Path
+) -> None:
+    texts = load_dataset(word_task_data).read_text("test", "src")[:3]
+    local = Ct2Translator.load(checkpoints["ct2"])
+    sources = [local.tokenizer.encode(t) for t in texts]
+    with Ct2Worker(checkpoints["ct2"], threads=1) as worker:
+        assert worker.load_s > 0
+        for options in (SearchOptions(beam=1), SearchOptions(beam=5)):
+            one = worker.time(sources[:1], texts[0], options)
+            assert one.outputs == local.translate_ids(sources[:1], options)
+            assert one.model_s > 0 and one.e2e_s is not None and one.e2e_s > 0
+            batch = worker.time(sources, None, options)
+            assert batch.outputs == local.translate_ids(sources, options)
+            assert batch.e2e_s is None
+
+
+def test_worker_reports_a_bad_folder(tmp_path: Path) -> None:
+    with pytest.raises(GmlmError, match=r"CTranslate2 bench worker: .*not a CTranslate2 export"):
+        Ct2Worker(tmp_path, threads=1)
+
+
+def test_bench_times_ctranslate2_rows_in_fp32(
+    checkpoints: dict[str, Path], word_task_data: Path
+) -> None:
+    args = ["bench", "--ar", str(checkpoints["ar"]), "--padir", str(checkpoints["padir"])]
+    args += ["--data", str(word_task_data), "--sentences", "2", "--warmup", "1"]
+    args += ["--threads", "1", "--batch-sizes", "1,2", "--steps", "1", "--length-beams", "1"]
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+        assert main([*args, "--ctranslate2"]) == 0
+    text = stdout.getvalue()
+    result = json.loads(text.strip().splitlines()[-1])
+    assert result["systems"][-2:] == CT2_SYSTEMS
+    rows = {(r["precision"], r["system"]): r for r in result["results"]}
+    assert {precision for precision, _ in rows} == {"fp32", "bf16", "int8"}
+    for name in CT2_SYSTEMS:
+        assert ("bf16", name) not in rows and ("int8", name) not in rows  # the export is fp32
+        row = rows[("fp32", name)]
+        assert row["kind"] == "ar" and row["model"]["p50_ms"] > 0 and row["e2e"]["p50_ms"] > 0
+        assert row["throughput"]["2"]["sentences_per_s"] > 0
+    assert {s["ar"] for s in result["speedups"]} >= set(CT2_SYSTEMS)
+    settings = result["settings"]["ctranslate2"]
+    assert "worker process of its own" in settings["note"]
+    assert f"settings: ctranslate2 {settings['version']} (loaded in" in text
+    typed = BenchResult.from_json(result, "the JSON line")
+    assert typed.to_json() == result
+    assert isinstance(typed.settings.ctranslate2, Ctranslate2Info)
+    assert typed.settings.ctranslate2.load_s > 0
+
+
+def test_bench_refuses_ctranslate2_off_the_cpu(
+    checkpoints: dict[str, Path], word_task_data: Path
+) -> None:
+    with pytest.raises(GmlmError, match="--device cpu"):
+        run_bench(
+            checkpoints["ar"],
+            checkpoints["padir"],
+            word_task_data,
+            device="cuda",
+            ctranslate2=True,
+        )

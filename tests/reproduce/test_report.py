@@ -1,0 +1,65 @@
+"""REPORT.md from a fixed run folder: the same bytes as the golden file.
+
+tests/fixtures/run holds what the stages of a small pipeline run wrote (JSON results, stage
+records, training metrics and checkpoint metadata; no figures of the theory stage). The report
+stage renders it; the one line that depends on the moment and the machine (date, hardware,
+software) and the run folder's path are normalised before the comparison.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from gmlm.errors import GmlmError
+from gmlm.reproduce import stages
+from gmlm.reproduce.config import load_reproduce_config
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+GOLDEN = Path(__file__).resolve().parent / "golden" / "REPORT.md"
+
+
+def render(tmp_path: Path) -> str:
+    out = tmp_path / "run"
+    shutil.copytree(FIXTURES / "run", out)
+    cfg = load_reproduce_config(str(out / "reproduce.yaml"))
+    stages.report(stages.Context(cfg, out, False, lambda _message: None))
+    assert (out / "figures" / "bleu_vs_steps.png").is_file()
+    assert (out / "figures" / "latency_vs_batch.png").is_file()
+    assert (out / "figures" / "valid_bleu_vs_step.png").is_file()
+    text = (out / "REPORT.md").read_text(encoding="utf-8")
+    written = "Written DATE. Hardware: HARDWARE. Software: SOFTWARE."
+    text = re.sub(r"(?m)^Written .*$", written, text)
+    return text.replace(str(out), "OUT")
+
+
+def test_report_of_a_fixed_run_matches_the_golden_file(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    assert render(tmp_path) == GOLDEN.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("name", "key"),
+    [
+        ("eval/scores.json", "bleu_signature"),
+        ("bench/bench.json", "speedups"),
+        ("theory/verify.json", "claims"),
+        ("stages/data.json", "finished"),
+    ],
+)
+def test_a_result_missing_a_key_is_an_error_naming_the_file_and_the_key(
+    tmp_path: Path, name: str, key: str
+) -> None:
+    out = tmp_path / "run"
+    shutil.copytree(FIXTURES / "run", out)
+    data = json.loads((out / name).read_text(encoding="utf-8"))
+    del data[key]
+    (out / name).write_text(json.dumps(data), encoding="utf-8")
+    cfg = load_reproduce_config(str(out / "reproduce.yaml"))
+    with pytest.raises(GmlmError, match=rf"{re.escape(str(out / name))}: key '{key}' is missing"):
+        stages.report(stages.Context(cfg, out, False, lambda _message: None))
+    assert not (out / "REPORT.md").exists()
