@@ -90,6 +90,38 @@ def test_no_import_cycles() -> None:
     assert cycles(module_imports(SRC, "gmlm")) == []
 
 
+# docs/ARCHITECTURE.md's layering: the domain packages do not reach up into the packages
+# that measure (bench, analysis) or orchestrate (cli, reproduce) them.
+DOMAIN = ("data", "nn", "models", "training", "decoding", "translation", "evaluation", "theory")
+UPPER = ("gmlm.cli", "gmlm.reproduce", "gmlm.bench", "gmlm.analysis")
+
+
+def test_domain_packages_do_not_import_the_layers_above() -> None:
+    graph = module_imports(SRC, "gmlm")
+    upward = sorted(
+        f"{module} -> {dep}"
+        for module, deps in graph.items()
+        if module.split(".")[1:2] and module.split(".")[1] in DOMAIN
+        for dep in deps
+        if dep.startswith(UPPER)
+    )
+    assert upward == []
+
+
+def test_architecture_page_names_modules_that_exist() -> None:
+    """docs/ARCHITECTURE.md stays true to the tree: every module path it names exists."""
+    text = (SRC.parent / "docs" / "ARCHITECTURE.md").read_text()
+    named = set(re.findall(r"\b((?:[a-z_]+/)+[a-z_]+\.py)\b", text))
+    assert len(named) > 20
+    root = SRC.parent
+
+    def exists(path: str) -> bool:  # src/gmlm-relative, gmlm/..., or repository-relative
+        return any((base / path).is_file() for base in (SRC / "gmlm", SRC, root))
+
+    missing = [p for p in sorted(named) if not exists(p)]
+    assert missing == []
+
+
 def test_help_does_not_load_torch() -> None:
     """`gmlm --help` builds every subcommand's parser; none of that may import torch (seconds
     of start-up). A fresh interpreter, as this process has torch loaded already."""

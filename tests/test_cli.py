@@ -119,13 +119,22 @@ def test_old_spellings_still_work_with_a_warning_and_hidden_from_help(
 
 
 def test_every_precision_flag_offers_the_same_choices():
-    from gmlm.decoding.options import PRECISIONS
+    """translate and bench offer every decoding precision; export (a stored weight type),
+    analyze and distill the floating-point ones, from the same constants."""
+    from gmlm.decoding.options import FLOAT_PRECISIONS, PRECISIONS
 
-    commands = [["translate"], ["analyze", "attention"], ["analyze", "length"], ["distill"]]
-    for names in [*commands, ["export"]]:
+    assert PRECISIONS == ("fp32", "bf16", "int8") and FLOAT_PRECISIONS == ("fp32", "bf16")
+    commands = {
+        ("translate",): PRECISIONS,
+        ("analyze", "attention"): FLOAT_PRECISIONS,
+        ("analyze", "length"): FLOAT_PRECISIONS,
+        ("distill",): FLOAT_PRECISIONS,
+        ("export",): FLOAT_PRECISIONS,
+    }
+    for names, choices in commands.items():
         shown = [a for a in subcommand(*names)._actions if a.help != argparse.SUPPRESS]
         (action,) = (a for a in shown if a.dest == "precision")
-        assert tuple(action.choices) == PRECISIONS, names
+        assert tuple(action.choices) == choices, names
     args = build_parser().parse_args(["bench", "--ar", "a", "--padir", "p", *DATA])
     assert tuple(args.precision) == PRECISIONS
 
@@ -161,7 +170,7 @@ def test_shared_list_parsers():
         (int_list, "1,x", "'1,x': expected comma-separated integers, e.g. 1,8,64"),
         (int_list, ",", "',': expected comma-separated integers"),
         (float_list, "a", "'a': expected comma-separated numbers, e.g. 0,0.5"),
-        (precision_list, "fp16", "'fp16': choose from fp32, bf16"),
+        (precision_list, "fp16", "'fp16': choose from fp32, bf16, int8"),
     ):
         with pytest.raises(argparse.ArgumentTypeError, match=re.escape(message)):
             parse(text)

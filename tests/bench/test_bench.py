@@ -19,6 +19,7 @@ from gmlm.cli.main import main
 from gmlm.data import load_dataset
 from gmlm.decoding import RefinementOptions
 from gmlm.decoding.autoregressive import SearchOptions
+from gmlm.decoding.options import PRECISIONS
 from gmlm.errors import GmlmError
 from gmlm.translation.translator import Translator
 from tests.helpers.checkpoints import write_checkpoint
@@ -51,7 +52,7 @@ def checkpoints(word_task_data: Path, tmp_path_factory: pytest.TempPathFactory) 
 def cli_run(
     checkpoints: dict[str, Path], word_task_data: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[str, dict[str, Any], Path]:
-    """`gmlm bench` with both precisions and no --ar1: (stdout, last-line JSON, json file)."""
+    """`gmlm bench` with every precision and no --ar1: (stdout, last-line JSON, json file)."""
     import contextlib
     import io
 
@@ -80,7 +81,7 @@ def test_json_line_last_with_every_system_and_key(
     assert "settings: ctranslate2" not in text  # its settings line only with its rows
     systems = PADIR_SYSTEMS + AR_SYSTEMS
     assert [(r["precision"], r["system"]) for r in result["results"]] == [
-        (p, s) for p in ("fp32", "bf16") for s in systems
+        (p, s) for p in PRECISIONS for s in systems
     ]
     for row in result["results"]:
         for measure in ("model", "e2e"):
@@ -90,7 +91,7 @@ def test_json_line_last_with_every_system_and_key(
         for rates in row["throughput"].values():
             assert rates["sentences_per_s"] > 0 and rates["tokens_per_s"] > 0
     pairs = {(s["precision"], s["padir"], s["ar"]) for s in result["speedups"]}
-    assert pairs == {(p, d, a) for p in ("fp32", "bf16") for d in PADIR_SYSTEMS for a in AR_SYSTEMS}
+    assert pairs == {(p, d, a) for p in PRECISIONS for d in PADIR_SYSTEMS for a in AR_SYSTEMS}
 
 
 def printed_cells(text: str, first: str, second: str) -> list[str]:
@@ -119,7 +120,7 @@ def test_printed_ratios_are_ar_over_padir_of_printed_statistics(
     # Speed-up columns: precision, padir, ar, e2e p50, e2e p99, model p50, model p99.
     ratio_columns = {"e2e_p50": 3, "e2e_p99": 4, "model_p50": 5, "model_p99": 6}
     checked = 0
-    for precision in ("fp32", "bf16"):
+    for precision in PRECISIONS:
         for padir in PADIR_SYSTEMS:
             for ar in AR_SYSTEMS:
                 p_cells = printed_cells(text, precision, padir)
@@ -131,7 +132,7 @@ def test_printed_ratios_are_ar_over_padir_of_printed_statistics(
                     # Both printed to 2 decimals: allow for that rounding only.
                     assert shown == pytest.approx(expected, rel=0.01, abs=0.011), (stat, padir, ar)
                     checked += 1
-    assert checked == 2 * 8 * 2 * 4
+    assert checked == len(PRECISIONS) * 8 * 2 * 4
 
 
 def test_speedups_and_percentiles_arithmetic() -> None:

@@ -84,8 +84,9 @@ def test_bench_times_ctranslate2_rows_in_fp32(
     result = json.loads(text.strip().splitlines()[-1])
     assert result["systems"][-2:] == CT2_SYSTEMS
     rows = {(r["precision"], r["system"]): r for r in result["results"]}
+    assert {precision for precision, _ in rows} == {"fp32", "bf16", "int8"}
     for name in CT2_SYSTEMS:
-        assert ("bf16", name) not in rows  # the export is fp32
+        assert ("bf16", name) not in rows and ("int8", name) not in rows  # the export is fp32
         row = rows[("fp32", name)]
         assert row["kind"] == "ar" and row["model"]["p50_ms"] > 0 and row["e2e"]["p50_ms"] > 0
         assert row["throughput"]["2"]["sentences_per_s"] > 0

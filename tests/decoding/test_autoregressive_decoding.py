@@ -146,6 +146,21 @@ def test_finished_sentences_leave_the_beam(
     assert rows_per_call[-1] < rows_per_call[0]
 
 
+def test_batched_beam_search_equals_each_sentence_alone(
+    trained_ar: AutoregressiveModel, reversal: tuple[torch.Tensor, torch.Tensor]
+) -> None:
+    # Sentences retire at different steps, taking their rows of the cross-attention keys and
+    # values with them; beams reordered within a sentence keep theirs.
+    src = reversal[0]
+    options = SearchOptions(beam=3, max_len_b=3)
+    batched = beam_search(trained_ar, src, options)
+    for i in range(src.shape[0]):
+        width = int((src[i] != PAD).sum())
+        (alone,) = beam_search(trained_ar, src[i : i + 1, :width], options)
+        assert [h.tokens for h in batched[i]] == [h.tokens for h in alone]
+        assert [h.score for h in batched[i]] == pytest.approx([h.score for h in alone], abs=1e-5)
+
+
 @pytest.mark.parametrize("beam", [1, 3])
 def test_min_and_max_length_fix_the_output_length(
     beam: int, untrained_ar: AutoregressiveModel, reversal: tuple[torch.Tensor, torch.Tensor]

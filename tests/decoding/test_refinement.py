@@ -181,6 +181,7 @@ def test_early_stop_changes_nothing_but_the_cost(
         stutter_remask=stutter,  # type: ignore[arg-type]
         remask=remask,  # type: ignore[arg-type]
         remask_ratio=0.3,
+        prune_after=0,  # every candidate runs until it stops
         return_steps=True,
         return_attention=True,
     )
@@ -525,3 +526,99 @@ def test_same_seed_same_output_and_scores_are_log_probabilities(
     assert [r.steps for r in refine(trained_padir, src, options)] == [r.steps for r in c]
     assert all(r.score <= 0 and math.isfinite(r.score) for r in a)
     assert all(len(r.candidate_scores) == 5 for r in a)
+
+
+def expected_survivors(state: RefinementState, options: RefinementOptions) -> list[list[int]]:
+    """Per sentence, the candidates pruning keeps, by a plain loop over the final choice's
+    scores: identical hypotheses count once (at their lowest index), then best score first,
+    the lower index first on equal scores."""
+    k = state.candidates
+    survivors = []
+    for sentence, result in enumerate(refinement_finish(state, options)):
+        rows = [state.tokens[sentence * k + i].tolist() for i in range(k)]
+        distinct = [i for i in range(k) if rows[i] not in rows[:i]]
+        ranked = sorted(distinct, key=lambda i: (-result.candidate_scores[i], i))
+        survivors.append(sorted(ranked[: options.prune_keep]))
+    return survivors
+
+
+@pytest.mark.parametrize(("after", "keep"), [(1, 1), (1, 2), (2, 1)])
+def test_pruning_keeps_the_best_candidates_and_runs_only_them(
+    after: int,
+    keep: int,
+    trained_padir: PadirModel,
+    reversal: tuple[torch.Tensor, torch.Tensor],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    src = reversal[0]
+    base = RefinementOptions(
+        steps=4, length_beam=3, random_starts=2, prune_after=0, return_steps=True
+    )
+    pruning = dataclasses.replace(base, prune_after=after, prune_keep=keep)
+    k = 6
+    # The unpruned run, stopped by hand after `after` passes: what pruning ranks.
+    state = refinement_init(trained_padir, src, base, seeded(src))
+    for _ in range(after):
+        state = refinement_step(trained_padir, state, base)
+    survivors = expected_survivors(state, pruning)
+    full = run(trained_padir, src, base)
+    rows = record_decode_rows(trained_padir, monkeypatch)
+    pruned = run(trained_padir, src, pruning)
+
+    kept = torch.zeros(len(survivors), k, dtype=torch.bool)
+    for sentence, chosen in enumerate(survivors):
+        kept[sentence, chosen] = True
+    kept = kept.flatten()
+    assert torch.equal(pruned.pruned, ~kept)
+    assert pruned.pruned.view(-1, k).sum(1).min() >= 1  # this test prunes in every sentence
+    # The survivors run as they run unpruned; the others keep their tokens of pass `after`.
+    assert torch.equal(pruned.tokens[kept], full.tokens[kept])
+    assert torch.equal(pruned.tokens[~kept], state.tokens[~kept])
+    assert torch.equal(pruned.passes[~kept], state.passes[~kept])
+    assert (pruned.passes[~kept] <= after).all()
+    # Each pass after the pruning runs only the survivors still refining.
+    passes = pruned.passes.tolist()
+    assert rows == [sum(p > t for p in passes) for t in range(max(passes))]
+    assert all(count <= keep * src.shape[0] for count in rows[after:])
+    # The choice: the best survivor, scored as unpruned.
+    for sentence, (a, b) in enumerate(
+        zip(refinement_finish(pruned, pruning), refinement_finish(full, base), strict=True)
+    ):
+        assert a.candidate in survivors[sentence]
+        best = max(survivors[sentence], key=lambda i: (b.candidate_scores[i], -i))
+        assert a.candidate == best
+        assert a.score == b.candidate_scores[best]
+        assert all(
+            math.isinf(a.candidate_scores[i]) for i in range(k) if kept[sentence * k + i] == 0
+        )
+
+
+@pytest.mark.parametrize(("after", "keep"), [(0, 1), (4, 1), (6, 1), (1, 6), (2, 9)])
+def test_pruning_that_removes_nothing_changes_nothing(
+    after: int, keep: int, trained_padir: PadirModel, reversal: tuple[torch.Tensor, torch.Tensor]
+) -> None:
+    # Off (0), at or after the last pass, or keeping all K = 6 candidates.
+    base = RefinementOptions(steps=4, length_beam=3, random_starts=2, prune_after=0)
+    off = run(trained_padir, reversal[0], base)
+    on = run(
+        trained_padir, reversal[0], dataclasses.replace(base, prune_after=after, prune_keep=keep)
+    )
+    assert torch.equal(off.tokens, on.tokens) and torch.equal(off.passes, on.passes)
+    assert not on.pruned.any()
+
+
+def test_pruning_ties_go_to_the_lowest_index(
+    untrained_padir: PadirModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One-hot logits: every position has the same log-probability, so the mean selection
+    # scores of the three lengths tie exactly; pruning keeps the lowest indices.
+    fixed_predictions(untrained_padir, monkeypatch, [[10, 11, 12]] * 8)  # 2 runs, 4 passes
+    src, lengths = torch.tensor([[7, 8, EOS]]), torch.tensor([[6, 4, 5]])
+    for keep, survivors in ((1, [0]), (2, [0, 1])):
+        options = dataclasses.replace(PLAIN, steps=4, length_beam=3, selection="mean")
+        options = dataclasses.replace(options, prune_after=1, prune_keep=keep)
+        state = run(untrained_padir, src, options, lengths=lengths)
+        assert (~state.pruned).nonzero().flatten().tolist() == survivors
+        assert state.passes.tolist() == [4 if i in survivors else 1 for i in range(3)]
+        (result,) = refinement_finish(state, options)
+        assert result.candidate == 0

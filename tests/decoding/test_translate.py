@@ -70,16 +70,18 @@ def test_padir_seed_makes_runs_repeatable(translators: dict[str, Translator]) ->
     assert translators["padir"].translate(lines, seed=4, steps=2, length_beam=2) != first
 
 
+@pytest.mark.parametrize("pruning", [{"prune_after": 0}, {}, {"prune_after": 1, "prune_keep": 1}])
 def test_padir_line_depends_only_on_the_line_and_the_seed(
-    padir_run: Path, word_task_data: Path
+    pruning: dict[str, int], padir_run: Path, word_task_data: Path
 ) -> None:
-    # Not on the batch size, the other lines or the order: each line has its own generator.
+    # Not on the batch size, the other lines or the order: each line has its own generator,
+    # and pruning ranks a sentence's own candidates only.
     # 4 lengths: this model's 5th and 6th length logits nearly tie (see padir_run).
     translator = gmlm.load(padir_run, device="cpu")
     lines = load_dataset(word_task_data).read_text("test", "src")[:64]
 
     def translate(sentences: list[str], **settings: Any) -> list[str]:
-        return translator.translate(sentences, length_beam=4, **settings)
+        return translator.translate(sentences, length_beam=4, **pruning, **settings)
 
     whole = translate(lines, batch_size=32)
     assert translate(lines, batch_size=1) == whole
@@ -236,7 +238,8 @@ def test_a_string_is_not_a_list_of_sentences(translators: dict[str, Translator])
         ("ar", {"max_len_a": math.inf}, r"max_len_a=inf: expected a finite number"),
         ("ar", {"batch_size": "8"}, r"batch_size: expected an integer, got '8'"),
         ("ar", {"seed": 1.0}, r"seed: expected an integer, got 1\.0"),
-        ("ar", {"bf16": "yes"}, r"bf16: expected true/false, got 'yes'"),
+        ("ar", {"precision": "yes"}, r"precision='yes': choose from fp32, bf16, int8"),
+        ("ar", {"bf16": True}, r"bf16=True is now precision=\"bf16\" \(bf16 weights and"),
         ("ar", {"origin": Path("x")}, r"origin: expected a string"),
     ],
     ids=[
@@ -251,7 +254,8 @@ def test_a_string_is_not_a_list_of_sentences(translators: dict[str, Translator])
         "max-len-a-inf",
         "batch-size-str",
         "seed-float",
-        "bf16-str",
+        "precision-str",
+        "bf16-renamed",
         "origin-path",
     ],
 )

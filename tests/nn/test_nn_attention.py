@@ -163,3 +163,27 @@ def test_attention_dropout_drops_whole_probabilities_in_training_only(explicit: 
     assert 200 < int(kept.sum()) < 400
     evaluated, _ = attn.eval()(query, kv)
     torch.testing.assert_close(evaluated, value.expand(B, 50, D), atol=1e-6, rtol=1e-6)
+
+
+def test_stacked_qkv_at_inference_equals_three_projections_and_follows_weight_changes() -> None:
+    torch.manual_seed(0)
+    attn = MultiHeadAttention(16, 4)
+    x = torch.randn(3, 5, 16)
+
+    def separate() -> tuple[torch.Tensor, ...]:
+        queries = attn._split_heads(attn.q_proj(x))
+        return (queries, *attn.project_kv(x))
+
+    with torch.no_grad():
+        q, (k, v) = attn.project_qkv(x)
+        assert attn._stacked is not None  # the stacked path ran
+        for fused, plain in zip((q, k, v), separate(), strict=True):
+            torch.testing.assert_close(fused, plain, rtol=1e-6, atol=1e-6)
+        # An in-place update (an optimizer step, load_state_dict) remakes the stack.
+        attn.k_proj.weight.mul_(2.0)
+        q, (k, v) = attn.project_qkv(x)
+        torch.testing.assert_close(k, separate()[1], rtol=1e-6, atol=1e-6)
+    # With gradients on, the three projections run (and the weights get gradients).
+    q, (k, v) = attn.project_qkv(x)
+    (q.sum() + k.sum() + v.sum()).backward()
+    assert all(p.weight.grad is not None for p in (attn.q_proj, attn.k_proj, attn.v_proj))

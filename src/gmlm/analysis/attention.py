@@ -42,7 +42,7 @@ from torch import Tensor
 from tqdm import tqdm
 
 from gmlm import provenance
-from gmlm.analysis.loading import load_padir
+from gmlm.analysis.loading import load_padir, padir_at
 from gmlm.analysis.metrics import (
     HEAD_AGGREGATES,
     TOP_K,
@@ -197,13 +197,14 @@ def attention_analysis(
     lengths) with field `overrides` (``steps=10``, as :meth:`Translator.translate` takes
     them), in batches of `batch_size` sorted by length, each line's initial tokens from
     its own generator keyed by (`seed`, line index) as in ``gmlm translate``, optionally
-    under bf16 autocast. Sources empty or longer
+    with bf16 weights and activations (``Translator.model_at("bf16")``). Sources empty or longer
     than the model's max_source_len are skipped and counted. n/a statistics are None.
     """
     started = time.perf_counter()
     translator, model = load_padir(
         checkpoint, device, sentences, batch_size, "PaDIR's parallel decoder"
     )
+    model = padir_at(translator, bf16)
     config = translator.config
     decoding = translator.options(options, **{**overrides, "return_attention": True})
     assert isinstance(decoding, RefinementOptions)
@@ -233,8 +234,7 @@ def attention_analysis(
             lines, batch = zip(*sources[start : start + batch_size], strict=True)
             src = translator.source_tensor(batch)
             generators = sentence_generators(seed, lines)
-            with torch.autocast(translator.device.type, dtype=torch.bfloat16, enabled=bf16):
-                results = refine(model, src, decoding, generators)
+            results = refine(model, src, decoding, generators)
             for result in results:
                 assert result.self_attention is not None and result.cross_attention is not None
                 stutter, self_m, cross_m = pair_metrics(

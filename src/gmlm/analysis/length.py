@@ -44,7 +44,7 @@ from torch import Tensor
 from tqdm import tqdm
 
 from gmlm import provenance
-from gmlm.analysis.loading import load_padir
+from gmlm.analysis.loading import load_padir, padir_at
 from gmlm.analysis.results import (
     LengthResult,
     LengthRow,
@@ -141,7 +141,6 @@ def decode_pairs(
     options: dict[str, RefinementOptions],
     *,
     batch_size: int,
-    bf16: bool,
     seed: int,
     progress: bool,
 ) -> Decoded:
@@ -163,20 +162,19 @@ def decode_pairs(
             src = translator.source_tensor([pairs[i].ids for i in batch])
             targets = torch.tensor([pairs[i].target for i in batch])
             lines = [pairs[i].line for i in batch]
-            with torch.autocast(translator.device.type, dtype=torch.bfloat16, enabled=bf16):
-                logits = model.length_logits(model.encode(src)).float().cpu()
-                target_logit = logits.gather(1, (targets - 1).unsqueeze(1))
-                rows = torch.tensor(batch)
-                top1[rows] = logits.argmax(1) + 1
-                rank[rows] = (logits > target_logit).sum(1) + 1
-                for c in runs:
-                    lengths = targets.unsqueeze(1).to(src.device) if c.oracle else None
-                    generators = sentence_generators(seed, lines)
-                    results = refine(model, src, options[c.name], generators, lengths)
-                    for i, r in zip(batch, results, strict=True):
-                        hypotheses[c.name][i] = translator.text(r.tokens)
-                        if c.name in chosen_is_reference:
-                            chosen_is_reference[c.name] += r.length == pairs[i].target
+            logits = model.length_logits(model.encode(src)).float().cpu()
+            target_logit = logits.gather(1, (targets - 1).unsqueeze(1))
+            rows = torch.tensor(batch)
+            top1[rows] = logits.argmax(1) + 1
+            rank[rows] = (logits > target_logit).sum(1) + 1
+            for c in runs:
+                lengths = targets.unsqueeze(1).to(src.device) if c.oracle else None
+                generators = sentence_generators(seed, lines)
+                results = refine(model, src, options[c.name], generators, lengths)
+                for i, r in zip(batch, results, strict=True):
+                    hypotheses[c.name][i] = translator.text(r.tokens)
+                    if c.name in chosen_is_reference:
+                        chosen_is_reference[c.name] += r.length == pairs[i].target
             bar.update(len(batch))
     return Decoded(top1, rank, hypotheses, chosen_is_reference)
 
@@ -251,6 +249,7 @@ def length_analysis(
         )
     started = time.perf_counter()
     translator, model = load_padir(checkpoint, device, sentences, batch_size, "length prediction")
+    model = padir_at(translator, bf16)
     base = translator.options(options, **overrides)
     assert isinstance(base, RefinementOptions)
     steps, length_beam = base.steps, base.length_beam
@@ -294,7 +293,6 @@ def length_analysis(
         runs,
         decodings,
         batch_size=batch_size,
-        bf16=bf16,
         seed=seed,
         progress=progress,
     )

@@ -25,3 +25,10 @@ def load_padir(
             f"analysis studies {studies}, give a PaDIR checkpoint (kind 'padir')"
         )
     return translator, translator.model
+
+
+def padir_at(translator: Translator, bf16: bool) -> PadirModel:
+    """The translator's PaDIR model, or its copy with bf16 weights and activations."""
+    model = translator.model_at("bf16" if bf16 else "fp32")
+    assert isinstance(model, PadirModel)
+    return model

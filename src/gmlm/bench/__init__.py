@@ -10,7 +10,6 @@
 Command line: `gmlm bench`.
 """
 
-from gmlm.bench.environment import bf16_by_default
 from gmlm.bench.latency import DEFAULT_SENTENCES, json_line, run_bench, speedups
 from gmlm.bench.report import format_report, render_markdown
 from gmlm.bench.result import BenchResult
@@ -18,7 +17,6 @@ from gmlm.bench.result import BenchResult
 __all__ = [
     "DEFAULT_SENTENCES",
     "BenchResult",
-    "bf16_by_default",
     "format_report",
     "json_line",
     "render_markdown",

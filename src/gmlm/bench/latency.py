@@ -8,7 +8,8 @@
 Systems: PaDIR with T passes and B predicted lengths (T = 1, 2, 4, 10; B = 1, 5), and each
 AR checkpoint (``ar``; optionally ``teacher``, e.g. the AR teacher trained on the raw data
 that distilled ``ar``'s data, and ``ar1``, a deep-encoder / 1-layer-decoder model) greedy and
-with beam 5, on its key/value cache. For every precision (fp32, bf16 autocast):
+with beam 5, on its key/value cache. For every precision (fp32, bf16 weights, int8 dynamic
+quantisation: :mod:`gmlm.translation.precision`):
 
 * batch-1 latency per sentence, median / p90 / p99, two ways: ``model`` (source ids in,
   output ids out: :meth:`Translator.translate_ids`, i.e. the torch work plus building the
@@ -65,14 +66,16 @@ from gmlm.bench.result import (
 )
 from gmlm.data.binarized import load_dataset
 from gmlm.data.lengths import encode_inputs
-from gmlm.decoding.options import PRECISIONS, DecodingOptions, RefinementOptions
+from gmlm.decoding.options import PRECISIONS, DecodingOptions, Precision, RefinementOptions
 from gmlm.errors import GmlmError
 from gmlm.export.ctranslate2_worker import Ct2Worker
+from gmlm.translation.precision import check_precision
 from gmlm.translation.translator import Translator, load
 
 # 2 precisions x 12 systems x (2 batch-1 passes + throughput) with small (8-19M) models cost
 # at most about 21 s per sentence on one busy core (measured with a PaDIR that never stops
-# early); a trained PaDIR stops early and 2 idle cores are faster, hence about 10 minutes.
+# early); a trained PaDIR stops early and 2 idle cores are faster, hence about 10 minutes,
+# and about 15 with the third precision (int8; an estimate scaled from the two).
 DEFAULT_SENTENCES = 100
 DEFAULT_WARMUP = 5
 DEFAULT_BATCH_SIZES = (1, 8, 64)
@@ -212,7 +215,7 @@ def _latency(
     texts: list[str],
     lines: list[int],
     ids: dict[str, list[list[int]]],
-    bf16: bool,
+    precision: Precision,
     warmup: int,
     tick: Callable[[], object],
     clock: Clock,
@@ -229,9 +232,9 @@ def _latency(
                 system.worker.time([ids[system.model][i]], texts[i], system.options)
                 continue
             system.translator.translate_ids(
-                [ids[system.model][i]], system.options, bf16=bf16, lines=[lines[i]]
+                [ids[system.model][i]], system.options, precision=precision, lines=[lines[i]]
             )
-            _translate_text(system, texts[i], lines[i], bf16)
+            _translate_text(system, texts[i], lines[i], precision)
         tick()
     gc.collect()
     gc.disable()
@@ -247,12 +250,12 @@ def _latency(
                     continue
                 start = clock()
                 out = system.translator.translate_ids(
-                    source, system.options, bf16=bf16, lines=[lines[i]]
+                    source, system.options, precision=precision, lines=[lines[i]]
                 )
                 model[system.name].append(clock() - start)
                 tokens[system.name] += len(out[0])
                 start = clock()
-                _translate_text(system, text, lines[i], bf16)
+                _translate_text(system, text, lines[i], precision)
                 e2e[system.name].append(clock() - start)
             tick()
     finally:
@@ -260,8 +263,8 @@ def _latency(
     return model, e2e, tokens
 
 
-def _translate_text(system: System, text: str, line: int, bf16: bool) -> list[str]:
-    return system.translator.translate([text], system.options, bf16=bf16, lines=[line])
+def _translate_text(system: System, text: str, line: int, precision: Precision) -> list[str]:
+    return system.translator.translate([text], system.options, precision=precision, lines=[line])
 
 
 def _throughput(
@@ -269,7 +272,7 @@ def _throughput(
     lines: list[int],
     ids: dict[str, list[list[int]]],
     batch_size: int,
-    bf16: bool,
+    precision: Precision,
     tick: Callable[[], object],
     clock: Clock,
 ) -> dict[str, Rates]:
@@ -297,7 +300,7 @@ def _throughput(
                     batch,
                     system.options,
                     batch_size=batch_size,
-                    bf16=bf16,
+                    precision=precision,
                     lines=[lines[i] for i in rows],
                 )
                 seconds[system.name] += clock() - start
@@ -406,13 +409,12 @@ def run_bench(
             dynamic_ncols=True,
             disable=not progress,
         )
-        for precision in precisions:
-            bf16 = precision == "bf16"
+        for precision in map(check_precision, precisions):
             # The CTranslate2 export is fp32: its rows are fp32 only.
-            active = [s for s in systems if not (bf16 and s.worker is not None)]
+            active = [s for s in systems if precision == "fp32" or s.worker is None]
             say(f"{precision}: batch-1 latency of {len(active)} systems on {len(lines)} sentences")
             model, e2e, out_tokens = _latency(
-                active, chosen, lines, ids, bf16, warmup, bar.update, clock
+                active, chosen, lines, ids, precision, warmup, bar.update, clock
             )
             throughput: dict[int, dict[str, Rates]] = {}
             for size in batch_sizes:
@@ -424,7 +426,7 @@ def run_bench(
                 else:
                     say(f"{precision}: throughput at batch size {size}")
                     throughput[size] = _throughput(
-                        active, lines, ids, size, bf16, bar.update, clock
+                        active, lines, ids, size, precision, bar.update, clock
                     )
             for system in active:
                 settings = system.settings()

@@ -22,7 +22,7 @@ from gmlm.cli.flags import (
     float_list,
 )
 from gmlm.cli.options import add_option_flags, option_overrides
-from gmlm.decoding.options import RefinementOptions
+from gmlm.decoding.options import FLOAT_PRECISIONS, RefinementOptions
 from gmlm.records import Record
 
 R = TypeVar("R", bound=Record)
@@ -86,7 +86,7 @@ def common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--split", default="test", help="split to decode (default: test)")
     p.add_argument("--sentences", type=int, help="only the first N sentences (default: all)")
     add_batch_size(p, 32, "sentences per batch")
-    add_precision(p, "fp32, or bf16 autocast")
+    add_precision(p, "fp32, or bf16 weights and activations", choices=FLOAT_PRECISIONS)
     add_seed(p, "seed of the initial random tokens, each line its own as in `gmlm translate`")
     add_device(p)
     add_json(p, "print one JSON object instead of tables")

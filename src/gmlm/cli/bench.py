@@ -29,11 +29,12 @@ batch size. Systems are interleaved sentence by sentence and batch by batch so b
 load hits all alike. Prints the settings, a table, the speed-up of every PaDIR setting over
 every AR system (median and p99 ratios), and one JSON line last.
 
-Cost: with the default 100 sentences, 5 warm-up sentences, 2 precisions, 10 systems
-(--teacher and --ar1 add 2 each) and batch sizes 1, 8, 64, small (8-19M parameter) models
-take about 10 minutes on 2 idle CPU cores (estimated from a measured upper bound of about
-21 s per sentence on one busy core, with a PaDIR that never stops early); time grows
-linearly with --sentences, with the number of systems and with the number of precisions.
+Cost: with the default 100 sentences, 5 warm-up sentences, 10 systems (--teacher and --ar1
+add 2 each) and batch sizes 1, 8, 64, small (8-19M parameter) models take about 10 minutes
+per 2 precisions on 2 idle CPU cores (estimated from a measured upper bound of about 21 s per
+sentence on one busy core, with a PaDIR that never stops early), so about 15 with the
+default 3; time grows linearly with --sentences, with the number of systems and with the
+number of precisions.
 Raise --sentences for steadier p99s when there is time."""
 
 
@@ -74,8 +75,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--precision",
         type=precision_list,
         default=PRECISIONS,
-        help=f"precisions timed, comma-separated: fp32, bf16 (autocast) (default: "
-        f"{show(PRECISIONS)})",
+        help=f"precisions timed, comma-separated: fp32, bf16 (weights and activations), int8 "
+        f"(dynamic quantisation of the Linear layers, CPU only) (default: {show(PRECISIONS)})",
     )
     p.add_argument(
         "--batch-sizes",

@@ -9,6 +9,7 @@ import argparse
 from pathlib import Path
 
 from gmlm.cli.flags import add_batch_size, add_device, add_no_progress, add_precision
+from gmlm.decoding.options import FLOAT_PRECISIONS
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -36,10 +37,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_batch_size(p, 128, "sentences per decoder batch, similar lengths together")
     add_precision(
         p,
-        "fp32, or bf16 autocast (default: bf16 on GPUs with bf16, fp32 on every CPU, so that "
-        "every CPU model distills the same data)",
+        "fp32, or bf16 weights and activations (default: bf16 on GPUs with bf16, fp32 on "
+        "every CPU, so that every CPU model distills the same data)",
         default=None,
         old_switch="--fp32",
+        choices=FLOAT_PRECISIONS,
     )
     p.add_argument(
         "--threads",

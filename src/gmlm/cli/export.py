@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from gmlm.cli.flags import add_alias, add_checkpoint, add_precision
-from gmlm.decoding.options import PRECISIONS
+from gmlm.decoding.options import FLOAT_PRECISIONS
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -19,8 +19,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     add_checkpoint(p, "checkpoint or run folder")
     p.add_argument("--out", type=Path, required=True, help="folder to write (atomically)")
-    add_precision(p, "weight type", default="bf16", old_switch=None)
-    add_alias(p, "--dtype", "precision", "--precision {value}", choices=PRECISIONS)
+    add_precision(p, "weight type", default="bf16", old_switch=None, choices=FLOAT_PRECISIONS)
+    add_alias(p, "--dtype", "precision", "--precision {value}", choices=FLOAT_PRECISIONS)
     p.add_argument(
         "--format",
         choices=("gmlm", "ctranslate2"),

@@ -49,7 +49,7 @@ float_list = comma_list(float, "numbers", "0,0.5")
 
 
 def precision_list(text: str) -> tuple[str, ...]:
-    """Comma-separated precisions, e.g. fp32,bf16."""
+    """Comma-separated precisions, e.g. fp32,int8."""
     values = tuple(x.strip() for x in text.split(",") if x.strip())
     if not values or any(v not in PRECISIONS for v in values):
         raise argparse.ArgumentTypeError(
@@ -137,10 +137,12 @@ def add_precision(
     *,
     default: str | None = "fp32",
     old_switch: str | None = "--bf16",
+    choices: Sequence[str] = PRECISIONS,
 ) -> None:
-    """--precision {fp32,bf16}; `old_switch` (--bf16) stays a hidden deprecated alias."""
+    """--precision with `choices` (default: every decoding precision, PRECISIONS);
+    `old_switch` (--bf16) stays a hidden deprecated alias."""
     shown = f" (default: {default})" if default is not None else ""
-    parser.add_argument("--precision", choices=PRECISIONS, default=default, help=help + shown)
+    parser.add_argument("--precision", choices=choices, default=default, help=help + shown)
     if old_switch is not None:
         value = old_switch.removeprefix("--")
         add_alias(parser, old_switch, "precision", f"--precision {value}", const=value)

@@ -47,8 +47,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_device(p)
     add_precision(
         p,
-        "fp32, or bf16 autocast; whether bf16 is faster depends on the CPU: measure with "
-        "`gmlm bench --precision fp32,bf16`",
+        "fp32, bf16 weights and activations, or int8 dynamic quantisation of the Linear "
+        "layers (CPU only); which is faster depends on the CPU: measure with `gmlm bench "
+        "--precision fp32,bf16,int8`",
     )
     add_seed(
         p,
@@ -93,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
             lines,
             batch_size=args.batch_size,
             seed=args.seed,
-            bf16=args.precision == "bf16",
+            precision=args.precision,
             on_over_length=args.over_length,
             origin=origin,
             **option_overrides(args, DECODING.values()),

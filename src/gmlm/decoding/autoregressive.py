@@ -289,10 +289,15 @@ def beam_step(model: AutoregressiveModel, state: BeamState, options: SearchOptio
     done = scores.isfinite().all(1) | (state.limits <= length)
     keep = (~done).nonzero().squeeze(1)
     cache_rows = (keep.unsqueeze(1) * k + live_origin[keep]).flatten()
+    # A sentence's k rows of cross-attention keys/values are the same: reordering its beams
+    # leaves them as they are; only the rows of retired sentences go.
+    cross = cache.cross
+    if keep.numel() < active:
+        cross = cross.select((keep.unsqueeze(1) * k + torch.arange(k, device=device)).flatten())
     return BeamState(
         step=length,
         rows=rows[keep],
-        cache=cache.select(cache_rows),
+        cache=DecoderCache(cross, cache.past.select(cache_rows)),
         live_tokens=live_tokens[keep],
         live_log_probs=live_log_probs[keep],
         limits=state.limits[keep],

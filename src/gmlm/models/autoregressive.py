@@ -95,13 +95,12 @@ class DecoderLayer(nn.Module):
         """x: (B, t, D) the new positions; past: cached self-attention keys/values of earlier
         positions (B, H, t0, D/H) or None. Returns the new x, the keys/values of all t0 + t
         positions, and the self- and cross-attention weights if asked."""
-        h = self.self_norm(x)
-        keys, values = self.self_attn.project_kv(h)
+        queries, (keys, values) = self.self_attn.project_qkv(self.self_norm(x))
         if past is not None:
             keys = torch.cat([past[0], keys], dim=2)
             values = torch.cat([past[1], values], dim=2)
-        attended, self_weights = self.self_attn(
-            h, (keys, values), causal=True, return_weights=return_weights
+        attended, self_weights = self.self_attn.attend(
+            queries, (keys, values), causal=True, return_weights=return_weights
         )
         x = x + self.dropout(attended)
         attended, cross_weights = self.cross_attn(

@@ -182,10 +182,10 @@ class DecoderLayer(nn.Module):
 
         Returns the new x and, if asked, the self- and cross-attention weights.
         """
-        h = self.self_norm(x)
-        attended, self_weights = self.self_attn(
-            h,
-            self.self_attn.project_kv(h),
+        queries, kv = self.self_attn.project_qkv(self.self_norm(x))
+        attended, self_weights = self.self_attn.attend(
+            queries,
+            kv,
             key_padding_mask=padding_mask,
             bias=positions.self_bias,
             return_weights=return_weights,

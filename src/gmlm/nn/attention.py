@@ -6,6 +6,13 @@ to the attention call. One module therefore serves plain self-attention, increme
 per sentence, and PaDIR's positional attention (keys from positions, values from hidden
 states).
 
+Self-attention projects queries, keys and values of one input
+(:meth:`MultiHeadAttention.project_qkv`); at inference (no gradients) that is one matrix
+product with the three weights stacked, made once per set of weights and remade when they
+change, instead of three. The parameters and the checkpoint format stay the three separate
+projections. The stacked product sums each output in the same way per weight row, but the
+BLAS may block it differently, so results can differ from three products in the last bits.
+
 Masks follow PyTorch's convention: a key padding mask is True at padding, i.e. at keys no
 query may attend to. Every query must keep at least one key (a row of only padding has no
 defined softmax).
@@ -40,11 +47,41 @@ class MultiHeadAttention(nn.Module):
         self.k_proj = nn.Linear(d_model, d_model, bias=False)
         self.v_proj = nn.Linear(d_model, d_model, bias=False)
         self.out_proj = nn.Linear(d_model, d_model, bias=False)
+        self._stacked: Tensor | None = None
+        self._stacked_key: tuple[object, ...] | None = None
 
     def _split_heads(self, x: Tensor) -> Tensor:
         """(B, T, D) -> (B, H, T, D/H)."""
         batch, length, _ = x.shape
         return x.view(batch, length, self.n_heads, self.head_dim).transpose(1, 2)
+
+    def _stacked_qkv(self) -> Tensor | None:
+        """The (3D, D) query, key and value weights stacked, for inference (None while
+        gradients are on, or when the projections are not plain Linear layers, e.g. int8
+        dynamic quantisation). Made once and kept until a weight changes: the key holds each
+        weight's storage, version counter (bumped by every in-place update, such as an
+        optimizer step or load_state_dict; weights made under torch.inference_mode have none,
+        and cannot be updated in place outside it) and dtype."""
+        projections = (self.q_proj, self.k_proj, self.v_proj)
+        if torch.is_grad_enabled() or any(type(p) is not nn.Linear for p in projections):
+            return None
+        weights = [p.weight for p in projections]
+        key = tuple(
+            (w.data_ptr(), None if w.is_inference() else w._version, w.dtype, w.device)
+            for w in weights
+        )
+        if self._stacked_key != key:
+            self._stacked = torch.cat(weights)
+            self._stacked_key = key
+        return self._stacked
+
+    def project_qkv(self, x: Tensor) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+        """Self-attention's queries and (keys, values) of x (B, T, D), each (B, H, T, D/H)."""
+        stacked = self._stacked_qkv()
+        if stacked is None:
+            return self._split_heads(self.q_proj(x)), self.project_kv(x)
+        queries, keys, values = F.linear(x, stacked).chunk(3, dim=-1)
+        return self._split_heads(queries), (self._split_heads(keys), self._split_heads(values))
 
     def project_kv(
         self, key_input: Tensor, value_input: Tensor | None = None
@@ -69,17 +106,39 @@ class MultiHeadAttention(nn.Module):
         return_weights: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
         """Attend from `query_input` (B, Tq, D) to projected keys/values (B, H, Tk, D/H).
+        See :meth:`attend` for the rest."""
+        return self.attend(
+            self._split_heads(self.q_proj(query_input)),
+            kv,
+            key_padding_mask=key_padding_mask,
+            causal=causal,
+            bias=bias,
+            return_weights=return_weights,
+        )
+
+    def attend(
+        self,
+        queries: Tensor,
+        kv: tuple[Tensor, Tensor],
+        *,
+        key_padding_mask: Tensor | None = None,
+        causal: bool = False,
+        bias: Tensor | None = None,
+        return_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """Attend from projected queries (B, H, Tq, D/H) to projected keys/values
+        (B, H, Tk, D/H).
 
         key_padding_mask: (B, Tk), True at keys to ignore.
         causal: query i may see keys up to i + Tk - Tq, so the last query is aligned with the
             last key (this is what incremental decoding with a cache needs).
         bias: (H, Tq, Tk) or (B, H, Tq, Tk), added to the scaled scores (relative positions).
-        A query input with batch size 1 is broadcast over the batch of `kv`.
+        Queries with batch size 1 are broadcast over the batch of `kv`.
         Returns the output (B, Tq, D) and, if asked, the weights (B, H, Tq, Tk).
         """
         keys, values = kv
         batch = values.shape[0]
-        queries = self._split_heads(self.q_proj(query_input)).expand(batch, -1, -1, -1)
+        queries = queries.expand(batch, -1, -1, -1)
         q_len, k_len = queries.shape[2], keys.shape[2]
         drop = self.dropout if self.training else 0.0
         fused = not (return_weights or _slow_fused_backward(queries))

@@ -197,7 +197,8 @@ class EncoderLayer(nn.Module):
     def forward(self, x: Tensor, padding_mask: Tensor) -> Tensor:
         """x: (B, S, D), padding_mask: (B, S) -> (B, S, D)."""
         h = self.attn_norm(x)
-        attended, _ = self.attn(h, self.attn.project_kv(h), key_padding_mask=padding_mask)
+        queries, kv = self.attn.project_qkv(h)
+        attended, _ = self.attn.attend(queries, kv, key_padding_mask=padding_mask)
         x = x + self.dropout(attended)
         return x + self.dropout(self.ffn(self.ffn_norm(x)))
 

@@ -299,7 +299,11 @@ def translate(
         translators[system.run] = gmlm.load(ctx.checkpoint(system.run))
     e = ctx.cfg.evaluate
     return translators[system.run].translate(
-        sources, batch_size=e.batch_size, bf16=e.bf16, on_over_length="split", **system.settings
+        sources,
+        batch_size=e.batch_size,
+        precision="bf16" if e.bf16 else "fp32",
+        on_over_length="split",
+        **system.settings,
     )
 
 

@@ -1,6 +1,6 @@
 """Training precision: which autocast dtype a run uses, and the context that applies it.
 
-Shared by the trainer, validation and the throughput benchmark.
+Shared by the trainer, validation, the throughput benchmark and distillation.
 """
 
 from __future__ import annotations
@@ -10,16 +10,23 @@ from typing import Any
 
 import torch
 
-from gmlm.bench.environment import bf16_by_default
 from gmlm.errors import GmlmError
 from gmlm.training.config import TrainConfig
+
+
+def bf16_by_default(device: torch.device) -> bool:
+    """Whether an unset precision means bf16 autocast: on a CUDA GPU with bf16 support, never on
+    a CPU. Decided by the device type alone, not by CPU flags, so that training and distillation
+    give the same results on every CPU; whether bf16 pays on a CPU is measured (`gmlm
+    throughput`, `gmlm bench --precision fp32,bf16`), then asked for explicitly."""
+    return device.type == "cuda" and bool(torch.cuda.is_bf16_supported())
 
 
 def resolve_precision(cfg: TrainConfig, device: torch.device) -> torch.dtype | None:
     """The autocast dtype, or None for fp32.
 
     precision=auto is fp32 on every CPU and bf16 on GPUs that support it (see
-    :func:`gmlm.bench.environment.bf16_by_default`); precision=bf16 on a CPU is taken as asked
+    :func:`bf16_by_default`); precision=bf16 on a CPU is taken as asked
     (`gmlm throughput` measures whether it pays on the machine at hand).
     """
     if cfg.precision == "fp32":

@@ -123,7 +123,9 @@ def validate(
         pairs = pairs or validation_pairs(data, cfg.valid_sentences)
         translator = Translator(cfg.kind, model, data.tokenizer)
         options = translator.options(steps=cfg.valid_steps if cfg.kind == "padir" else None)
-        outputs = translator.translate_ids(pairs.sources, options, bf16=dtype is not None)
+        # The training arithmetic (autocast), not an inference copy of the model.
+        with torch.autocast(device.type, dtype=dtype or torch.bfloat16, enabled=dtype is not None):
+            outputs = translator.translate_ids(pairs.sources, options)
         hyps = [translator.text(ids) for ids in outputs]
         bleu = corpus_scores(hyps, pairs.references)["bleu"]
         scores["bleu"] = bleu.score

@@ -49,7 +49,6 @@ import torch
 from tqdm import tqdm
 
 from gmlm import provenance
-from gmlm.bench.environment import bf16_by_default
 from gmlm.config import load_saved_config
 from gmlm.data.binarized import CONFIG, MANIFEST, PreparedDataset, load_dataset
 from gmlm.data.cleaning import normalize
@@ -58,6 +57,7 @@ from gmlm.data.parallel import Corpus, ParallelText
 from gmlm.data.prepare import DataConfig, prepare_dataset
 from gmlm.errors import GmlmError
 from gmlm.io import atomic_open, atomic_write_json, make_dirs
+from gmlm.training.precision import bf16_by_default
 from gmlm.translation.translator import Translator, load
 
 DISTILL_FILE = "distill.json"
@@ -172,7 +172,9 @@ def distill_settings(
         "data_content_hash": data.content_hash,
         "data_tokenizer_sha256": data.tokenizer.fingerprint,
         "search": asdict(teacher.translator.options(beam=beam)),
-        "bf16": bf16,
+        # bf16 weights, formerly bf16 autocast: a new key, so that chunks of the
+        # old arithmetic are discarded rather than mixed.
+        "precision": "bf16" if bf16 else "fp32",
         "chunk_sentences": chunk_sentences,
     }
 
@@ -292,7 +294,7 @@ def _translate_chunks(
                 texts = teacher.translator.translate(
                     [plan.sources[i] for i in batch],
                     batch_size=len(batch),
-                    bf16=bf16,
+                    precision="bf16" if bf16 else "fp32",
                     beam=beam,
                     origin="train.src.txt",
                 )
@@ -370,8 +372,8 @@ def distill(
     run folder) `teacher` into a new prepared dataset `out`; returns `out`.
 
     beam: the teacher's beam size (the paper: 5). batch_size: sentences per decoder batch.
-    bf16: bfloat16 autocast; None: on bf16 GPUs only, fp32 on every CPU (see
-    :func:`gmlm.bench.environment.bf16_by_default`).
+    bf16: bfloat16 weights and activations; None: on bf16 GPUs only, fp32 on every CPU (see
+    :func:`gmlm.training.precision.bf16_by_default`).
     threads: torch CPU threads while translating (0 keeps the current setting).
     progress: a tqdm bar with sentences/s. log: receives progress messages (None: quiet).
     Returns at once when `out` is already complete for the same teacher weights, data and
@@ -410,7 +412,7 @@ def distill(
         say(
             f"distilling {len(plan.order):,} of {len(sources):,} training sources with "
             f"{loaded.path} (step {loaded.step}), beam {beam}, "
-            f"{'bf16 autocast' if use_bf16 else 'fp32'}, batch {batch_size}, "
+            f"{'bf16' if use_bf16 else 'fp32'}, batch {batch_size}, "
             f"{torch.get_num_threads()} threads on {loaded.translator.device}"
         )
         outputs, timing = _translate_chunks(
@@ -442,7 +444,7 @@ def distill(
         "teacher_step": loaded.step,
         "data": str(data.resolve()),
         "beam": beam,
-        "precision": "bf16 autocast" if use_bf16 else "fp32",
+        "precision": "bf16" if use_bf16 else "fp32",
         "batch_size": batch_size,
         "threads": threads or previous_threads,
         "device": str(loaded.translator.device),

@@ -26,6 +26,10 @@ Decoding settings are an options object of the model's kind,
 overrides of its fields (``translate(lines, steps=10)``). A setting of the other model kind
 (``beam`` for a PaDIR model, ``steps`` for an autoregressive one) is an error that names the
 checkpoint's kind; a name neither kind has is one that lists the valid names.
+
+``precision`` ("fp32", "bf16" or "int8", :mod:`gmlm.translation.precision`) picks the arithmetic;
+the bf16 and int8 copies of the model are made on first use and kept. Decoding runs under
+``torch.inference_mode``.
 """
 
 from __future__ import annotations
@@ -45,11 +49,17 @@ from gmlm.data.cleaning import normalize
 from gmlm.data.lengths import SHOWN, OverLengthError, encode_inputs
 from gmlm.data.tokenizer import Tokenizer
 from gmlm.decoding.autoregressive import beam_search, greedy_search
-from gmlm.decoding.options import DecodingOptions, RefinementOptions, decoding_options
+from gmlm.decoding.options import (
+    DecodingOptions,
+    Precision,
+    RefinementOptions,
+    decoding_options,
+)
 from gmlm.decoding.refinement import refine, sentence_generators
 from gmlm.errors import GmlmError
 from gmlm.models import AutoregressiveModel, ModelKind, PadirModel
 from gmlm.nn.config import ModelConfig
+from gmlm.translation.precision import at_precision, check_precision
 
 OverLengthPolicy = Literal["error", "split", "report"]
 
@@ -85,10 +95,21 @@ class Translator:
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.config = config
+        self._copies: dict[str, AutoregressiveModel | PadirModel] = {}
 
     @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
+
+    def model_at(self, precision: Precision) -> AutoregressiveModel | PadirModel:
+        """The model at `precision`: the fp32 model itself, or its bf16 or int8 copy, made on
+        first use and kept (see :mod:`gmlm.translation.precision`)."""
+        check_precision(precision)
+        if precision == "fp32":
+            return self.model
+        if precision not in self._copies:
+            self._copies[precision] = at_precision(self.model, precision)
+        return self._copies[precision]
 
     def options(
         self, options: DecodingOptions | None = None, /, **overrides: Any
@@ -109,7 +130,7 @@ class Translator:
         *,
         batch_size: int = 32,
         seed: int = 0,
-        bf16: bool = False,
+        precision: Precision = "fp32",
         on_over_length: OverLengthPolicy = "error",
         origin: str = "input",
         lines: Sequence[int] | None = None,
@@ -120,7 +141,8 @@ class Translator:
 
         batch_size: sentences per decoder batch (sorted by length, order restored).
         seed: PaDIR's initial random tokens (see the module docstring).
-        bf16: run the model under bfloat16 autocast.
+        precision: "fp32", "bf16" (bf16 weights and activations) or "int8" (dynamically
+        quantised Linear layers, CPU only); see the module docstring.
         on_over_length: "error", "split" or "report" (see the module docstring).
         origin: names the input (a file) in error messages; lines are counted from 1.
         lines: each sentence's 0-based line index in its file, which keys its random tokens
@@ -130,13 +152,18 @@ class Translator:
         and/or overrides of its fields by name, e.g. ``steps=10`` (see :meth:`options`).
         """
         texts = _sentence_list(sentences)
+        if "bf16" in overrides:
+            raise GmlmError(
+                f'bf16={overrides["bf16"]!r} is now precision="bf16" (bf16 weights and '
+                'activations), or precision="fp32"'
+            )
         for name, value, tp in (
             ("batch_size", batch_size, int),
             ("seed", seed, int),
-            ("bf16", bf16, bool),
             ("origin", origin, str),
         ):
             check_value(value, tp, name)
+        check_precision(precision)
         options = self.options(options, **overrides)
         if lines is not None and len(lines) != len(texts):
             raise GmlmError(
@@ -155,7 +182,7 @@ class Translator:
             options,
             batch_size=batch_size,
             seed=seed,
-            bf16=bf16,
+            precision=precision,
             lines=[numbers[owner] for owner in owners],
             pieces=piece_numbers,
         )
@@ -168,7 +195,7 @@ class Translator:
         """Detokenized output ids on one line (byte-fallback pieces can spell a line break)."""
         return " ".join(self.tokenizer.decode(ids).splitlines())
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def translate_ids(
         self,
         sources: Sequence[Sequence[int]],
@@ -176,7 +203,7 @@ class Translator:
         *,
         batch_size: int = 32,
         seed: int = 0,
-        bf16: bool = False,
+        precision: Precision = "fp32",
         lines: Sequence[int] | None = None,
         pieces: Sequence[int] | None = None,
     ) -> list[list[int]]:
@@ -185,8 +212,9 @@ class Translator:
 
         Sources are decoded longest first in batches of `batch_size`. PaDIR's initial tokens
         of source i come from ``sentence_seed(seed, lines[i], pieces[i])`` (defaults: i, 0),
-        whatever its batch (see the module docstring).
+        whatever its batch (see the module docstring). `precision`: see :meth:`translate`.
         """
+        model = self.model_at(precision)
         if batch_size < 1:
             raise GmlmError(f"batch_size={batch_size} must be at least 1")
         lines = range(len(sources)) if lines is None else lines
@@ -202,14 +230,14 @@ class Translator:
             batch = order[start : start + batch_size]
             src = self.source_tensor([sources[i] for i in batch])
             keys = [lines[i] for i in batch], [pieces[i] for i in batch]
-            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=bf16):
-                decoded = self._decode(src, options, seed, *keys)
+            decoded = self._decode(model, src, options, seed, *keys)
             for i, ids in zip(batch, decoded, strict=True):
                 outputs[i] = ids
         return outputs
 
     def _decode(
         self,
+        model: AutoregressiveModel | PadirModel,
         src: Tensor,
         options: DecodingOptions,
         seed: int,
@@ -217,13 +245,13 @@ class Translator:
         pieces: Sequence[int],
     ) -> list[list[int]]:
         if isinstance(options, RefinementOptions):
-            assert isinstance(self.model, PadirModel)
+            assert isinstance(model, PadirModel)
             generators = sentence_generators(seed, lines, pieces)
-            return [r.tokens for r in refine(self.model, src, options, generators)]
-        assert isinstance(self.model, AutoregressiveModel)
+            return [r.tokens for r in refine(model, src, options, generators)]
+        assert isinstance(model, AutoregressiveModel)
         if options.beam == 1:
-            return [h.tokens for h in greedy_search(self.model, src, options)]
-        return [nbest[0].tokens for nbest in beam_search(self.model, src, options)]
+            return [h.tokens for h in greedy_search(model, src, options)]
+        return [nbest[0].tokens for nbest in beam_search(model, src, options)]
 
     def source_tensor(self, rows: Sequence[Sequence[int]]) -> Tensor:
         """(B, S) ids + EOS, right-padded, on the model's device: the encoder input of source
