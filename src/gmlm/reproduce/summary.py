@@ -237,6 +237,20 @@ def rerun_hint() -> str:
     )
 
 
+def _numbers(h: Headline) -> list[tuple[str, str, str | None]]:
+    """The headline numbers present, in order: (label, text, a further line or None); the
+    report's summary and the command's last lines render the same list."""
+    parts: list[tuple[str, str, str | None]] = []
+    if h.quality:
+        more = _whole_split_text(h.quality) if h.quality.split_sentences else None
+        parts.append(("Quality", _quality_text(h.quality), more))
+    if h.speed:
+        parts.append(("Speed-up", _speed_text(h.speed, h.quality), None))
+    if h.stutter:
+        parts.append(("Stutter", _stutter_text(h.stutter), None))
+    return parts
+
+
 def summary_section(h: Headline) -> list[str]:
     """`## In 30 seconds`: the headline numbers as a short list, for REPORT.md's top."""
     lines = ["## In 30 seconds", ""]
@@ -247,14 +261,10 @@ def summary_section(h: Headline) -> list[str]:
             f"{rerun_hint()}. The models translated gmlm's own example sentences instead "
             "(below), and the speed figures time those.",
         ]
-    if h.quality:
-        lines.append(f"- **Quality**: {_quality_text(h.quality)}.")
-        if h.quality.split_sentences:
-            lines.append(f"  {_whole_split_text(h.quality)}.")
-    if h.speed:
-        lines.append(f"- **Speed-up**: {_speed_text(h.speed, h.quality)}.")
-    if h.stutter:
-        lines.append(f"- **Stutter**: {_stutter_text(h.stutter)}.")
+    for label, text, more in _numbers(h):
+        lines.append(f"- **{label}**: {text}.")
+        if more:
+            lines.append(f"  {more}.")
     if h.attention:
         lines.append(f"- **Attention**: {h.attention}")
     if len(lines) == 2:
@@ -269,14 +279,10 @@ def final_lines(cfg: ReproduceConfig, out: Path) -> list[str]:
         return []
     h = read_headline(cfg, out)
     lines = [f"report: {report}"]
-    if h.quality:
-        lines.append(f"quality:  {_quality_text(h.quality)}")
-        if h.quality.split_sentences:
-            lines.append(f"          {_whole_split_text(h.quality)}")
-    if h.speed:
-        lines.append(f"speed-up: {_speed_text(h.speed, h.quality)}")
-    if h.stutter:
-        lines.append(f"stutter:  {_stutter_text(h.stutter)}")
+    for label, text, more in _numbers(h):
+        lines.append(f"{label.lower() + ':':<10}{text}")
+        if more:
+            lines.append(f"{'':<10}{more}")
     if h.stand_in:
         lines.append(f"quality not measured ({h.stand_in}): {rerun_hint()}")
     return lines
