@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sacrebleu
 import torch
 
 from gmlm.bench import format_report, render_markdown, run_bench, speedups
@@ -115,8 +116,8 @@ def test_printed_ratios_are_ar_over_padir_of_printed_statistics(
     cli_run: tuple[str, dict[str, Any], Path],
 ) -> None:
     text, _, _ = cli_run
-    # Columns: precision, system, model p50, p90, p99, e2e p50, p90, p99, throughput...
-    columns = {"model_p50": 2, "model_p99": 4, "e2e_p50": 5, "e2e_p99": 7}
+    # Columns: precision, system, BLEU, model p50, p90, p99, e2e p50, p90, p99, throughput...
+    columns = {"model_p50": 3, "model_p99": 5, "e2e_p50": 6, "e2e_p99": 8}
     # Speed-up columns: precision, padir, ar, e2e p50, e2e p99, model p50, model p99.
     ratio_columns = {"e2e_p50": 3, "e2e_p99": 4, "model_p50": 5, "model_p99": 6}
     checked = 0
@@ -133,6 +134,43 @@ def test_printed_ratios_are_ar_over_padir_of_printed_statistics(
                     assert shown == pytest.approx(expected, rel=0.01, abs=0.011), (stat, padir, ar)
                     checked += 1
     assert checked == len(PRECISIONS) * 8 * 2 * 4
+
+
+def test_each_row_scores_its_own_translations(
+    checkpoints: dict[str, Path], word_task_data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Row BLEU = sacreBLEU of exactly what that system output for the timed sentences: the
+    translators are replaced by known outputs (the reference, cut to each system's own number
+    of words), and every row must match sacreBLEU run independently on those outputs."""
+    references = load_dataset(word_task_data).read_text("test", "tgt")
+    keep = {"padir T=4 B=1": 1, "padir T=4 B=5": 2, "ar greedy": 3}  # ar beam5: all words
+
+    def known(translator, sentences, options, *, lines, **kwargs):  # type: ignore[no-untyped-def]
+        words = references[lines[0]].split()
+        return [" ".join(words[: keep.get(system_name(options), len(words))])]
+
+    monkeypatch.setattr(Translator, "translate", known)
+    result = run_bench(
+        checkpoints["ar"],
+        checkpoints["padir"],
+        word_task_data,
+        sentences=4,
+        warmup=0,
+        threads=1,
+        precisions=["fp32", "int8"],
+        batch_sizes=[1],
+        steps=[4],
+        length_beams=[1, 5],
+    )
+    chosen = references[:4]
+    for row in result.results:
+        words = keep.get(row.system)
+        outputs = [" ".join(r.split()[:words]) for r in chosen]
+        expected = sacrebleu.corpus_bleu(outputs, [chosen]).score
+        assert row.bleu == round(expected, 2), row.system
+    assert {r.system: r.bleu for r in result.results if r.precision == "fp32"}["ar beam5"] == 100
+    assert result.settings.bleu is not None and "4 sentences" in result.settings.bleu
+    assert "| fp32 | ar beam5 | 100.00 |" in render_markdown(result)
 
 
 def test_speedups_and_percentiles_arithmetic() -> None:

@@ -61,9 +61,10 @@ def test_worker_answers_like_the_translator_in_process(
             one = worker.time(sources[:1], texts[0], options)
             assert one.outputs == local.translate_ids(sources[:1], options)
             assert one.model_s > 0 and one.e2e_s is not None and one.e2e_s > 0
+            assert one.translation == local.translate(texts[:1], options)[0]
             batch = worker.time(sources, None, options)
             assert batch.outputs == local.translate_ids(sources, options)
-            assert batch.e2e_s is None
+            assert batch.e2e_s is None and batch.translation is None
 
 
 def test_worker_reports_a_bad_folder(tmp_path: Path) -> None:

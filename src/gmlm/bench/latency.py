@@ -18,7 +18,10 @@ quantisation: :mod:`gmlm.translation.precision`):
   is excluded from both and reported once per checkpoint (``load_s``);
 * throughput, sentences/s and output tokens/s (no EOS), at each batch size; batches are the
   sentences sorted by source length, as :meth:`Translator.translate_ids` makes them. At
-  batch size 1 the throughput is the model-only latency pass summed (not run twice).
+  batch size 1 the throughput is the model-only latency pass summed (not run twice);
+* BLEU of each row's end-to-end translations of the timed sentences against the split's
+  references (the same sentences for every row: a speed is never reported without the
+  quality it buys; those sentences only, not the published score of the whole split).
 
 With ``ctranslate2=True`` the ``ar`` checkpoint is also converted to CTranslate2
 (:mod:`gmlm.export.ctranslate2`) and timed greedy and with beam 5 by gmlm's decoding rules
@@ -68,6 +71,7 @@ from gmlm.data.binarized import load_dataset
 from gmlm.data.lengths import encode_inputs
 from gmlm.decoding.options import PRECISIONS, DecodingOptions, Precision, RefinementOptions
 from gmlm.errors import GmlmError
+from gmlm.evaluation.bleu import corpus_scores
 from gmlm.export.ctranslate2_worker import Ct2Worker
 from gmlm.translation.precision import check_precision
 from gmlm.translation.translator import Translator, load
@@ -210,6 +214,17 @@ def _rotated(systems: list[System], shift: int) -> list[System]:
     return systems[shift:] + systems[:shift]
 
 
+@dataclass(frozen=True)
+class Latencies:
+    """What the batch-1 pass of one precision measured, by system name: seconds per sentence
+    (model-only and end-to-end), output tokens in all, and the end-to-end translations."""
+
+    model: dict[str, list[float]]
+    e2e: dict[str, list[float]]
+    tokens: dict[str, int]
+    translations: dict[str, list[str]]
+
+
 def _latency(
     systems: list[System],
     texts: list[str],
@@ -219,12 +234,14 @@ def _latency(
     warmup: int,
     tick: Callable[[], object],
     clock: Clock,
-) -> tuple[dict[str, list[float]], dict[str, list[float]], dict[str, int]]:
-    """Per-sentence batch-1 seconds, model-only and end-to-end, and output tokens; `tick`
-    is called after each sentence. texts[i] is line lines[i] of the split, which keys PaDIR's
-    initial tokens, so both ways and the throughput batches decode the same thing."""
+) -> Latencies:
+    """Per-sentence batch-1 seconds, model-only and end-to-end, output tokens and the
+    end-to-end translations; `tick` is called after each sentence. texts[i] is line lines[i]
+    of the split, which keys PaDIR's initial tokens, so both ways and the throughput batches
+    decode the same thing."""
     model: dict[str, list[float]] = {s.name: [] for s in systems}
     e2e: dict[str, list[float]] = {s.name: [] for s in systems}
+    translations: dict[str, list[str]] = {s.name: [] for s in systems}
     tokens = dict.fromkeys(model, 0)
     for i in range(min(warmup, len(texts))):
         for system in systems:
@@ -247,6 +264,7 @@ def _latency(
                     model[system.name].append(timing.model_s)
                     e2e[system.name].append(timing.e2e_s or 0.0)
                     tokens[system.name] += len(timing.outputs[0])
+                    translations[system.name].append(timing.translation or "")
                     continue
                 start = clock()
                 out = system.translator.translate_ids(
@@ -255,12 +273,13 @@ def _latency(
                 model[system.name].append(clock() - start)
                 tokens[system.name] += len(out[0])
                 start = clock()
-                _translate_text(system, text, lines[i], precision)
+                translation = _translate_text(system, text, lines[i], precision)
                 e2e[system.name].append(clock() - start)
+                translations[system.name].append(translation[0])
             tick()
     finally:
         gc.enable()
-    return model, e2e, tokens
+    return Latencies(model, e2e, tokens, translations)
 
 
 def _translate_text(system: System, text: str, line: int, precision: Precision) -> list[str]:
@@ -394,6 +413,7 @@ def run_bench(
         if not lines:
             raise GmlmError(f"{data}: split '{split}' has no sentence every model can take")
         chosen = [texts[i] for i in lines]
+        references = [prepared.read_text(split, "tgt")[i] for i in lines]
         systems = make_systems(translators, steps, length_beams)
         if ctranslate2:
             say("converting --ar to CTranslate2 and starting its worker process")
@@ -413,21 +433,23 @@ def run_bench(
             # The CTranslate2 export is fp32: its rows are fp32 only.
             active = [s for s in systems if precision == "fp32" or s.worker is None]
             say(f"{precision}: batch-1 latency of {len(active)} systems on {len(lines)} sentences")
-            model, e2e, out_tokens = _latency(
-                active, chosen, lines, ids, precision, warmup, bar.update, clock
-            )
+            measured = _latency(active, chosen, lines, ids, precision, warmup, bar.update, clock)
             throughput: dict[int, dict[str, Rates]] = {}
             for size in batch_sizes:
                 if size == 1:
                     throughput[1] = {
-                        name: _rates(len(times), out_tokens[name], sum(times))
-                        for name, times in model.items()
+                        name: _rates(len(times), measured.tokens[name], sum(times))
+                        for name, times in measured.model.items()
                     }
                 else:
                     say(f"{precision}: throughput at batch size {size}")
                     throughput[size] = _throughput(
                         active, lines, ids, size, precision, bar.update, clock
                     )
+            bleu = {
+                name: corpus_scores(translations, references)["bleu"]
+                for name, translations in measured.translations.items()
+            }
             for system in active:
                 settings = system.settings()
                 results.append(
@@ -440,9 +462,10 @@ def run_bench(
                         length_beam=settings.get("length_beam"),
                         beam=settings.get("beam"),
                         model_params=sum(p.numel() for p in system.translator.model.parameters()),
-                        mean_output_tokens=round(out_tokens[system.name] / len(lines), 2),
-                        model=percentiles(model[system.name]),
-                        e2e=percentiles(e2e[system.name]),
+                        mean_output_tokens=round(measured.tokens[system.name] / len(lines), 2),
+                        bleu=round(bleu[system.name].score, 2),
+                        model=percentiles(measured.model[system.name]),
+                        e2e=percentiles(measured.e2e[system.name]),
                         throughput={
                             str(size): throughput[size][system.name] for size in batch_sizes
                         },
@@ -485,6 +508,7 @@ def run_bench(
                 else "skipped (no --ctranslate2 given)"
             ),
             fairness=FAIRNESS,
+            bleu=_bleu_note(split, len(lines), next(iter(bleu.values())).signature),
         ),
         systems=tuple(s.name for s in systems),
         results=tuple(results),
@@ -493,6 +517,14 @@ def run_bench(
     if json_out is not None:
         result.write(Path(json_out))
     return result
+
+
+def _bleu_note(split: str, sentences: int, signature: str) -> str:
+    return (
+        f"BLEU of each row's end-to-end translations of these {sentences} sentences against "
+        f"the references of split '{split}' (sacreBLEU {signature}): a check that the timed "
+        "setting translates as well as it should, not the published score of the whole split"
+    )
 
 
 def _start_ctranslate2(ar: str | Path, threads: int) -> Ct2Worker:

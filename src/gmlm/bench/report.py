@@ -40,14 +40,20 @@ def settings_lines(result: BenchResult) -> list[str]:
         ct2 = s.ctranslate2
         lines.append(f"ctranslate2 {ct2.version} (loaded in {ct2.load_s} s): {ct2.note}")
     lines.append(f"fairness: {s.fairness}")
+    if s.bleu is not None:
+        lines.append(f"BLEU: {s.bleu}")
     return lines
 
 
 def latency_table(result: BenchResult) -> Table:
+    """One row per precision and system; the BLEU column only in results that have one
+    (files written before rows had it show none)."""
     sizes = result.settings.batch_sizes
+    scored = all(r.bleu is not None for r in result.results)
     header = [
         "precision",
         "system",
+        *(["BLEU"] if scored else []),
         "model p50 ms",
         "p90",
         "p99",
@@ -63,6 +69,7 @@ def latency_table(result: BenchResult) -> Table:
             [
                 r.precision,
                 r.system,
+                *([f"{r.bleu:.2f}"] if r.bleu is not None else []),
                 *(f"{v:.2f}" for v in (r.model.p50_ms, r.model.p90_ms, r.model.p99_ms)),
                 *(f"{v:.2f}" for v in (r.e2e.p50_ms, r.e2e.p90_ms, r.e2e.p99_ms)),
                 *(f"{r.throughput[str(b)].sentences_per_s:.1f}" for b in sizes),

@@ -48,7 +48,8 @@ class SpeedSettings(Record):
     """How the numbers were made: provenance (threads .. device) and the benchmark's settings;
     `checkpoints` by role (ar, padir, teacher, ar1); `ar1` says whether --ar1 was measured,
     `ctranslate2` what ran the CTranslate2 rows, or why there are none (absent in files
-    written before gmlm bench had them)."""
+    written before gmlm bench had them); `bleu` how the rows' BLEU was scored, or why not
+    (absent in files written before the rows had one)."""
 
     threads: int
     torch: str
@@ -66,12 +67,14 @@ class SpeedSettings(Record):
     ar1: str
     ctranslate2: Ctranslate2Info | str | None = field(default=None, metadata=OMIT_NONE)
     fairness: str
+    bleu: str | None = field(default=None, metadata=OMIT_NONE)
 
 
 @dataclass(frozen=True, kw_only=True)
 class BenchRow(Record):
     """One system in one precision: PaDIR rows carry `steps` and `length_beam`, AR rows `beam`;
-    `throughput` by batch size (as a string, a JSON key)."""
+    `bleu`: of its end-to-end translations of the timed sentences (None: no references, or a
+    file written before rows had it); `throughput` by batch size (as a string, a JSON key)."""
 
     precision: str
     system: str
@@ -82,6 +85,7 @@ class BenchRow(Record):
     beam: int | None = field(default=None, metadata=OMIT_NONE)
     model_params: int
     mean_output_tokens: float
+    bleu: float | None = field(default=None, metadata=OMIT_NONE)
     model: Percentiles
     e2e: Percentiles
     throughput: dict[str, Rates]

@@ -25,7 +25,10 @@ torch's slow each other down in one process.
 For each precision: batch-1 latency per sentence (median, p90, p99 after a warm-up), both
 model-only (ids in, ids out) and end-to-end (raw text in, detokenized text out; model loading
 excluded and reported separately), and throughput (sentences/s, output tokens/s) at each
-batch size. Systems are interleaved sentence by sentence and batch by batch so background
+batch size, and the BLEU of each row's end-to-end translations of the timed sentences
+against the split's references, so a speed is never shown without the quality it buys
+(a check of the timed setting on those sentences, not the whole split's published score).
+Systems are interleaved sentence by sentence and batch by batch so background
 load hits all alike. Prints the settings, a table, the speed-up of every PaDIR setting over
 every AR system (median and p99 ratios), and one JSON line last.
 

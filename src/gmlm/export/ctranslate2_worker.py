@@ -10,11 +10,13 @@ loads the export on `THREADS` CPU threads and answers requests, one JSON object 
 stdin/stdout:
 
     request  {"sources": [[ids]], "text": str | null, "options": {SearchOptions fields}}
-    answer   {"outputs": [[ids]], "model_s": float, "e2e_s": float | null}
+    answer   {"outputs": [[ids]], "model_s": float, "e2e_s": float | null,
+              "translation": str | null}
 
 ``model_s`` times :meth:`Ct2Translator.translate_ids` of all sources (ids in, ids out) and
 ``e2e_s`` :meth:`Ct2Translator.translate` of the text (raw text in, text out), both inside
-the worker with the garbage collector off, so the pipe is not counted. A failure is answered
+the worker with the garbage collector off, so the pipe is not counted; ``translation`` is
+that text's translation (for the benchmark's BLEU of the row). A failure is answered
 ``{"error": message}``. The first line the worker writes is ``{"ready": ..., "load_s": ...}``.
 """
 
@@ -38,11 +40,13 @@ from gmlm.errors import GmlmError
 
 @dataclass(frozen=True)
 class Timing:
-    """One request's answer: output ids of each source and the seconds inside the worker."""
+    """One request's answer: output ids of each source, the seconds inside the worker, and
+    the translation of the request's text (None without one)."""
 
     outputs: list[list[int]]
     model_s: float
     e2e_s: float | None
+    translation: str | None
 
 
 class Ct2Worker:
@@ -68,7 +72,7 @@ class Ct2Worker:
         self._process.stdin.write(json.dumps(request) + "\n")
         self._process.stdin.flush()
         answer = self._receive()
-        return Timing(answer["outputs"], answer["model_s"], answer["e2e_s"])
+        return Timing(answer["outputs"], answer["model_s"], answer["e2e_s"], answer["translation"])
 
     def _receive(self) -> dict[str, Any]:
         assert self._process.stdout is not None
@@ -135,17 +139,17 @@ def serve(folder: str, threads: int, requests: IO[str], answers: IO[str]) -> Non
                 start = time.perf_counter()
                 outputs = translator.translate_ids(request["sources"], options)
                 model_s = time.perf_counter() - start
-                e2e_s = None
+                e2e_s = translation = None
                 if request["text"] is not None:
                     start = time.perf_counter()
-                    translator.translate([request["text"]], options)
+                    translation = translator.translate([request["text"]], options)[0]
                     e2e_s = time.perf_counter() - start
             finally:
                 gc.enable()
         except GmlmError as err:
             send({"error": str(err)})
             continue
-        send({"outputs": outputs, "model_s": model_s, "e2e_s": e2e_s})
+        send({"outputs": outputs, "model_s": model_s, "e2e_s": e2e_s, "translation": translation})
 
 
 if __name__ == "__main__":
