@@ -60,6 +60,7 @@ def cli_run(
     json_file = tmp_path_factory.mktemp("bench") / "bench.json"
     args = ["bench", "--ar", str(checkpoints["ar"]), "--padir", str(checkpoints["padir"])]
     args += ["--data", str(word_task_data), *FAST, "--output", str(json_file)]
+    args += ["--markdown", str(json_file.with_suffix(".md"))]
     stdout = io.StringIO()
     with contextlib.redirect_stdout(stdout):
         assert main(args) == 0
@@ -72,6 +73,8 @@ def test_json_line_last_with_every_system_and_key(
 ) -> None:
     text, result, json_file = cli_run
     assert json.loads(json_file.read_text(encoding="utf-8")) == result
+    markdown = json_file.with_suffix(".md").read_text(encoding="utf-8")
+    assert markdown == render_markdown(BenchResult.from_json(result, "the JSON line")) + "\n"
     settings = result["settings"]
     for key in ("threads", "torch", "cpu", "precisions", "sentences", "warmup", "fairness"):
         assert key in settings
@@ -404,3 +407,22 @@ def test_optional_ar_of_the_wrong_kind_and_bad_settings_are_errors(
 def test_cli_default_sentences_match_the_library() -> None:
     assert bench_cli.DEFAULT_SENTENCES == DEFAULT_SENTENCES
     assert bench_cli.DEFAULT_WARMUP == DEFAULT_WARMUP
+
+
+@pytest.mark.parametrize("flag", ["--output", "--markdown"])
+def test_an_unwritable_output_fails_before_any_timing(
+    checkpoints: dict[str, Path],
+    word_task_data: Path,
+    tmp_path: Path,
+    flag: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError("run_bench ran before the output path was checked")
+
+    monkeypatch.setattr("gmlm.bench.run_bench", never)
+    args = ["bench", "--ar", str(checkpoints["ar"]), "--padir", str(checkpoints["padir"])]
+    args += ["--data", str(word_task_data), flag, str(tmp_path)]  # a folder, not a file
+    assert main(args) != 0
+    assert f"{flag} {tmp_path} is a folder" in capsys.readouterr().err

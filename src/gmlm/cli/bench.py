@@ -104,6 +104,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "'gmlm[ctranslate2]')",
     )
     add_output(p, "also write the result JSON to this file", old="--json-out")
+    p.add_argument(
+        "--markdown",
+        type=Path,
+        help="also write the settings and tables as Markdown to this file (as REPORT.md "
+        "shows them), e.g. to publish them",
+    )
     add_json(p, "print only the JSON line, not the settings and tables")
     p.set_defaults(func=run)
 
@@ -122,8 +128,12 @@ def add_sweep(p: argparse.ArgumentParser, flag: str, name: str, default: tuple[i
 
 
 def run(args: argparse.Namespace) -> int:
-    from gmlm.bench import format_report, json_line, run_bench
+    from gmlm.bench import format_report, json_line, render_markdown, run_bench
+    from gmlm.io import atomic_write_text, check_output_file
 
+    for flag, path in (("--output", args.output), ("--markdown", args.markdown)):
+        if path is not None:
+            check_output_file(path, flag)  # before the minutes of timing, not after
     result = run_bench(
         args.ar,
         args.padir,
@@ -143,6 +153,8 @@ def run(args: argparse.Namespace) -> int:
         json_out=args.output,
         log=lambda msg: print(msg, file=sys.stderr, flush=True),
     )
+    if args.markdown is not None:
+        atomic_write_text(args.markdown, render_markdown(result) + "\n")
     if not args.json:
         print(format_report(result))
     print(json_line(result), flush=True)
