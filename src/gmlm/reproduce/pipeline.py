@@ -6,12 +6,13 @@ finished stages and resumes an interrupted one; a folder holding a different con
 refused, naming the keys that differ, so two presets never mix their outputs. One exception,
 for long runs spread over days: with the same preset, the settings of a stage that has not
 started yet (neither finished nor written its folder) may change, e.g. PaDIR's recipe while
-the teacher trains, or the `ar1` stage being switched on, unless a stage that reads its output
-has finished (the evaluation would then lack its rows); the saved config then records the new
-settings. And a training stage that
-has started may change its `max_steps`, to stop earlier or train longer, when its learning-rate
-schedule does not depend on max_steps (inverse_sqrt, constant): the steps already taken are
-then exactly those of a run planned with the new length.
+the teacher trains, or the `ar1` stage switched on in a run begun before it existed, unless a
+stage that reads its output has finished (the evaluation would then lack its rows); the saved
+config then records the new settings. And a training stage that has started may change its
+`max_steps`, to stop earlier or train longer, when its learning-rate schedule does not depend
+on max_steps (inverse_sqrt, constant): the steps already taken are then exactly those of a run
+planned with the new length. The settings of a stage that is off (`enabled: false`) in both
+configs do not count.
 
 A run whose data stage prepared gmlm's example sentences because the Multi30k test files were
 missing (`data.examples_if_missing`) is provisional: once the files are there (at the
