@@ -95,6 +95,10 @@ def test_demo_without_the_test_set_then_with_it(
     assert translated.sources == tuple(sources)
     assert set(translated.translations) == {"ar-beam1", "ar-beam5", "padir-T4-B5"}
     assert not (out / "eval" / "scores.json").exists()
+    # ar1 is off by default: its stage finishes at once and adds no system anywhere.
+    assert StageRecord.read(out / "stages" / "ar1.json").summary == {"skipped": "ar1.enabled=false"}
+    assert not (out / "ar1").exists()
+    assert BenchResult.read(out / "bench" / "bench.json").settings.ar1.startswith("skipped")
     for stage in ("attention", "length"):
         skipped = StageRecord.read(out / "stages" / f"{stage}.json").summary["skipped"]
         assert "needs the Multi30k test set" in skipped and "github.com/multi30k/dataset" in skipped
@@ -122,6 +126,7 @@ def test_demo_without_the_test_set_then_with_it(
     assert "done already" in printed  # the checkpoint stages are not redone
     scores = EvaluationScores.read(out / "eval" / "scores.json")
     assert (scores.sentences, scores.split_sentences) == (SCORED, len(sources))
+    assert [r.system for r in scores.systems] == ["ar-beam1", "ar-beam5", "padir-T4-B5"]
     ref = out / "eval" / "reference.txt"
     assert ref.read_text(encoding="utf-8").splitlines() == references[:SCORED]
     report = (out / "REPORT.md").read_text()
@@ -183,7 +188,7 @@ def test_demo_without_the_test_set_then_with_it(
     assert f"report: {out / 'REPORT.md'}" in printed.splitlines()
 
 
-def test_a_given_checkpoint_of_the_wrong_kind(
+def test_a_given_checkpoint_of_the_wrong_kind_or_depth(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(RELEASED.parents[1])  # the preset's paths are relative to the repository
@@ -195,6 +200,24 @@ def test_a_given_checkpoint_of_the_wrong_kind(
     ctx = stages.Context(cfg, tmp_path, False, lambda _m: None)
     with pytest.raises(GmlmError, match=r"padir.checkpoint=.*nope: no such folder"):
         stages.padir(ctx)
+    # ar1 is the AR baseline with a 1-layer decoder: the released 6-layer AR is refused,
+    cfg = load_reproduce_config("demo", ["ar1.enabled=true", f"ar1.checkpoint={RELEASED / 'ar'}"])
+    ctx = stages.Context(cfg, tmp_path, False, lambda _m: None)
+    with pytest.raises(
+        GmlmError, match=r"ar1.checkpoint=.*ar: a model with 6 decoder layers, but the ar1 stage"
+    ):
+        stages.ar1(ctx)
+    # and so is training one of another depth, before any training starts.
+    cfg = load_reproduce_config(
+        "demo", ["ar1.enabled=true", "ar1.overrides=[model.n_decoder_layers=2]"]
+    )
+    ctx = stages.Context(cfg, tmp_path, False, lambda _m: None)
+    with pytest.raises(
+        GmlmError,
+        match=r"ar1.preset=small-ar1, ar1.overrides=\[model.n_decoder_layers=2\]: a model with 2 ",
+    ):
+        stages.ar1(ctx)
+    assert not (tmp_path / "ar1").exists()
     assert stages.ar(ctx) == {
         "checkpoint": "checkpoints/multi30k-de-en/ar",
         "trained": False,

@@ -65,7 +65,7 @@ def test_a_result_missing_a_key_is_an_error_naming_the_file_and_the_key(
     assert not (out / "REPORT.md").exists()
 
 
-@pytest.mark.parametrize("preset", ["smoke", "demo", "bible-tiny", "laptop"])
+@pytest.mark.parametrize("preset", ["smoke", "demo", "bible-tiny", "laptop", "multi30k"])
 def test_every_command_of_the_reproduce_section_parses(preset: str) -> None:
     """The Reproduce section's commands are what the stages ran, flag for flag: each one is
     accepted by gmlm's own parser (a renamed or missing flag fails here)."""
@@ -86,6 +86,8 @@ def test_every_command_of_the_reproduce_section_parses(preset: str) -> None:
     for command in commands:
         args = parser.parse_args(shlex.split(command)[1:])
         assert callable(args.func), command
+    ar1 = [c for c in commands if "out=OUT/ar1 " in c or "--ar1 " in c]
+    assert len(ar1) == (2 if cfg.ar1.enabled else 0), ar1  # its training and the bench
     if cfg.evaluate.sentences > 0:  # the first N, scored against the first N references
         assert f"head -n {cfg.evaluate.sentences} OUT/data/test.src.txt | gmlm translate" in text
         assert "gmlm evaluate --hyp hyp.txt --ref OUT/eval/reference.txt" in text

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
+import yaml
 
-from gmlm.config import ConfigError
+from gmlm.config import ConfigError, to_dict
 from gmlm.errors import GmlmError
 from gmlm.evaluation.summary import quality_row
 from gmlm.reproduce.config import STAGES, load_reproduce_config, parse_stages
-from gmlm.reproduce.pipeline import run_reproduce
+from gmlm.reproduce.pipeline import check_run_folder, run_reproduce
 from gmlm.reproduce.publish import NOTES_MARKER, publish_report
 from gmlm.reproduce.sections import AR_BLEU_FLOOR
+from gmlm.reproduce.stage_record import StageRecord
 from tests.helpers.corpora import make_pairs, write_lines
 
 QUICK_THEORY = [
@@ -49,6 +52,7 @@ def quick(corpus: str, *extra: str) -> list[str]:
         "evaluate.padir_steps=[1,4]",
         "bench.sentences=3",
         "bench.warmup=1",
+        "bench.threads=1",  # 2 threads on a busy 2-core machine take tens of seconds
         "bench.batch_sizes=[1,2]",
         "attention.sentences=20",
         *extra,
@@ -72,8 +76,16 @@ def test_presets_resolve(name):
     assert cfg.preset == name and cfg.description
     from gmlm.training.config import load_train_config
 
-    for stage in (cfg.teacher, cfg.ar, cfg.padir):
+    for stage in (cfg.teacher, cfg.ar, cfg.ar1, cfg.padir):
         load_train_config(stage.preset, ["data=x", "out=y", *stage.overrides]).validate()
+    # The deep-encoder / shallow-decoder AR baseline: only in the multi30k run, and 6 + 1 layers.
+    assert cfg.ar1.enabled == (name == "multi30k")
+    ar1 = load_train_config(cfg.ar1.preset, ["data=x", "out=y", *cfg.ar1.overrides])
+    ar = load_train_config(cfg.ar.preset, ["data=x", "out=y", *cfg.ar.overrides])
+    assert (ar1.kind, ar1.model.n_encoder_layers, ar1.model.n_decoder_layers) == ("ar", 6, 1)
+    if cfg.ar1.enabled:  # the AR recipe but for the decoder's depth
+        ar1.model.n_decoder_layers = ar.model.n_decoder_layers
+        assert to_dict(ar1) == to_dict(ar)
 
 
 def test_refuses_a_folder_of_another_preset_or_config(tmp_path):
@@ -154,15 +166,79 @@ def test_a_started_stage_may_change_max_steps_only_under_a_schedule_that_ignores
         )
 
 
+def saved_before_ar1(out: Path, done: tuple[str, ...]) -> None:
+    """A run folder of the multi30k preset as a gmlm without the ar1 stage left it: its
+    reproduce.yaml lacks the `ar1` section, the stages `done` have finished, the teacher has
+    started (like the run in /work/runs/multi30k)."""
+    saved = to_dict(load_reproduce_config("multi30k"))
+    del saved["ar1"], saved["expected_seconds"]["ar1"]
+    out.mkdir()
+    (out / "reproduce.yaml").write_text(yaml.safe_dump(saved, sort_keys=False))
+    (out / "teacher").mkdir()
+    for name in done:
+        StageRecord(
+            stage=name, seconds=1.0, finished="2026-01-01T00:00:00", host="h", summary={}
+        ).write(out / "stages" / f"{name}.json")
+
+
+def test_a_run_saved_before_the_ar1_stage_resumes_with_it_switched_on(tmp_path):
+    out = tmp_path / "multi30k"
+    saved_before_ar1(out, ("theory", "data"))
+    cfg = load_reproduce_config("multi30k")
+    assert cfg.ar1.enabled  # a changed setting of a stage that has not started
+    check_run_folder(cfg, out)
+    cfg.threads = 1  # only threads: run_reproduce resumes without running a stage (theory is done)
+    run_reproduce(cfg, out, ["theory"], progress=False, log=lambda _m: None)
+    assert load_reproduce_config(str(out / "reproduce.yaml")).ar1 == cfg.ar1
+    # Once the ar1 stage has started, its settings are those of its run.
+    (out / "ar1").mkdir()
+    changed = load_reproduce_config("multi30k", ["ar1.overrides=[max_steps=3000,optim.lr=0.1]"])
+    with pytest.raises(GmlmError, match=r"different settings \(ar1.overrides\)"):
+        check_run_folder(changed, out)
+    off = load_reproduce_config("multi30k", ["ar1.enabled=false"])
+    with pytest.raises(GmlmError, match=r"different settings \(ar1.enabled\)"):
+        check_run_folder(off, out)
+    check_run_folder(cfg, out)
+
+
+def test_ar1_is_not_switched_on_after_the_stages_that_read_it_finished(tmp_path):
+    """A run that evaluated before the ar1 stage existed: switching it on would train it and
+    leave it out of the evaluation, so it is refused with what to remove to redo them."""
+    out = tmp_path / "multi30k"
+    done = ("theory", "data", "teacher", "distill", "ar", "padir", "evaluate", "bench", "report")
+    saved_before_ar1(out, done)
+    cfg = load_reproduce_config("multi30k")
+    records = ", ".join(str(out / "stages" / f"{n}.json") for n in ("evaluate", "bench", "report"))
+    message = (
+        r"different settings \(ar1.enabled, ar1.overrides\).*Stage ar1 has not run, but "
+        rf"evaluate, bench finished without it: to run it and redo evaluate, bench, report, "
+        rf"remove {re.escape(records)} and rerun"
+    )
+    with pytest.raises(GmlmError, match=message):
+        check_run_folder(cfg, out)
+    check_run_folder(load_reproduce_config("multi30k", ["ar1.enabled=false"]), out)
+    for name in ("evaluate", "bench", "report"):
+        (out / "stages" / f"{name}.json").unlink()
+    check_run_folder(cfg, out)
+
+
 def test_stage_needs_its_inputs(tmp_path):
     cfg = load_reproduce_config("smoke")
     with pytest.raises(GmlmError, match="stage 'teacher' needs stage\\(s\\) data first"):
         run_reproduce(cfg, tmp_path / "run", ["teacher"], progress=False, log=lambda _m: None)
 
 
+# The ar1 stage switched on: a 1-layer-decoder AR student beside the others.
+AR1 = [
+    "ar1.enabled=true",
+    "ar1.preset=tiny-ar",
+    "ar1.overrides=[model.n_decoder_layers=1,max_steps=20,valid_every=20,valid_sentences=0]",
+]
+
+
 def test_whole_pipeline_on_a_synthetic_corpus(corpus, tmp_path):
     out = tmp_path / "run"
-    cfg = load_reproduce_config("smoke", quick(corpus))
+    cfg = load_reproduce_config("smoke", quick(corpus, *AR1))
     messages: list[str] = []
     run_reproduce(cfg, out, progress=False, log=messages.append)
     for stage in STAGES:
@@ -174,11 +250,14 @@ def test_whole_pipeline_on_a_synthetic_corpus(corpus, tmp_path):
         "teacher-beam5",
         "ar-beam1",
         "ar-beam5",
+        "ar1-beam1",
+        "ar1-beam5",
         "padir-T1-B1",
         "padir-T4-B1",
         "padir-T1-B5",
         "padir-T4-B5",
     ]
+    assert StageRecord.read(out / "stages" / "ar1.json").summary["step"] == 20
     references = (out / "eval" / "reference.txt").read_text().splitlines()
     for key in keys:
         assert len((out / "eval" / f"{key}.txt").read_text().splitlines()) == len(references)
@@ -220,6 +299,36 @@ def test_whole_pipeline_on_a_synthetic_corpus(corpus, tmp_path):
     if rows["ar-beam5"]["bleu"] < AR_BLEU_FLOOR:  # a 20-step model has not learned
         verdict = f"not meaningful: AR BLEU {rows['ar-beam5']['bleu']:.2f}"
     assert f"(gap {gap:+.2f}) | {verdict} |" in targets
+    # The ar1 rows: quality, stutter, speed, the speed-up line, training, commands, stage time.
+    quality_table = report.split("## Translation quality")[1].split("\n## ")[0]
+    stutter = report.split("## Stutter")[1].split("\n## ")[0]
+    for beam, kind in ((1, "greedy"), (5, "beam 5")):
+        row = rows[f"ar1-beam{beam}"]
+        label = f"AR 1-layer decoder (distilled), {kind}"
+        assert (row["label"], row["run"], row["beam"]) == (label, "ar1", beam)
+        assert f"| {label} | N | {beam} | {row['bleu']:.2f} | {row['chrf']:.2f} |" in quality_table
+        assert f"| {label} | {row['stutter_per_100_words']:.2f} |" in stutter
+    assert bench["settings"]["ar1"] == "measured"
+    assert bench["settings"]["checkpoints"]["ar1"]["decoder_layers"] == 1
+    assert {"ar1 greedy", "ar1 beam5"} <= set(bench["systems"])
+    speed_section = report.split("## Speed")[1].split("\n## ")[0]
+    assert "| fp32 | ar1 beam5 |" in speed_section
+    ar1_speed = next(
+        s
+        for s in bench["speedups"]
+        if (s["precision"], s["padir"], s["ar"]) == ("fp32", "padir T=4 B=5", "ar1 beam5")
+    )
+    summary = report.split("## In 30 seconds")[1].split("\n## ")[0]
+    clause = (
+        f"and {ar1_speed['e2e_p50']:.2f}x as fast as the 1-layer-decoder AR beam 5 at the median"
+    )
+    assert clause in summary
+    assert "| AR 1-layer decoder BLEU | AR 1-layer decoder loss |" in training
+    commands = report.split("## Reproduce")[1].split("\n## ")[0]
+    assert f"data={out}/distill out={out}/ar1 model.n_decoder_layers=1" in commands
+    assert f"--ar1 {out}/ar1/best " in commands
+    ar1_time = StageRecord.read(out / "stages" / "ar1.json")
+    assert f"| ar1 | {ar1_time.finished} |" in report
     assert (out / "theory" / "figure3.png").is_file()
     theory = report.split("## Theory")[1].split("\n## ")[0]
     verify = json.loads((out / "theory" / "verify.json").read_text())

@@ -16,13 +16,16 @@ from gmlm.reproduce.publish import publish_report
 
 EPILOG = """\
 stages, in order: {stages}
+  ar1 trains the deep-encoder / 1-layer-decoder AR baseline (Kasai et al. 2021) for its own
+  quality and speed rows; it is off unless ar1.enabled=true (the multi30k preset sets it)
 presets: {presets}
   smoke       every stage with tiny models in minutes (a pipeline check; numbers meaningless)
   demo        what `make demo` runs: the released Multi30k checkpoints on the Multi30k test
               set (no training), the theory, report; minutes on 2 CPU cores
   bible-tiny  training from scratch on Bible de-en in ~13 min on 2 CPU cores (BLEU ~1)
   laptop      Multi30k de-en, small models, teacher + distillation, hours on 2 CPU cores
-  multi30k    Multi30k de-en, the parity recipe, many hours on 2 CPU cores
+  multi30k    Multi30k de-en, the parity recipe with the ar1 baseline, many hours on 2 CPU
+              cores
   paper       the paper's model sizes on WMT14 (needs the hf extra and a GPU)
 
 Rerunning the same command resumes: finished stages are skipped, an interrupted training or

@@ -26,6 +26,7 @@ STAGES = (
     "teacher",
     "distill",
     "ar",
+    "ar1",
     "padir",
     "evaluate",
     "bench",
@@ -85,6 +86,15 @@ class TrainStage:
     preset: str = "small-ar"
     overrides: list[str] = field(default_factory=list)
     checkpoint: str = ""
+
+
+@dataclass
+class OptionalTrainStage(TrainStage):
+    """A training stage that runs only when `enabled`: the `ar1` stage, the deep-encoder /
+    1-layer-decoder AR baseline (Kasai et al. 2021), which costs hours on a CPU. Off, it
+    finishes at once and the evaluation and benchmark leave its systems out."""
+
+    enabled: bool = False
 
 
 @dataclass
@@ -162,6 +172,7 @@ class StageSeconds:
     teacher: float = 0.0
     distill: float = 0.0
     ar: float = 0.0
+    ar1: float = 0.0
     padir: float = 0.0
     evaluate: float = 0.0
     bench: float = 0.0
@@ -186,6 +197,7 @@ class ReproduceConfig:
     teacher: TrainStage = field(default_factory=TrainStage)
     distill: DistillStage = field(default_factory=DistillStage)
     ar: TrainStage = field(default_factory=TrainStage)
+    ar1: OptionalTrainStage = field(default_factory=lambda: OptionalTrainStage(preset="small-ar1"))
     padir: TrainStage = field(default_factory=lambda: TrainStage(preset="small-padir"))
     evaluate: EvaluateStage = field(default_factory=EvaluateStage)
     bench: BenchStage = field(default_factory=BenchStage)
@@ -196,8 +208,8 @@ class ReproduceConfig:
 
 
 def trained_stage(cfg: ReproduceConfig, name: str) -> TrainStage:
-    """The settings of the training stage `name` (teacher, ar or padir)."""
-    stages = {"teacher": cfg.teacher, "ar": cfg.ar, "padir": cfg.padir}
+    """The settings of the training stage `name` (teacher, ar, ar1 or padir)."""
+    stages = {"teacher": cfg.teacher, "ar": cfg.ar, "ar1": cfg.ar1, "padir": cfg.padir}
     return stages[name]
 
 

@@ -6,10 +6,13 @@ finished stages and resumes an interrupted one; a folder holding a different con
 refused, naming the keys that differ, so two presets never mix their outputs. One exception,
 for long runs spread over days: with the same preset, the settings of a stage that has not
 started yet (neither finished nor written its folder) may change, e.g. PaDIR's recipe while
-the teacher trains; the saved config then records the new settings. And a training stage that
-has started may change its `max_steps`, to stop earlier or train longer, when its learning-rate
-schedule does not depend on max_steps (inverse_sqrt, constant): the steps already taken are
-then exactly those of a run planned with the new length.
+the teacher trains, or the `ar1` stage switched on in a run begun before it existed, unless a
+stage that reads its output has finished (the evaluation would then lack its rows); the saved
+config then records the new settings. And a training stage that has started may change its
+`max_steps`, to stop earlier or train longer, when its learning-rate schedule does not depend
+on max_steps (inverse_sqrt, constant): the steps already taken are then exactly those of a run
+planned with the new length. The settings of a stage that is off (`enabled: false`) in both
+configs do not count.
 
 A run whose data stage prepared gmlm's example sentences because the Multi30k test files were
 missing (`data.examples_if_missing`) is provisional: once the files are there (at the
@@ -39,7 +42,7 @@ from gmlm.reproduce.stage_record import StageRecord
 from gmlm.reproduce.stand_in import stand_in_reason
 
 CONFIG_FILE = "reproduce.yaml"
-TRAINING_STAGES = ("teacher", "ar", "padir")
+TRAINING_STAGES = ("teacher", "ar", "ar1", "padir")
 # Settings that may change between a run and its resumption: they do not change results.
 RESUMABLE_KEYS = ("threads", "description", "published", "expected_seconds")
 # The stages that read the data stage's output, redone when a stand-in run gets its test set.
@@ -51,6 +54,7 @@ STAGE_FUNCTIONS: dict[str, Callable[[stages.Context], dict[str, Any]]] = {
     "teacher": stages.teacher,
     "distill": stages.distill,
     "ar": stages.ar,
+    "ar1": stages.ar1,
     "padir": stages.padir,
     "evaluate": stages.evaluate,
     "bench": stages.bench,
@@ -65,6 +69,7 @@ WHAT: dict[str, str] = {
     "teacher": "the autoregressive teacher",
     "distill": "distilling the training sources with the teacher's beam search",
     "ar": "the autoregressive baseline",
+    "ar1": "the autoregressive baseline with a 1-layer decoder (Kasai et al. 2021), if enabled",
     "padir": "PaDIR",
     "evaluate": "translating the test split with every system; BLEU, chrF, stutter",
     "bench": "batch-1 latency and throughput of every system",
@@ -79,9 +84,10 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "teacher": ("data",),
     "distill": ("teacher",),
     "ar": ("distill",),
+    "ar1": ("distill",),
     "padir": ("distill",),
-    "evaluate": ("teacher", "ar", "padir"),
-    "bench": ("teacher", "ar", "padir"),
+    "evaluate": ("teacher", "ar", "ar1", "padir"),
+    "bench": ("teacher", "ar", "ar1", "padir"),
     "attention": ("padir",),
     "length": ("padir",),
     "report": (),
@@ -117,9 +123,10 @@ def check_run_folder(cfg: ReproduceConfig, out: Path) -> None:
         ) from None
     new = to_dict(cfg)
     diff = [key for key in _differences(saved, new) if key.split(".")[0] not in RESUMABLE_KEYS]
+    diff = [key for key in diff if not _off_in_both(saved, new, key.split(".")[0])]
     if saved.get("preset") == cfg.preset:
         # The same preset, revised: settings of stages that have not started yet may change.
-        diff = [key for key in diff if not _not_started(out, key.split(".")[0])]
+        diff = [key for key in diff if not _may_change(out, key.split(".")[0])]
         diff = [key for key in diff if not _only_budget(saved, new, key)]
         if stand_in_reason(out):  # its data stage is redone once the corpus is there
             diff = [key for key in diff if key != "data.corpus"]
@@ -130,7 +137,17 @@ def check_run_folder(cfg: ReproduceConfig, out: Path) -> None:
             f"--out {out} holds a run of preset '{was}'{other} with different settings "
             f"({', '.join(diff[:8])}{', ...' if len(diff) > 8 else ''}); use another --out, "
             f"or rerun with the same preset and overrides to resume it"
+            + (_read_already_hint(out, diff) if was == cfg.preset else "")
         )
+
+
+def _off_in_both(saved: dict[str, Any], new: dict[str, Any], section: str) -> bool:
+    """Whether `section` is a stage switched off (`enabled: false`) in both configs: its other
+    settings then change nothing (an off `ar1` keeps its preset's recipe, e.g.)."""
+    return all(
+        isinstance(cfg.get(section), dict) and cfg[section].get("enabled") is False
+        for cfg in (saved, new)
+    )
 
 
 def _only_budget(saved: dict[str, Any], new: dict[str, Any], key: str) -> bool:
@@ -162,6 +179,34 @@ def stage_done(out: Path, name: str) -> bool:
 def _not_started(out: Path, section: str) -> bool:
     """Whether `section` is a stage that has neither finished nor written its folder."""
     return section in STAGES and not stage_done(out, section) and not (out / section).exists()
+
+
+def _readers_done(out: Path, section: str) -> list[str]:
+    """The finished stages that read stage `section`'s output. Empty for a stage that has not
+    started, except in a run of an older gmlm that finished them before the stage existed
+    (`ar1`): switching that stage on then would leave it out of their results."""
+    return [name for name in STAGES if section in NEEDS[name] and stage_done(out, name)]
+
+
+def _may_change(out: Path, section: str) -> bool:
+    """Whether the settings of stage `section` may change: it has not started, and no finished
+    stage has read its output."""
+    return _not_started(out, section) and not _readers_done(out, section)
+
+
+def _read_already_hint(out: Path, diff: Sequence[str]) -> str:
+    """How to revise the settings of a stage in `diff` that has not started but that finished
+    stages read, or ""."""
+    for section in dict.fromkeys(key.split(".")[0] for key in diff):
+        readers = _readers_done(out, section) if _not_started(out, section) else []
+        if readers:
+            redo = [*readers, *(["report"] if stage_done(out, "report") else [])]
+            records = ", ".join(str(out / "stages" / f"{name}.json") for name in redo)
+            return (
+                f". Stage {section} has not run, but {', '.join(readers)} finished without it: "
+                f"to run it and redo {', '.join(redo)}, remove {records} and rerun"
+            )
+    return ""
 
 
 def run_reproduce(

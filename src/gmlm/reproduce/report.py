@@ -26,7 +26,12 @@ from gmlm.reproduce.stage_record import StageRecord
 from gmlm.reproduce.stand_in import ExampleTranslations
 from gmlm.theory.verify import VerifyReport
 
-TRAINED_RUNS = (("teacher", "AR teacher"), ("ar", "AR"), ("padir", "PaDIR"))
+TRAINED_RUNS = (
+    ("teacher", "AR teacher"),
+    ("ar", "AR"),
+    ("ar1", "AR 1-layer decoder"),
+    ("padir", "PaDIR"),
+)
 
 
 def validations(path: Path) -> list[dict[str, Any]]:

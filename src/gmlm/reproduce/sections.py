@@ -28,6 +28,7 @@ TARGET_BLEU_GAP = 1.0
 TARGET_SPEEDUP = 2.0
 PADIR_SYSTEM, AR_SYSTEM = "padir-T4-B5", "ar-beam5"  # the targets' systems in eval/scores.json
 PADIR_BENCH, AR_BENCH = "padir T=4 B=5", "ar beam5"  # and in bench/bench.json
+AR1_BENCH = "ar1 beam5"  # the 1-layer-decoder AR baseline (the ar1 stage), when it ran
 AR_BLEU_FLOOR = 5.0
 """Below this BLEU the AR reference system has not learned; comparisons with it mean nothing
 (an untrained beam search also stops early, which makes it look slow)."""
@@ -334,7 +335,10 @@ def stage_section(records: dict[str, StageRecord | None]) -> list[str]:
 
 def commands_section(cfg: ReproduceConfig, out: Path) -> list[str]:
     """How to rerun the whole run, and each stage alone with the settings the stage used."""
-    ar, padir, teacher = (checkpoint_dir(cfg, out, name) for name in ("ar", "padir", "teacher"))
+    ar, ar1, padir, teacher = (
+        checkpoint_dir(cfg, out, name) for name in ("ar", "ar1", "padir", "teacher")
+    )
+    students = "distill" if cfg.distill.enabled else "data"
     e, a, g = cfg.evaluate, cfg.attention, cfg.length
     source = f"{out}/data/{e.split}.src.txt"
     translate = f"gmlm translate --checkpoint {padir} --steps 4 --length-beam 5"
@@ -375,8 +379,9 @@ def commands_section(cfg: ReproduceConfig, out: Path) -> list[str]:
             f"gmlm train --config {stage.preset} data={out}/{data} out={out}/{name} "
             + " ".join(stage.overrides)
             for name, stage, data in (
-                ("ar", cfg.ar, "distill" if cfg.distill.enabled else "data"),
-                ("padir", cfg.padir, "distill" if cfg.distill.enabled else "data"),
+                ("ar", cfg.ar, students),
+                *([("ar1", cfg.ar1, students)] if cfg.ar1.enabled else []),
+                ("padir", cfg.padir, students),
             )
             if not stage.checkpoint
         ),
@@ -384,6 +389,7 @@ def commands_section(cfg: ReproduceConfig, out: Path) -> list[str]:
         f"gmlm evaluate --hyp hyp.txt --ref {reference}",
         f"gmlm bench --ar {ar} --padir {padir} "
         + (f"--teacher {teacher} " if cfg.distill.enabled else "")
+        + (f"--ar1 {ar1} " if cfg.ar1.enabled else "")
         + f"--data {out}/data --sentences {cfg.bench.sentences} --warmup {cfg.bench.warmup} "
         f"--threads {cfg.bench.threads} --precision {','.join(cfg.bench.precisions)} "
         f"--batch-sizes {','.join(str(b) for b in cfg.bench.batch_sizes)} "

@@ -44,7 +44,7 @@ class Context:
 
     @property
     def student_data_dir(self) -> Path:
-        """The data the AR baseline and PaDIR train on: distilled, unless distillation is off."""
+        """The data the AR baselines and PaDIR train on: distilled, unless distillation is off."""
         return self.out / "distill" if self.cfg.distill.enabled else self.data_dir
 
     def run_dir(self, name: str) -> Path:
@@ -170,6 +170,23 @@ def data(ctx: Context) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- training
+DECODER_LAYERS = {"ar1": 1}
+"""The decoder depth of the training stages whose names promise one (the evaluation labels
+ar1's rows "AR 1-layer decoder")."""
+
+
+def check_decoder_layers(name: str, layers: int, where: str) -> None:
+    """Refuse a model for training stage `name` whose `layers` break DECODER_LAYERS;
+    `where` names the setting that gave them."""
+    wanted = DECODER_LAYERS.get(name)
+    if wanted is not None and layers != wanted:
+        raise GmlmError(
+            f"{where}: a model with {layers} decoder layers, but the {name} stage is the AR "
+            f"baseline with {wanted} (Kasai et al. 2021); leave model.n_decoder_layers at "
+            f"{wanted} (preset small-ar1), or train other depths with `gmlm train`"
+        )
+
+
 def train_run(ctx: Context, name: str, stage: TrainStage, data_dir: Path) -> dict[str, Any]:
     from gmlm.training.config import load_train_config
     from gmlm.training.trainer import Trainer
@@ -180,6 +197,8 @@ def train_run(ctx: Context, name: str, stage: TrainStage, data_dir: Path) -> dic
     if ctx.cfg.threads > 0:
         overrides.append(f"threads={ctx.cfg.threads}")
     cfg = load_train_config(stage.preset, [*overrides, *stage.overrides])
+    given = f"{name}.preset={stage.preset}, {name}.overrides=[{','.join(stage.overrides)}]"
+    check_decoder_layers(name, cfg.model.n_decoder_layers, given)
     result = Trainer(cfg, progress=ctx.progress, log=ctx.log).run()
     return {
         "step": result.step,
@@ -198,10 +217,12 @@ def given_checkpoint(ctx: Context, name: str, path: Path) -> dict[str, Any]:
             f"current folder, {Path.cwd()}); run from the repository root or give the full path"
         )
     folder = resolve_checkpoint(path)
-    kind = read_config(folder).kind
+    config = read_config(folder)
+    kind = config.kind
     expected = "padir" if name == "padir" else "ar"
     if kind != expected:
         raise GmlmError(f"{name}.checkpoint={path}: holds a {kind} model, not {expected}")
+    check_decoder_layers(name, config.model.n_decoder_layers, f"{name}.checkpoint={path}")
     meta = load_json(folder / "meta.json") if (folder / "meta.json").is_file() else {}
     ctx.log(f"  using the given {kind} model {folder} (trained for {meta.get('step', '?')} steps)")
     return {"checkpoint": str(folder), "trained": False, "step": meta.get("step")}
@@ -243,6 +264,13 @@ def ar(ctx: Context) -> dict[str, Any]:
     return train_run(ctx, "ar", ctx.cfg.ar, ctx.student_data_dir)
 
 
+def ar1(ctx: Context) -> dict[str, Any]:
+    if not ctx.cfg.ar1.enabled:
+        ctx.log("  the 1-layer-decoder AR baseline is off in this preset (ar1.enabled=false)")
+        return {"skipped": "ar1.enabled=false"}
+    return train_run(ctx, "ar1", ctx.cfg.ar1, ctx.student_data_dir)
+
+
 def padir(ctx: Context) -> dict[str, Any]:
     return train_run(ctx, "padir", ctx.cfg.padir, ctx.student_data_dir)
 
@@ -268,8 +296,11 @@ def systems(cfg: ReproduceConfig) -> list[System]:
     """Every system the evaluation scores, in table order."""
     e = cfg.evaluate
     found: list[System] = []
+    students = " (distilled)" if cfg.distill.enabled else ""
     ar_runs = [("teacher", "AR teacher (raw data)")] if cfg.distill.enabled else []
-    ar_runs.append(("ar", "AR (distilled)" if cfg.distill.enabled else "AR"))
+    ar_runs.append(("ar", f"AR{students}"))
+    if cfg.ar1.enabled:
+        ar_runs.append(("ar1", f"AR 1-layer decoder{students}"))
     for run, label in ar_runs:
         for beam in e.ar_beams:
             kind = "greedy" if beam == 1 else f"beam {beam}"
@@ -406,6 +437,7 @@ def bench(ctx: Context) -> dict[str, Any]:
         padir=ctx.checkpoint("padir"),
         data=ctx.data_dir,
         teacher=ctx.checkpoint("teacher") if ctx.cfg.distill.enabled else None,
+        ar1=ctx.checkpoint("ar1") if ctx.cfg.ar1.enabled else None,
         split=b.split,
         sentences=b.sentences,
         batch_sizes=b.batch_sizes,

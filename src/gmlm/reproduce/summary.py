@@ -7,7 +7,8 @@
 
 Three headline numbers, each from a typed result of the run folder: the quality gap (PaDIR
 T=4 B=5 against AR beam 5, eval/scores.json), the batch-1 speed-up (median and p99 of AR beam
-5 over PaDIR T=4 B=5, text in and text out, bench/bench.json) and PaDIR's stutter (per 100
+5 over PaDIR T=4 B=5, text in and text out, bench/bench.json; with the median over the
+1-layer-decoder AR beam 5 too when the `ar1` stage ran) and PaDIR's stutter (per 100
 words, eval/scores.json); then one sentence on the attention tables (attention/attention.json).
 Quality scored on the first `evaluate.sentences` of the split says so, with the command that
 scores all of it. A comparison with an AR system that has not learned says so instead of
@@ -25,6 +26,7 @@ from gmlm.errors import GmlmError
 from gmlm.evaluation.results import EvaluationScores
 from gmlm.reproduce.config import ReproduceConfig
 from gmlm.reproduce.sections import (
+    AR1_BENCH,
     AR_BENCH,
     AR_SYSTEM,
     PADIR_BENCH,
@@ -65,6 +67,7 @@ class Speed:
     p99: float
     sentences: int
     threads: int
+    ar1_median: float | None  # the same with the 1-layer-decoder AR; None: not benchmarked
 
 
 @dataclass(frozen=True)
@@ -145,8 +148,16 @@ def _speed(bench: BenchResult | None) -> Speed | None:
     if not rows:
         return None
     row = next((s for s in rows if s.precision == "fp32"), rows[0])
+    ar1 = next(
+        (
+            s.e2e_p50
+            for s in bench.speedups
+            if (s.precision, s.padir, s.ar) == (row.precision, PADIR_BENCH, AR1_BENCH)
+        ),
+        None,
+    )
     settings = bench.settings
-    return Speed(row.precision, row.e2e_p50, row.e2e_p99, settings.sentences, settings.threads)
+    return Speed(row.precision, row.e2e_p50, row.e2e_p99, settings.sentences, settings.threads, ar1)
 
 
 def attention_sentence(result: AttentionResult | None) -> str | None:
@@ -216,6 +227,8 @@ def _speed_text(s: Speed, quality: Gap | None) -> str:
         f"at p99 (batch 1, text in and text out, {s.precision}, {s.threads} threads, "
         f"{s.sentences} sentences)"
     )
+    if s.ar1_median is not None:
+        text += f", and {s.ar1_median:.2f}x as fast as the 1-layer-decoder AR beam 5 at the median"
     verdict = not_meaningful(quality.ar_bleu) if quality else None
     return f"{text}; {verdict}" if verdict else text
 
