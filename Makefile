@@ -39,13 +39,13 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/gmlm theory bench
 
-# The published CPU speed table (docs/RESULTS.md, "Speed after issue 17"): the released models
-# at batch 1 on 200 test sentences, CTranslate2 AR beside them; about 20 minutes on 2 idle
-# AMD EPYC cores for fp32 and int8 (the fp32 pass took 10). bf16 is left out by default: it
-# was the slower precision at batch 1 for both systems even on an Intel Xeon with AMX
-# (docs/RESULTS.md), and without bf16 units (AVX2) it is emulated: its pass had not finished
-# 6 systems in 17 minutes here. To time it anyway: `make speed SPEED_PRECISION=fp32,bf16,int8`.
-# Needs the test set (MULTI30K) as `make demo` does; run it on an otherwise idle machine.
+# The published CPU speed table (docs/speed/, summarised in docs/RESULTS.md): the released
+# models at batch 1 on 200 test sentences, CTranslate2 AR beside them; 13.7 minutes on 2 idle
+# AMD EPYC cores (measured). Needs the test set (MULTI30K) as `make demo` does; run it on an
+# otherwise idle machine. bf16 is off by default: it was the slower precision at batch 1 for
+# both systems even on an Intel Xeon with AMX (docs/RESULTS.md), and without bf16 units (AVX2)
+# it is emulated: its pass had not finished in 17 minutes here (partly beside other work).
+# To time it anyway: `make speed SPEED_PRECISION=fp32,bf16,int8`.
 SPEED_PRECISION ?= fp32,int8
 speed: $(STAMP)
 	$(BIN)/gmlm reproduce --preset demo --out runs/demo --stages data data.corpus=multi30k:$(MULTI30K)
