@@ -5,6 +5,8 @@ models of tests/decoding/conftest.py."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from torch import nn
@@ -55,12 +57,33 @@ def test_every_precision_decodes_and_the_fp32_model_stays(
 
     bf16 = translator.model_at("bf16")
     assert {p.dtype for p in bf16.parameters()} == {torch.bfloat16}
-    # int8: every Linear but the untied output projection is quantised; embeddings stay.
+    # int8: every Linear is quantised, the (untied) output projection included; embeddings stay.
     int8 = linear_types(translator.model_at("int8"))
-    assert int8.pop("embeddings.output") is nn.Linear
-    assert int8.keys() == linear_types(model).keys() - {"embeddings.output"}
+    assert int8.keys() == linear_types(model).keys() and "embeddings.output" in int8
     assert set(int8.values()) == {QUANTIZED}
     assert translator.model_at("int8").embeddings.source.weight.dtype == torch.float32
+
+
+@pytest.mark.parametrize("kind", ["ar", "padir"])
+def test_int8_quantises_a_tied_output_projection_apart_from_the_table(
+    kind: str, text_config: ModelConfig
+) -> None:
+    torch.manual_seed(0)
+    model = build_model(kind, dataclasses.replace(text_config, tie_embeddings=True))
+    table = model.embeddings.source.weight.detach().clone()
+    int8 = at_precision(model, "int8")
+    assert model.embeddings.output is None  # the fp32 model stays tied
+    assert type(int8.embeddings.output) is QUANTIZED
+    # The embedding table the inputs read stays fp32 and equal to the trained one.
+    assert int8.embeddings.source.weight.dtype == torch.float32
+    assert torch.equal(int8.embeddings.source.weight, table)
+    hidden = torch.randn(2, 3, text_config.d_model)
+    with torch.inference_mode():
+        exact = model.embeddings.logits(hidden)
+        approx = int8.embeddings.logits(hidden)
+    # int8 weights and activations: close to the fp32 logits, not equal to them.
+    assert approx.shape == exact.shape and not torch.equal(approx, exact)
+    assert torch.allclose(approx, exact, atol=0.05 * float(exact.abs().max()))
 
 
 def test_bf16_and_int8_mostly_agree_with_fp32(
