@@ -65,6 +65,18 @@ def test_worker_answers_like_the_translator_in_process(
             batch = worker.time(sources, None, options)
             assert batch.outputs == local.translate_ids(sources, options)
             assert batch.e2e_s is None and batch.translation is None
+    # int8: the export quantised as it is loaded, in the worker as in this process.
+    local8 = Ct2Translator.load(checkpoints["ct2"], precision="int8")
+    with Ct2Worker(checkpoints["ct2"], threads=1, precision="int8") as worker:
+        for options in (SearchOptions(beam=1), SearchOptions(beam=5)):
+            assert worker.time(sources, None, options).outputs == local8.translate_ids(
+                sources, options
+            )
+
+
+def test_an_unknown_ctranslate2_precision_is_an_error(checkpoints: dict[str, Path]) -> None:
+    with pytest.raises(GmlmError, match=r"CTranslate2 precision 'bf16': choose from fp32, int8"):
+        Ct2Translator.load(checkpoints["ct2"], precision="bf16")
 
 
 def test_worker_reports_a_bad_folder(tmp_path: Path) -> None:
@@ -72,7 +84,7 @@ def test_worker_reports_a_bad_folder(tmp_path: Path) -> None:
         Ct2Worker(tmp_path, threads=1)
 
 
-def test_bench_times_ctranslate2_rows_in_fp32(
+def test_bench_times_ctranslate2_rows_in_fp32_and_int8(
     checkpoints: dict[str, Path], word_task_data: Path
 ) -> None:
     args = ["bench", "--ar", str(checkpoints["ar"]), "--padir", str(checkpoints["padir"])]
@@ -87,11 +99,14 @@ def test_bench_times_ctranslate2_rows_in_fp32(
     rows = {(r["precision"], r["system"]): r for r in result["results"]}
     assert {precision for precision, _ in rows} == {"fp32", "bf16", "int8"}
     for name in CT2_SYSTEMS:
-        assert ("bf16", name) not in rows and ("int8", name) not in rows  # the export is fp32
-        row = rows[("fp32", name)]
-        assert row["kind"] == "ar" and row["model"]["p50_ms"] > 0 and row["e2e"]["p50_ms"] > 0
-        assert row["throughput"]["2"]["sentences_per_s"] > 0
-    assert {s["ar"] for s in result["speedups"]} >= set(CT2_SYSTEMS)
+        assert ("bf16", name) not in rows  # CTranslate2 has no bf16 on a CPU
+        for precision in ("fp32", "int8"):
+            row = rows[(precision, name)]
+            assert row["kind"] == "ar" and row["model"]["p50_ms"] > 0
+            assert row["e2e"]["p50_ms"] > 0 and row["throughput"]["2"]["sentences_per_s"] > 0
+    for precision in ("fp32", "int8"):
+        vs = {s["ar"] for s in result["speedups"] if s["precision"] == precision}
+        assert vs >= set(CT2_SYSTEMS)
     settings = result["settings"]["ctranslate2"]
     assert "worker process of its own" in settings["note"]
     assert f"settings: ctranslate2 {settings['version']} (loaded in" in text

@@ -25,7 +25,8 @@ quantisation: :mod:`gmlm.translation.precision`):
 
 With ``ctranslate2=True`` the ``ar`` checkpoint is also converted to CTranslate2
 (:mod:`gmlm.export.ctranslate2`) and timed greedy and with beam 5 by gmlm's decoding rules
-("ar ct2 greedy", "ar ct2 beam5"; fp32 only), in a worker process of its own with the same
+("ar ct2 greedy", "ar ct2 beam5"), in fp32 and int8 (CTranslate2's compute types float32 and
+int8; it has no bf16 on a CPU), each precision in a worker process of its own with the same
 thread count: CTranslate2's OpenMP and torch's fight over the cores in one process (see
 :mod:`gmlm.export.ctranslate2_worker`). Its times are taken inside the worker, so the pipe to
 it is not counted; its systems are interleaved with the others like any system.
@@ -72,6 +73,7 @@ from gmlm.data.lengths import encode_inputs
 from gmlm.decoding.options import PRECISIONS, DecodingOptions, Precision, RefinementOptions
 from gmlm.errors import GmlmError
 from gmlm.evaluation.bleu import corpus_scores
+from gmlm.export.ctranslate2 import COMPUTE_TYPES, export_ctranslate2
 from gmlm.export.ctranslate2_worker import Ct2Worker
 from gmlm.translation.precision import check_precision
 from gmlm.translation.translator import Translator, load
@@ -89,10 +91,11 @@ AR_BEAMS = (1, 5)
 # The optional AR models come after --ar, in this order, in the systems and tables.
 AR_ROLES = ("ar", "teacher", "ar1")
 CT2_NOTE = (
-    "the ar model converted to CTranslate2 (fp32), decoded by gmlm's rules (length limit, "
-    "GNMT ranking; gmlm.export.ctranslate2), in a worker process of its own with the same "
-    "thread count, because CTranslate2's OpenMP and torch's fight over the cores in one "
-    "process; timed inside the worker (the pipe is not counted); fp32 only"
+    "the ar model converted to CTranslate2, decoded by gmlm's rules (length limit, GNMT "
+    "ranking; gmlm.export.ctranslate2), in fp32 and int8 (compute types float32 and int8; no "
+    "bf16 rows: CTranslate2 has no bf16 on a CPU), each precision in a worker process of its "
+    "own with the same thread count, because CTranslate2's OpenMP and torch's fight over the "
+    "cores in one process; timed inside the worker (the pipe is not counted)"
 )
 FAIRNESS = (
     "same sentences and one fixed thread count for every system; systems interleaved "
@@ -178,7 +181,8 @@ def make_systems(
 
 
 def ctranslate2_systems(translator: Translator, worker: Ct2Worker) -> list[System]:
-    """Greedy and beam 5 of the AR model `translator`, run by CTranslate2 in `worker`."""
+    """Greedy and beam 5 of the AR model `translator`, run by CTranslate2 in `worker` (at
+    the worker's precision only)."""
     return [
         System(
             f"ar ct2 {'greedy' if beam == 1 else f'beam{beam}'}",
@@ -397,7 +401,7 @@ def run_bench(
     texts = prepared.read_text(split, "src")
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(threads)
-    worker = None
+    workers: list[Ct2Worker] = []
     try:
         translators: dict[str, Translator] = {}
         load_s: dict[str, float] = {}
@@ -416,9 +420,10 @@ def run_bench(
         references = [prepared.read_text(split, "tgt")[i] for i in lines]
         systems = make_systems(translators, steps, length_beams)
         if ctranslate2:
-            say("converting --ar to CTranslate2 and starting its worker process")
-            worker = _start_ctranslate2(ar, threads)
-            systems += ctranslate2_systems(translators["ar"], worker)
+            say("converting --ar to CTranslate2 and starting its worker processes")
+            workers = _start_ctranslate2(ar, threads, [p for p in precisions if p in COMPUTE_TYPES])
+            for worker in workers:
+                systems += ctranslate2_systems(translators["ar"], worker)
         results: list[BenchRow] = []
         per_precision = min(warmup, len(lines)) + len(lines)
         per_precision += sum(-(-len(lines) // size) for size in batch_sizes if size > 1)
@@ -430,8 +435,8 @@ def run_bench(
             disable=not progress,
         )
         for precision in map(check_precision, precisions):
-            # The CTranslate2 export is fp32: its rows are fp32 only.
-            active = [s for s in systems if precision == "fp32" or s.worker is None]
+            # A CTranslate2 system runs at its worker's precision only.
+            active = [s for s in systems if s.worker is None or s.worker.precision == precision]
             say(f"{precision}: batch-1 latency of {len(active)} systems on {len(lines)} sentences")
             measured = _latency(active, chosen, lines, ids, precision, warmup, bar.update, clock)
             throughput: dict[int, dict[str, Rates]] = {}
@@ -475,7 +480,7 @@ def run_bench(
         threads_used = provenance.torch_threads()
     finally:
         torch.set_num_threads(previous_threads)
-        if worker is not None:
+        for worker in workers:
             worker.close()
     result = BenchResult(
         settings=SpeedSettings(
@@ -500,17 +505,11 @@ def run_bench(
                 for role, path, _ in roles
             },
             ar1="measured" if ar1 is not None else "skipped (no --ar1 given)",
-            ctranslate2=(
-                Ctranslate2Info(
-                    version=worker.version, load_s=round(worker.load_s, 3), note=CT2_NOTE
-                )
-                if worker is not None
-                else "skipped (no --ctranslate2 given)"
-            ),
+            ctranslate2=_ctranslate2_info(ctranslate2, workers),
             fairness=FAIRNESS,
             bleu=_bleu_note(split, len(lines), next(iter(bleu.values())).signature),
         ),
-        systems=tuple(s.name for s in systems),
+        systems=tuple(dict.fromkeys(s.name for s in systems)),  # CTranslate2's: 1 per precision
         results=tuple(results),
         speedups=tuple(speedups(results)),
     )
@@ -527,13 +526,32 @@ def _bleu_note(split: str, sentences: int, signature: str) -> str:
     )
 
 
-def _start_ctranslate2(ar: str | Path, threads: int) -> Ct2Worker:
-    """Convert `ar` into a temporary folder and start a worker on it; the worker has read
-    the whole export once it answers, so the folder goes right after."""
-    from gmlm.export.ctranslate2 import export_ctranslate2
-
+def _start_ctranslate2(ar: str | Path, threads: int, precisions: list[str]) -> list[Ct2Worker]:
+    """Convert `ar` into a temporary folder and start a worker on it for each precision; a
+    worker has read the whole export once it answers, so the folder goes right after."""
+    workers: list[Ct2Worker] = []
     with tempfile.TemporaryDirectory(prefix="gmlm-ct2-") as tmp:
-        return Ct2Worker(export_ctranslate2(ar, Path(tmp) / "ar"), threads)
+        folder = export_ctranslate2(ar, Path(tmp) / "ar")
+        try:
+            for precision in precisions:
+                workers.append(Ct2Worker(folder, threads, precision))
+        except BaseException:
+            for worker in workers:
+                worker.close()
+            raise
+    return workers
+
+
+def _ctranslate2_info(asked: bool, workers: list[Ct2Worker]) -> Ctranslate2Info | str:
+    if not asked:
+        return "skipped (no --ctranslate2 given)"
+    if not workers:
+        return f"skipped (none of the precisions timed is one of {', '.join(COMPUTE_TYPES)})"
+    return Ctranslate2Info(
+        version=workers[0].version,
+        load_s=round(max(w.load_s for w in workers), 3),
+        note=CT2_NOTE,
+    )
 
 
 def _check_settings(

@@ -73,6 +73,8 @@ INFO_FILE = "gmlm.json"
 CT2_FILES = ("model.bin", "config.json", "shared_vocabulary.json")
 FORMAT = "gmlm-ctranslate2"
 INSTALL = "pip install 'gmlm[ctranslate2]'"
+# gmlm's precisions that CTranslate2 runs on a CPU, and its compute type for each.
+COMPUTE_TYPES = {"fp32": "float32", "int8": "int8"}
 # CTranslate2 divides a finished hypothesis's summed log-probability by length ** alpha;
 # in float32, length ** 1e-9 is exactly 1 for any length below 10^7, so scores stay sums.
 RAW_SCORE_ALPHA = 1e-9
@@ -326,7 +328,13 @@ class Ct2Translator:
         self.refused = [[self.pieces[i]] for i in info.refused_ids]
 
     @classmethod
-    def load(cls, folder: str | Path, threads: int = 1) -> Ct2Translator:
+    def load(cls, folder: str | Path, threads: int = 1, precision: str = "fp32") -> Ct2Translator:
+        """`precision`: fp32 (CTranslate2's compute type float32) or int8 (int8, quantised
+        as the export is loaded: int8 weights and matrix products, as gmlm's int8)."""
+        if precision not in COMPUTE_TYPES:
+            raise GmlmError(
+                f"CTranslate2 precision {precision!r}: choose from {', '.join(COMPUTE_TYPES)}"
+            )
         ct2 = import_ctranslate2()
         folder = Path(folder)
         if not is_export(folder):
@@ -342,7 +350,10 @@ class Ct2Translator:
         tokenizer = Tokenizer.load(folder / "tokenizer")
         try:
             translator = ct2.Translator(
-                str(folder), device="cpu", compute_type="float32", intra_threads=threads
+                str(folder),
+                device="cpu",
+                compute_type=COMPUTE_TYPES[precision],
+                intra_threads=threads,
             )
         except (RuntimeError, ValueError) as err:
             raise GmlmError(f"{folder}: CTranslate2 cannot load it ({err})") from None

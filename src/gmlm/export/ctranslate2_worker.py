@@ -3,10 +3,11 @@
 
 CTranslate2 brings its own OpenMP runtime. In the benchmark's process, next to torch's, the
 two fight over the cores: CTranslate2 beam 5 of the Multi30k AR measured 34 ms per sentence
-alone and 143 ms in-process (2 cores, AMD EPYC). So the bench starts this module as a child process
-(``python -m gmlm.export.ctranslate2_worker FOLDER THREADS``; it never imports torch, and
-it lives here rather than in gmlm.bench, whose package imports torch) that
-loads the export on `THREADS` CPU threads and answers requests, one JSON object per line on
+alone and 143 ms in-process (2 cores, AMD EPYC). So the bench starts this module as a child
+process (``python -m gmlm.export.ctranslate2_worker FOLDER THREADS PRECISION``; it never
+imports torch, and it lives here rather than in gmlm.bench, whose package imports torch) that
+loads the export on `THREADS` CPU threads at `PRECISION` (fp32 or int8: CTranslate2's compute
+types float32 and int8) and answers requests, one JSON object per line on
 stdin/stdout:
 
     request  {"sources": [[ids]], "text": str | null, "options": {SearchOptions fields}}
@@ -52,9 +53,11 @@ class Timing:
 class Ct2Worker:
     """The parent's handle on a worker process (a context manager that stops it)."""
 
-    def __init__(self, folder: Path, threads: int) -> None:
+    def __init__(self, folder: Path, threads: int, precision: str = "fp32") -> None:
+        self.precision = precision
+        command = [sys.executable, "-m", "gmlm.export.ctranslate2_worker", str(folder)]
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "gmlm.export.ctranslate2_worker", str(folder), str(threads)],
+            [*command, str(threads), precision],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -112,7 +115,7 @@ def _python_path() -> list[str]:
     return [source, *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
 
 
-def serve(folder: str, threads: int, requests: IO[str], answers: IO[str]) -> None:
+def serve(folder: str, threads: int, precision: str, requests: IO[str], answers: IO[str]) -> None:
     """The worker's loop: load the export, then answer each request line until EOF."""
     from gmlm.export.ctranslate2 import Ct2Translator
 
@@ -122,7 +125,7 @@ def serve(folder: str, threads: int, requests: IO[str], answers: IO[str]) -> Non
 
     try:
         start = time.perf_counter()
-        translator = Ct2Translator.load(folder, threads=threads)
+        translator = Ct2Translator.load(folder, threads=threads, precision=precision)
         load_s = time.perf_counter() - start
     except GmlmError as err:
         send({"error": str(err)})
@@ -153,4 +156,4 @@ def serve(folder: str, threads: int, requests: IO[str], answers: IO[str]) -> Non
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1], int(sys.argv[2]), sys.stdin, sys.stdout)
+    serve(sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.stdin, sys.stdout)
