@@ -40,7 +40,7 @@ bench: $(STAMP)
 	$(BIN)/gmlm theory bench
 
 # The published CPU speed table (docs/speed/, summarised in docs/RESULTS.md): the released
-# models at batch 1 on 200 test sentences, CTranslate2 AR beside them; 13.7 minutes on 2 idle
+# models at batch 1 on 200 test sentences, CTranslate2 AR beside them; 12.5 minutes on 2 idle
 # AMD EPYC cores (measured). Needs the test set (MULTI30K) as `make demo` does; run it on an
 # otherwise idle machine. bf16 is off by default: it was the slower precision at batch 1 for
 # both systems even on an Intel Xeon with AMX (docs/RESULTS.md), and without bf16 units (AVX2)
