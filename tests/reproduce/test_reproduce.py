@@ -373,3 +373,36 @@ def test_smoke_preset_end_to_end(corpus, tmp_path):
         "teacher beam5",
         "padir T=4 B=5",
     }
+
+
+def test_a_missing_optional_package_fails_before_the_first_stage(tmp_path, monkeypatch):
+    def missing():
+        raise GmlmError("CTranslate2 is not installed; install the optional extra: X")
+
+    monkeypatch.setattr("gmlm.export.ctranslate2.import_ctranslate2", missing)
+    cfg = load_reproduce_config("smoke", ["bench.ctranslate2=true"])
+    with pytest.raises(GmlmError, match=r"bench.ctranslate2=true: CTranslate2 is not installed.*"):
+        run_reproduce(cfg, tmp_path / "run", progress=False, log=lambda _m: None)
+    assert not (tmp_path / "run" / "stages").exists()  # no stage ran
+    # Without the bench still to run, the package is not needed.
+    run_reproduce(cfg, tmp_path / "run", ["theory"], progress=False, log=lambda _m: None)
+
+
+@pytest.mark.parametrize("wanted", [True, False])
+def test_the_bench_stage_passes_ctranslate2_on(tmp_path, monkeypatch, wanted):
+    from types import SimpleNamespace
+
+    from gmlm.reproduce import stages
+
+    seen: dict[str, object] = {}
+
+    def fake_bench(**kwargs):
+        seen.update(kwargs)
+        return SimpleNamespace(systems=("a", "b"))
+
+    monkeypatch.setattr("gmlm.bench.run_bench", fake_bench)
+    cfg = load_reproduce_config("multi30k" if wanted else "smoke")
+    summary = stages.bench(stages.Context(cfg, tmp_path, False, lambda _m: None))
+    assert summary == {"systems": 2} and seen["ctranslate2"] is wanted
+    if wanted:  # the parity preset times as `make speed` does
+        assert seen["precisions"] == ["fp32", "int8"] and seen["sentences"] == 200

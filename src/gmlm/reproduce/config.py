@@ -125,6 +125,9 @@ class EvaluateStage:
 
 @dataclass
 class BenchStage:
+    """`gmlm bench` of every system; `ctranslate2`: also the AR model run by CTranslate2 (the
+    optional extra gmlm[ctranslate2], checked when the run starts, not after its training)."""
+
     enabled: bool = True
     split: str = "test"
     sentences: int = 100
@@ -134,6 +137,7 @@ class BenchStage:
     threads: int = 2
     padir_steps: list[int] = field(default_factory=lambda: [1, 2, 4, 10])  # PaDIR systems timed
     length_beams: list[int] = field(default_factory=lambda: [1, 5])
+    ctranslate2: bool = False
 
 
 @dataclass

@@ -240,6 +240,7 @@ def run_reproduce(
         )
         redo += READ_DATA
     todo = [n for n in STAGES if n in only and (n in redo or not stage_done(out, n))]
+    check_extras(cfg, todo)
     clock = _Clock(cfg, todo)
     for name in STAGES:
         if name not in only:
@@ -274,6 +275,20 @@ def run_reproduce(
         ).write(out / "stages" / f"{name}.json")
         log(f"[{name}] finished in {seconds / 60:.1f} min")
     return out
+
+
+def check_extras(cfg: ReproduceConfig, todo: Sequence[str]) -> None:
+    """Fail before the first stage, not hours later, when a stage still to run needs an
+    optional package that is not installed."""
+    if "bench" in todo and cfg.bench.enabled and cfg.bench.ctranslate2:
+        from gmlm.export.ctranslate2 import import_ctranslate2
+
+        try:
+            import_ctranslate2()
+        except GmlmError as err:
+            raise GmlmError(
+                f"bench.ctranslate2=true: {err}, or set bench.ctranslate2=false"
+            ) from None
 
 
 def _stand_in_outdated(cfg: ReproduceConfig, out: Path) -> bool:

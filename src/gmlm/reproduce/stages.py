@@ -446,6 +446,7 @@ def bench(ctx: Context) -> dict[str, Any]:
         threads=b.threads,
         steps=b.padir_steps,
         length_beams=b.length_beams,
+        ctranslate2=b.ctranslate2,
         json_out=ctx.out / "bench" / "bench.json",
         progress=ctx.progress,
         log=ctx.log,
