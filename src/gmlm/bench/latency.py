@@ -78,10 +78,8 @@ from gmlm.export.ctranslate2_worker import Ct2Worker
 from gmlm.translation.precision import check_precision
 from gmlm.translation.translator import Translator, load
 
-# 2 precisions x 12 systems x (2 batch-1 passes + throughput) with small (8-19M) models cost
-# at most about 21 s per sentence on one busy core (measured with a PaDIR that never stops
-# early); a trained PaDIR stops early and 2 idle cores are faster, hence about 10 minutes,
-# and about 15 with the third precision (int8; an estimate scaled from the two).
+# Time per run: see `gmlm bench --help` (12.5 minutes measured for `make speed`'s 200
+# sentences, 8 systems per precision, fp32 and int8, on 2 idle cores).
 DEFAULT_SENTENCES = 100
 DEFAULT_WARMUP = 5
 DEFAULT_BATCH_SIZES = (1, 8, 64)

@@ -33,12 +33,11 @@ Systems are interleaved sentence by sentence and batch by batch so background
 load hits all alike. Prints the settings, a table, the speed-up of every PaDIR setting over
 every AR system (median and p99 ratios), and one JSON line last.
 
-Cost: with the default 100 sentences, 5 warm-up sentences, 10 systems (--teacher and --ar1
-add 2 each) and batch sizes 1, 8, 64, small (8-19M parameter) models take about 10 minutes
-per 2 precisions on 2 idle CPU cores (estimated from a measured upper bound of about 21 s per
-sentence on one busy core, with a PaDIR that never stops early), so about 15 with the
-default 3; time grows linearly with --sentences, with the number of systems and with the
-number of precisions.
+Cost: time grows linearly with --sentences, the number of systems and the number of
+precisions. Measured: `make speed` (8 systems per precision, 200 sentences, batch sizes 1
+and 8, fp32 and int8, small models) took 12.5 minutes on 2 idle AMD EPYC cores (the
+defaults, 100 sentences, 10 systems, batch sizes up to 64, were not timed). bf16 on a CPU
+without bf16 units (AVX2 only) is emulated: 1.3-4x slower than fp32 per sentence there.
 Raise --sentences for steadier p99s when there is time."""
 
 
@@ -71,8 +70,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--sentences",
         type=int,
         default=DEFAULT_SENTENCES,
-        help=f"first N usable sentences of the split (default: {DEFAULT_SENTENCES}, about 10 "
-        "minutes on 2 idle cores with small models)",
+        help=f"first N usable sentences of the split (default: {DEFAULT_SENTENCES}; time grows "
+        "linearly with it)",
     )
     p.add_argument("--threads", type=int, default=2, help="torch threads (default: 2)")
     p.add_argument(
