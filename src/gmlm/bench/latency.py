@@ -415,7 +415,8 @@ def run_bench(
         if not lines:
             raise GmlmError(f"{data}: split '{split}' has no sentence every model can take")
         chosen = [texts[i] for i in lines]
-        references = [prepared.read_text(split, "tgt")[i] for i in lines]
+        targets = prepared.read_text(split, "tgt")
+        references = [targets[i] for i in lines]
         systems = make_systems(translators, steps, length_beams)
         if ctranslate2:
             say("converting --ar to CTranslate2 and starting its worker processes")
