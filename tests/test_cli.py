@@ -143,7 +143,8 @@ def test_output_flags_follow_the_vocabulary():
     """--out names a folder to write and --output a file, in every command."""
     theory = {("theory", name) for name in ("verify", "figure1", "figure2", "figure3", "bench")}
     folders = {("data", "prepare"), ("distill",), ("export",), ("reproduce",), *theory}
-    files = {("translate",), ("bench",), ("analyze", "attention"), ("analyze", "length")}
+    analyses = {("analyze", name) for name in ("attention", "length", "ablation")}
+    files = {("translate",), ("bench",), *analyses}
     seen = {}
     parser = build_parser()
     (sub,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from gmlm.config import ConfigError, to_dict
+from gmlm.decoding.options import parse_variant
 from gmlm.errors import GmlmError
 from gmlm.evaluation.summary import quality_row
 from gmlm.reproduce.config import STAGES, load_reproduce_config, parse_stages
@@ -86,6 +87,9 @@ def test_presets_resolve(name):
     if cfg.ar1.enabled:  # the AR recipe but for the decoder's depth
         ar1.model.n_decoder_layers = ar.model.n_decoder_layers
         assert to_dict(ar1) == to_dict(ar)
+    # The decoding ablation on validation data: in the parity run, before its evaluation.
+    assert cfg.ablation.enabled == (name == "multi30k")
+    assert cfg.ablation.split == "valid" and all(map(parse_variant, cfg.ablation.variants))
 
 
 def test_refuses_a_folder_of_another_preset_or_config(tmp_path):
@@ -166,12 +170,13 @@ def test_a_started_stage_may_change_max_steps_only_under_a_schedule_that_ignores
         )
 
 
-def saved_before_ar1(out: Path, done: tuple[str, ...]) -> None:
-    """A run folder of the multi30k preset as a gmlm without the ar1 stage left it: its
-    reproduce.yaml lacks the `ar1` section, the stages `done` have finished, the teacher has
+def saved_before_ar1(out: Path, done: tuple[str, ...], stages: tuple[str, ...] = ("ar1",)) -> None:
+    """A run folder of the multi30k preset as a gmlm without the `stages` left it: its
+    reproduce.yaml lacks their sections, the stages `done` have finished, the teacher has
     started (like the run in /work/runs/multi30k)."""
     saved = to_dict(load_reproduce_config("multi30k"))
-    del saved["ar1"], saved["expected_seconds"]["ar1"]
+    for stage in stages:
+        del saved[stage], saved["expected_seconds"][stage]
     out.mkdir()
     (out / "reproduce.yaml").write_text(yaml.safe_dump(saved, sort_keys=False))
     (out / "teacher").mkdir()
@@ -199,6 +204,26 @@ def test_a_run_saved_before_the_ar1_stage_resumes_with_it_switched_on(tmp_path):
     with pytest.raises(GmlmError, match=r"different settings \(ar1.enabled\)"):
         check_run_folder(off, out)
     check_run_folder(cfg, out)
+
+
+def test_a_run_saved_before_the_ablation_stage_resumes_with_it(tmp_path):
+    out = tmp_path / "multi30k"
+    saved_before_ar1(out, ("theory", "data"), ("ablation",))
+    cfg = load_reproduce_config("multi30k")
+    assert cfg.ablation.enabled
+    cfg.threads = 1
+    run_reproduce(cfg, out, ["theory"], progress=False, log=lambda _m: None)
+    assert load_reproduce_config(str(out / "reproduce.yaml")).ablation == cfg.ablation
+
+
+def test_a_bad_ablation_variant_fails_before_the_first_stage(tmp_path):
+    cfg = load_reproduce_config("smoke", ["ablation.enabled=true", "ablation.variants=[steps=0x]"])
+    with pytest.raises(GmlmError, match=r"ablation.variants: decoding variant 'steps=0x': steps"):
+        run_reproduce(cfg, tmp_path / "run", progress=False, log=lambda _m: None)
+    assert not (tmp_path / "run" / "stages").exists()  # no stage ran
+    cfg = load_reproduce_config("smoke", ["ablation.enabled=true", "ablation.variants=[]"])
+    with pytest.raises(GmlmError, match=r"ablation.variants is empty"):
+        run_reproduce(cfg, tmp_path / "run", progress=False, log=lambda _m: None)
 
 
 def test_ar1_is_not_switched_on_after_the_stages_that_read_it_finished(tmp_path):
@@ -236,9 +261,13 @@ AR1 = [
 ]
 
 
+# The decoding ablation switched on, on a few validation sentences.
+ABLATION = ["ablation.enabled=true", "ablation.sentences=8", "ablation.variants=[selection=sum]"]
+
+
 def test_whole_pipeline_on_a_synthetic_corpus(corpus, tmp_path):
     out = tmp_path / "run"
-    cfg = load_reproduce_config("smoke", quick(corpus, *AR1))
+    cfg = load_reproduce_config("smoke", quick(corpus, *AR1, *ABLATION))
     messages: list[str] = []
     run_reproduce(cfg, out, progress=False, log=messages.append)
     for stage in STAGES:
@@ -267,6 +296,7 @@ def test_whole_pipeline_on_a_synthetic_corpus(corpus, tmp_path):
         "Translation quality",
         "Stutter",
         "Speed",
+        "Decoding ablation (validation)",
         "Attention analysis",
         "Training",
         "Theory",
@@ -329,6 +359,17 @@ def test_whole_pipeline_on_a_synthetic_corpus(corpus, tmp_path):
     assert f"--ar1 {out}/ar1/best " in commands
     ar1_time = StageRecord.read(out / "stages" / "ar1.json")
     assert f"| ar1 | {ar1_time.finished} |" in report
+    # The ablation: its rows are the PaDIR's translations of the first validation sentences.
+    ablation = json.loads((out / "ablation" / "ablation.json").read_text())
+    assert (ablation["split"], ablation["sentences"]) == ("valid", 8)
+    assert [r["variant"] for r in ablation["rows"]] == ["default", "selection=sum"]
+    assert (
+        StageRecord.read(out / "stages" / "ablation.json").summary["default_bleu"]
+        == (ablation["rows"][0]["bleu"])
+    )
+    assert "| selection=sum | " in report.split("## Decoding ablation")[1].split("\n## ")[0]
+    assert f"gmlm analyze ablation --checkpoint {out}/padir/best --data {out}/data " in commands
+    assert "--sentences 8 --batch-size 64 --variant selection=sum" in commands
     assert (out / "theory" / "figure3.png").is_file()
     theory = report.split("## Theory")[1].split("\n## ")[0]
     verify = json.loads((out / "theory" / "verify.json").read_text())

@@ -1,5 +1,6 @@
-"""The results of the analyses, as `gmlm analyze ... --output` and attention/attention.json of
-`gmlm reproduce` hold them: :class:`LengthResult` and :class:`AttentionResult`."""
+"""The results of the analyses, as `gmlm analyze ... --output` and the analysis stages of
+`gmlm reproduce` hold them: :class:`LengthResult`, :class:`AttentionResult` and
+:class:`AblationResult`."""
 
 from __future__ import annotations
 
@@ -120,6 +121,59 @@ class LengthResult(Record):
     predictor: Predictor
     decoding: tuple[LengthRow, ...]
     settings: LengthSettings
+    seconds: float
+
+
+# ---------------------------------------------------------------------------- ablation
+
+
+@dataclass(frozen=True, kw_only=True)
+class AblationRow(Record):
+    """One decoding of the split: `variant` is "default" or the variant's settings as given,
+    `settings` the fields it changes (empty for the default). `bleu_delta`: its BLEU minus the
+    default's; `p_value`: sacrebleu's paired bootstrap against the default (None for the
+    default itself); `seconds`: wall time of its translation of the split."""
+
+    variant: str
+    settings: dict[str, Any]
+    quality: Quality = field(metadata=FLATTEN)
+    bleu_delta: float
+    p_value: float | None
+    seconds: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class AblationSettings(Record):
+    """`decoding`: the default row's options as `dataclasses.asdict` gives them, less those
+    that cannot change a translation (a dict for the reason `AttentionSettings.decoding` is
+    one); `bootstrap`: sacrebleu's signature of the paired bootstrap, its seed included."""
+
+    decoding: dict[str, Any]
+    batch_size: int
+    seed: int
+    bf16: bool
+    tokenize: str
+    bleu_signature: str
+    bootstrap: str
+    device: str
+    threads: int
+    torch: str
+    gmlm: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class AblationResult(Record):
+    """`gmlm analyze ablation`: see :mod:`gmlm.analysis.ablation`. `sentences`: the pairs
+    scored (the first `sentences` of the split, or all `in_split`)."""
+
+    analysis: Literal["ablation"] = "ablation"
+    checkpoint: str
+    data: str
+    split: str
+    in_split: int
+    sentences: int
+    rows: tuple[AblationRow, ...]
+    settings: AblationSettings
     seconds: float
 
 

@@ -1,6 +1,7 @@
-"""`gmlm analyze attention|length`: argument parsing only; the work is in gmlm.analysis (imported
-when the command runs, so `gmlm --help` does not load torch). The decoding flags are those of
-`gmlm translate` for PaDIR checkpoints, derived from RefinementOptions (`gmlm.cli.options`)."""
+"""`gmlm analyze attention|length|ablation`: argument parsing only; the work is in
+gmlm.analysis (imported when the command runs, so `gmlm --help` does not load torch). The
+decoding flags are those of `gmlm translate` for PaDIR checkpoints, derived from
+RefinementOptions (`gmlm.cli.options`)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,13 @@ from gmlm.cli.flags import (
     float_list,
 )
 from gmlm.cli.options import add_option_flags, option_overrides
-from gmlm.decoding.options import FLOAT_PRECISIONS, RefinementOptions
+from gmlm.decoding.options import (
+    ABLATION_VARIANTS,
+    FLOAT_PRECISIONS,
+    RefinementOptions,
+    parse_variant,
+)
+from gmlm.errors import GmlmError
 from gmlm.records import Record
 
 R = TypeVar("R", bound=Record)
@@ -33,7 +40,8 @@ DECODING = {"PaDIR decoding (as gmlm translate)": RefinementOptions}
 def add_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "analyze",
-        help="analyses of trained models (attention of stutter pairs, length prediction)",
+        help="analyses of trained models (attention of stutter pairs, length prediction, "
+        "decoding ablation)",
         description="Analyses of trained checkpoints, as in Section 3.4 of the paper.",
     )
     analyze_sub = parser.add_subparsers(dest="analyze_command", metavar="SUBCOMMAND")
@@ -79,11 +87,47 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_option_flags(p, DECODING, exclude=("length_weight",))  # --length-weights sets it
     p.set_defaults(func=run_length)
 
+    p = analyze_sub.add_parser(
+        "ablation",
+        help="PaDIR decoding settings switched one at a time, on validation data",
+        description="Translates a split (default: valid) with a PaDIR checkpoint, first with "
+        "the decoding flags given (default: those of gmlm translate), then once per --variant "
+        "with that variant's settings changed, and scores every row: BLEU, its change against "
+        "the first row with the p-value of sacrebleu's paired bootstrap (1,000 resamples), "
+        "chrF, length ratio, stutter rate and seconds. Each row equals `gmlm translate` with "
+        "those flags. Choose decoding settings this way on validation data, never on the "
+        "test set.",
+    )
+    common_arguments(p, split="valid")
+    p.add_argument(
+        "--variant",
+        dest="variants",
+        action="append",
+        type=variant,
+        metavar="SETTINGS",
+        help="a row's decoding settings, space-separated field=value of the PaDIR options "
+        "(field names as in Python: selection=sum, dedup_final=false, 'length_beam=1 "
+        "length_offsets=[-2,-1,1,2]'); repeat for more rows (default: "
+        + "; ".join(ABLATION_VARIANTS)
+        + ")",
+    )
+    add_option_flags(p, DECODING)
+    p.set_defaults(func=run_ablation)
 
-def common_arguments(p: argparse.ArgumentParser) -> None:
+
+def variant(text: str) -> str:
+    """An ablation variant, checked (argparse reports the error with the flag)."""
+    try:
+        parse_variant(text)
+    except GmlmError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
+
+
+def common_arguments(p: argparse.ArgumentParser, split: str = "test") -> None:
     add_checkpoint(p, "PaDIR checkpoint folder (or run folder)")
     p.add_argument("--data", type=Path, required=True, help="prepared dataset folder")
-    p.add_argument("--split", default="test", help="split to decode (default: test)")
+    p.add_argument("--split", default=split, help=f"split to decode (default: {split})")
     p.add_argument("--sentences", type=int, help="only the first N sentences (default: all)")
     add_batch_size(p, 32, "sentences per batch")
     add_precision(p, "fp32, or bf16 weights and activations", choices=FLOAT_PRECISIONS)
@@ -107,6 +151,17 @@ def run_length(args: argparse.Namespace) -> int:
         args,
         length_analysis(**common_settings(args), length_weights=args.length_weights),
         render_length_markdown,
+    )
+
+
+def run_ablation(args: argparse.Namespace) -> int:
+    from gmlm.analysis.ablation import decoding_ablation, render_ablation_markdown
+
+    variants = ABLATION_VARIANTS if args.variants is None else tuple(args.variants)
+    return report(
+        args,
+        decoding_ablation(**common_settings(args), variants=variants),
+        render_ablation_markdown,
     )
 
 

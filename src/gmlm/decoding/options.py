@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import field
 from typing import TYPE_CHECKING, Any, Literal
 
-from gmlm.config import check_finite_fields, merge
+from gmlm.config import ConfigError, check_finite_fields, merge, parse_override
 from gmlm.errors import GmlmError
 
 if TYPE_CHECKING:
@@ -325,3 +325,44 @@ def decoding_options(
     result = merge(options, given)  # checks each value against its field's type
     result.validate(config)
     return result
+
+
+# The decoding ablation's variants (`gmlm analyze ablation`, the reproduce stage `ablation`):
+# each switches off one of the choices the defaults make, or tries the other setting the
+# paper or the authors' code uses. Space-separated field=value settings (parse_variant).
+ABLATION_VARIANTS: tuple[str, ...] = (
+    "selection=sum",  # the paper's selection: summed token log-probabilities
+    "selection=changed",  # the authors' code: summed over the tokens changed from the start
+    "stutter_remask=none",  # no stutter remasking between passes
+    "dedup_final=false",  # repeated adjacent tokens kept in the output
+    "prune_after=0",  # every candidate through every pass
+    "length_beam=1",  # the top predicted length only
+    "length_beam=1 length_offsets=[-2,-1,1,2]",  # top-1 length plus offsets, 5 candidates
+    "steps=10",  # the paper's other T
+)
+
+
+def parse_variant(text: str) -> dict[str, Any]:
+    """The PaDIR decoding settings of an ablation variant: space-separated ``field=value``
+    pairs of :class:`RefinementOptions` fields, values read as YAML (``length_beam=1
+    length_offsets=[-2,-1,1,2]``), each checked against its field's type. An empty variant,
+    a repeated or unknown field or a value of the wrong type is a :class:`GmlmError` naming
+    the variant (checked again against a model's limits when it decodes)."""
+    parts = text.split()
+    if not parts:
+        raise GmlmError(
+            f"decoding variant {text!r} is empty: give field=value settings, e.g. selection=sum"
+        )
+    found: dict[str, Any] = {}
+    try:
+        for part in parts:
+            ((key, value),) = parse_override(part).items()
+            if isinstance(value, dict):
+                raise ConfigError(f"{part!r}: decoding settings have no sections")
+            if key in found:
+                raise ConfigError(f"{key} is set twice")
+            found[key] = value
+        checked = merge(RefinementOptions(), found)
+    except ConfigError as err:
+        raise GmlmError(f"decoding variant {text!r}: {err}") from None
+    return {key: getattr(checked, key) for key in found}

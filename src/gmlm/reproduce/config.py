@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Literal
 
 from gmlm.config import PRESET_DIR, ConfigError, load_config
+from gmlm.decoding.options import ABLATION_VARIANTS
 
 PRESETS_DIR = PRESET_DIR / "reproduce"
 
@@ -28,6 +29,7 @@ STAGES = (
     "ar",
     "ar1",
     "padir",
+    "ablation",
     "evaluate",
     "bench",
     "attention",
@@ -111,6 +113,21 @@ class DistillStage:
 
 
 @dataclass
+class AblationStage:
+    """`gmlm analyze ablation`: PaDIR's default decoding, then each of `variants` (space-
+    separated field=value decoding settings; default `ABLATION_VARIANTS`, each switching off
+    one choice the defaults make), on the validation split, where decoding settings are
+    chosen; the report's decoding ablation table. Before the evaluation, so that the test set
+    is scored after the choice. Off by default (it decodes the split once per variant)."""
+
+    enabled: bool = False
+    split: str = "valid"
+    sentences: int = 0  # the first N sentences of the split; 0: all of it
+    batch_size: int = 64
+    variants: list[str] = field(default_factory=lambda: list(ABLATION_VARIANTS))
+
+
+@dataclass
 class EvaluateStage:
     """Quality of every system on `split` (or its first `sentences`): BLEU, chrF, stutter."""
 
@@ -178,6 +195,7 @@ class StageSeconds:
     ar: float = 0.0
     ar1: float = 0.0
     padir: float = 0.0
+    ablation: float = 0.0
     evaluate: float = 0.0
     bench: float = 0.0
     attention: float = 0.0
@@ -203,6 +221,7 @@ class ReproduceConfig:
     ar: TrainStage = field(default_factory=TrainStage)
     ar1: OptionalTrainStage = field(default_factory=lambda: OptionalTrainStage(preset="small-ar1"))
     padir: TrainStage = field(default_factory=lambda: TrainStage(preset="small-padir"))
+    ablation: AblationStage = field(default_factory=AblationStage)
     evaluate: EvaluateStage = field(default_factory=EvaluateStage)
     bench: BenchStage = field(default_factory=BenchStage)
     attention: AttentionStage = field(default_factory=AttentionStage)

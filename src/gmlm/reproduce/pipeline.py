@@ -46,7 +46,7 @@ TRAINING_STAGES = ("teacher", "ar", "ar1", "padir")
 # Settings that may change between a run and its resumption: they do not change results.
 RESUMABLE_KEYS = ("threads", "description", "published", "expected_seconds")
 # The stages that read the data stage's output, redone when a stand-in run gets its test set.
-READ_DATA = ("data", "evaluate", "bench", "attention", "length", "report")
+READ_DATA = ("data", "ablation", "evaluate", "bench", "attention", "length", "report")
 
 STAGE_FUNCTIONS: dict[str, Callable[[stages.Context], dict[str, Any]]] = {
     "theory": stages.theory,
@@ -56,6 +56,7 @@ STAGE_FUNCTIONS: dict[str, Callable[[stages.Context], dict[str, Any]]] = {
     "ar": stages.ar,
     "ar1": stages.ar1,
     "padir": stages.padir,
+    "ablation": stages.ablation,
     "evaluate": stages.evaluate,
     "bench": stages.bench,
     "attention": stages.attention,
@@ -71,6 +72,8 @@ WHAT: dict[str, str] = {
     "ar": "the autoregressive baseline",
     "ar1": "the autoregressive baseline with a 1-layer decoder (Kasai et al. 2021), if enabled",
     "padir": "PaDIR",
+    "ablation": "PaDIR's decoding choices switched one at a time on the validation split, if "
+    "enabled",
     "evaluate": "translating the test split with every system; BLEU, chrF, stutter",
     "bench": "batch-1 latency and throughput of every system",
     "attention": "attention of stutter pairs (the paper's Tables 4 and 5)",
@@ -86,6 +89,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "ar": ("distill",),
     "ar1": ("distill",),
     "padir": ("distill",),
+    "ablation": ("padir",),
     "evaluate": ("teacher", "ar", "ar1", "padir"),
     "bench": ("teacher", "ar", "ar1", "padir"),
     "attention": ("padir",),
@@ -240,7 +244,7 @@ def run_reproduce(
         )
         redo += READ_DATA
     todo = [n for n in STAGES if n in only and (n in redo or not stage_done(out, n))]
-    check_extras(cfg, todo)
+    check_before_start(cfg, todo)
     clock = _Clock(cfg, todo)
     for name in STAGES:
         if name not in only:
@@ -277,9 +281,23 @@ def run_reproduce(
     return out
 
 
-def check_extras(cfg: ReproduceConfig, todo: Sequence[str]) -> None:
-    """Fail before the first stage, not hours later, when a stage still to run needs an
-    optional package that is not installed."""
+def check_before_start(cfg: ReproduceConfig, todo: Sequence[str]) -> None:
+    """Fail before the first stage, not hours later, on what a stage still to run would fail
+    on: an optional package that is not installed, an ablation variant that is no decoding
+    setting."""
+    if "ablation" in todo and cfg.ablation.enabled:
+        from gmlm.decoding.options import parse_variant
+
+        if not cfg.ablation.variants:
+            raise GmlmError(
+                "ablation.variants is empty: give the decoding settings to compare with the "
+                "default (e.g. [selection=sum]), or set ablation.enabled=false"
+            )
+        for variant in cfg.ablation.variants:
+            try:
+                parse_variant(variant)
+            except GmlmError as err:
+                raise GmlmError(f"ablation.variants: {err}") from None
     if "bench" in todo and cfg.bench.enabled and cfg.bench.ctranslate2:
         from gmlm.export.ctranslate2 import import_ctranslate2
 

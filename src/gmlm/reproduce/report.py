@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from gmlm import provenance
-from gmlm.analysis.results import AttentionResult, LengthResult
+from gmlm.analysis.results import AblationResult, AttentionResult, LengthResult
 from gmlm.bench.result import BenchResult
 from gmlm.evaluation.results import EvaluationScores
 from gmlm.io import atomic_write_text
@@ -84,6 +84,7 @@ def write_report(cfg: ReproduceConfig, out: Path) -> Path:
     bench = BenchResult.read_if_present(out / "bench" / "bench.json")
     attention = AttentionResult.read_if_present(out / "attention" / "attention.json")
     length = LengthResult.read_if_present(out / "length" / "length.json")
+    ablation = AblationResult.read_if_present(out / "ablation" / "ablation.json")
     examples = ExampleTranslations.read_if_present(out / "eval" / "examples.json")
     verify = VerifyReport.read_if_present(out / "theory" / "verify.json")
     records = {
@@ -101,6 +102,8 @@ def write_report(cfg: ReproduceConfig, out: Path) -> Path:
     if bench is not None:
         plot = plots.plot_latency_vs_batch(bench, figures / "latency_vs_batch.png")
         lines += sections.speed_section(bench, link(plot))
+    if ablation is not None:
+        lines += sections.ablation_section(ablation)
     if attention is not None:
         lines += sections.attention_section(attention)
     if length is not None:

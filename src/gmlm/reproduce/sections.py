@@ -8,11 +8,12 @@ A section whose results are missing is left out. Figures are drawn elsewhere
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gmlm.analysis.results import AttentionResult, LengthResult
+from gmlm.analysis.results import AblationResult, AttentionResult, LengthResult
 from gmlm.bench.result import BenchResult
 from gmlm.evaluation.results import EvaluationScores
 from gmlm.reproduce.config import STAGES, ReproduceConfig, checkpoint_dir
@@ -204,6 +205,20 @@ def attention_section(attention: AttentionResult) -> list[str]:
     ]
 
 
+def ablation_section(ablation: AblationResult) -> list[str]:
+    from gmlm.analysis.ablation import render_ablation_markdown
+
+    return [
+        "## Decoding ablation (validation)",
+        "",
+        "`gmlm analyze ablation`: PaDIR's default decoding against each variant, on the "
+        "validation split where decoding settings are chosen (the test set is scored after).",
+        "",
+        render_ablation_markdown(ablation).strip(),
+        "",
+    ]
+
+
 def length_section(length: LengthResult) -> list[str]:
     from gmlm.analysis.length import render_length_markdown
 
@@ -339,7 +354,7 @@ def commands_section(cfg: ReproduceConfig, out: Path) -> list[str]:
         checkpoint_dir(cfg, out, name) for name in ("ar", "ar1", "padir", "teacher")
     )
     students = "distill" if cfg.distill.enabled else "data"
-    e, a, g = cfg.evaluate, cfg.attention, cfg.length
+    e, a, g, b = cfg.evaluate, cfg.attention, cfg.length, cfg.ablation
     source = f"{out}/data/{e.split}.src.txt"
     translate = f"gmlm translate --checkpoint {padir} --steps 4 --length-beam 5"
     if e.sentences > 0:  # the evaluation scores the first sentences against eval/reference.txt
@@ -384,6 +399,16 @@ def commands_section(cfg: ReproduceConfig, out: Path) -> list[str]:
                 ("padir", cfg.padir, students),
             )
             if not stage.checkpoint
+        ),
+        *(
+            [
+                f"gmlm analyze ablation --checkpoint {padir} --data {out}/data --split {b.split}"
+                + _sentences(b.sentences)
+                + f" --batch-size {b.batch_size} "
+                + " ".join(f"--variant {shlex.quote(v)}" for v in b.variants)
+            ]
+            if b.enabled
+            else []
         ),
         translate,
         f"gmlm evaluate --hyp hyp.txt --ref {reference}",

@@ -275,6 +275,30 @@ def padir(ctx: Context) -> dict[str, Any]:
     return train_run(ctx, "padir", ctx.cfg.padir, ctx.student_data_dir)
 
 
+# -------------------------------------------------------------------------- ablation
+def ablation(ctx: Context) -> dict[str, Any]:
+    b = ctx.cfg.ablation
+    if not b.enabled:
+        return {"skipped": "ablation.enabled=false"}
+    if ctx.stand_in:
+        return {"skipped": needs_multi30k("the decoding ablation", ctx.stand_in)}
+    from gmlm.analysis.ablation import best_row, decoding_ablation
+
+    result = decoding_ablation(
+        ctx.checkpoint("padir"),
+        ctx.data_dir,
+        b.split,
+        variants=tuple(b.variants),
+        sentences=b.sentences or None,
+        batch_size=b.batch_size,
+        progress=ctx.progress,
+        log=ctx.log,
+    )
+    result.write(ctx.out / "ablation" / "ablation.json")
+    best = best_row(result)
+    return {"default_bleu": result.rows[0].quality.bleu, "best": best.variant}
+
+
 # ------------------------------------------------------------------------- evaluation
 @dataclass(frozen=True)
 class System:
