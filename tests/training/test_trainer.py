@@ -452,6 +452,22 @@ def test_throughput_statistics_follow_from_known_step_times(word_task_data, monk
     assert report.settings["mean_batch_target_tokens"] == sum(timed_tokens) / 3
 
 
+def test_throughput_of_one_precision(word_task_data, capsys):
+    cfg = load_train_config("tiny-ar", [f"data={word_task_data}", "threads=1", "device=cpu"])
+    report = measure_throughput(cfg, steps=1, warmup=0, precisions=("fp32",))
+    assert set(report.rates) == set(report.tokens_per_s) == {"fp32"}
+    assert report.speedup_median is None
+    assert precision_verdict(report) == (
+        "bf16 against fp32 not measured (timed: fp32); precision=auto picks fp32 here"
+    )
+    with pytest.raises(GmlmError, match="give fp32 and/or bf16"):
+        measure_throughput(cfg, steps=1, warmup=0, precisions=("int8",))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["throughput", "--precision", "int8", f"data={word_task_data}"])
+    assert exit_info.value.code == 2
+    assert "choose fp32 and/or bf16" in capsys.readouterr().err
+
+
 def test_export_bf16_halves_the_size_and_translates(word_task_data, tmp_path):
     train(word_task_data, tmp_path / "r", "padir", "max_steps=20", "valid_every=10")
     assert main(["export", "--checkpoint", str(tmp_path / "r"), "--out", str(tmp_path / "x")]) == 0

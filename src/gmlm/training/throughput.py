@@ -1,11 +1,11 @@
 """Training throughput (target tokens per second), fp32 against bf16 autocast, in one run.
 
-Both precisions train identical copies of the model on the same batches; their timed steps are
-interleaved (fp32, bf16, fp32, ...) so that machine noise hits both alike, and the report gives
-medians and the per-pair speed-up, with the CPU it was measured on and what that means for
-``precision=auto`` (fp32 on every CPU, bf16 on bf16 GPUs, see `resolve_precision`): whether
-bf16 pays on a CPU depends on its bf16 matrix units (e.g. AMX) or their absence, so it is
-measured, not assumed.
+Each precision asked for (both by default) trains an identical copy of the model on the same
+batches; their timed steps are interleaved (fp32, bf16, fp32, ...) so that machine noise hits
+both alike, and the report gives medians and the per-pair speed-up, with the CPU it was
+measured on and what that means for ``precision=auto`` (fp32 on every CPU, bf16 on bf16 GPUs,
+see `resolve_precision`): whether bf16 pays on a CPU depends on its bf16 matrix units (e.g.
+AMX) or their absence, so it is measured, not assumed.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +21,7 @@ import torch
 
 from gmlm.data.batching import Batch, BatchIterator
 from gmlm.data.binarized import TranslationDataset, load_dataset
+from gmlm.errors import GmlmError
 from gmlm.models import build_model
 from gmlm.nn.layers import count_parameters
 from gmlm.provenance import cpu_model, torch_threads, torch_version
@@ -31,12 +32,15 @@ from gmlm.training.optim import build_optimizer
 from gmlm.training.precision import autocast, resolve_precision
 from gmlm.training.trainer import check_data_fits
 
+TRAINING_PRECISIONS = {"fp32": None, "bf16": torch.bfloat16}  # name -> autocast dtype
+
 
 @dataclass
 class ThroughputReport:
     settings: dict[str, Any]
     tokens_per_s: dict[str, float]  # median target tokens/s per precision
-    speedup_median: float  # median over interleaved pairs of bf16 / fp32 rate
+    # Median over interleaved pairs of the bf16 / fp32 rate; None unless both were timed.
+    speedup_median: float | None
     rates: dict[str, list[float]]
 
 
@@ -45,9 +49,16 @@ def measure_throughput(
     steps: int = 6,
     warmup: int = 2,
     clock: Callable[[], float] = time.perf_counter,
+    precisions: Sequence[str] = ("fp32", "bf16"),
 ) -> ThroughputReport:
-    """Time `steps` optimizer steps per precision after `warmup` untimed ones; `clock` reads
-    the time in seconds (tests pass a fake one to check the statistics)."""
+    """Time `steps` optimizer steps per precision (of `precisions`: fp32 and/or bf16
+    autocast) after `warmup` untimed ones; `clock` reads the time in seconds (tests pass a
+    fake one to check the statistics)."""
+    unknown = [p for p in precisions if p not in TRAINING_PRECISIONS]
+    if not precisions or unknown:
+        raise GmlmError(
+            f"precisions={tuple(precisions)}: give fp32 and/or bf16 (training precisions)"
+        )
     data = load_dataset(cfg.data)
     use_vocab_size(cfg, data.tokenizer)
     cfg.validate()
@@ -73,11 +84,15 @@ def measure_throughput(
     auto = copy.deepcopy(cfg)
     auto.precision = "auto"
     runs = {}
-    for name, dtype in (("fp32", None), ("bf16", torch.bfloat16)):
+    for name in dict.fromkeys(precisions):
         model = copy.deepcopy(base)
-        runs[name] = (LossModule(model, cfg), build_optimizer(model, cfg.optim), dtype)
+        runs[name] = (
+            LossModule(model, cfg),
+            build_optimizer(model, cfg.optim),
+            TRAINING_PRECISIONS[name],
+        )
     noise = torch.Generator(device=device)
-    rates: dict[str, list[float]] = {"fp32": [], "bf16": []}
+    rates: dict[str, list[float]] = {name: [] for name in runs}
     for i, batch in enumerate(batches):
         for name, (module, optimizer, dtype) in runs.items():
             module.train()
@@ -93,7 +108,9 @@ def measure_throughput(
                 torch.cuda.synchronize()
             if i >= warmup:
                 rates[name].append(batch.tgt_tokens / (clock() - start))
-    pairs = [b / f for f, b in zip(rates["fp32"], rates["bf16"], strict=True)]
+    pairs = None
+    if len(rates) == 2:
+        pairs = [b / f for f, b in zip(rates["fp32"], rates["bf16"], strict=True)]
     settings = {
         "kind": cfg.kind,
         "parameters": count_parameters(base),
@@ -111,15 +128,21 @@ def measure_throughput(
     return ThroughputReport(
         settings,
         {k: statistics.median(v) for k, v in rates.items()},
-        statistics.median(pairs),
+        None if pairs is None else statistics.median(pairs),
         rates,
     )
 
 
 def precision_verdict(report: ThroughputReport, margin: float = 0.05) -> str:
     """One line: what precision=auto picks on the measured device and whether the measured
-    bf16 / fp32 speed-up (within `margin` of 1: a tie) makes it the faster choice there."""
+    bf16 / fp32 speed-up (within `margin` of 1: a tie) makes it the faster choice there (or
+    that it was not measured, with one precision timed)."""
     speedup, auto = report.speedup_median, report.settings["auto_precision"]
+    if speedup is None:
+        return (
+            f"bf16 against fp32 not measured (timed: {', '.join(report.rates)}); "
+            f"precision=auto picks {auto} here"
+        )
     where = (
         report.settings["cpu"] if report.settings["device"] == "cpu" else report.settings["device"]
     )
