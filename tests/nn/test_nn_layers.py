@@ -1,6 +1,7 @@
 import torch
 
 from gmlm.nn import FeedForward, RelativePositionBias, relative_buckets
+from gmlm.nn.dropout import dropout
 
 
 def t5_bucket(distance: int) -> int:
@@ -69,7 +70,7 @@ def test_feed_forward_dropout_hits_the_activation_in_training_only() -> None:
     torch.manual_seed(1)
     trained = ffn.train()(x)
     torch.manual_seed(1)
-    expected = ffn.down(torch.nn.functional.dropout(hidden, 0.5))
+    expected = ffn.down(dropout(hidden, 0.5))
     torch.testing.assert_close(trained, expected, atol=0, rtol=0)
     assert not torch.allclose(trained, ffn.down(hidden))
     torch.testing.assert_close(ffn.eval()(x), ffn.down(hidden), atol=0, rtol=0)

@@ -25,6 +25,7 @@ from torch import Tensor, nn
 from gmlm.config import ConfigError
 from gmlm.nn.attention import KVCache, MultiHeadAttention
 from gmlm.nn.config import ModelConfig
+from gmlm.nn.dropout import Dropout
 from gmlm.nn.layers import (
     DecoderOutput,
     Encoder,
@@ -82,7 +83,7 @@ class DecoderLayer(nn.Module):
         )
         self.ffn_norm = nn.LayerNorm(config.d_model)
         self.ffn = FeedForward(config.d_model, config.d_ff, config.activation_dropout)
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = Dropout(config.dropout)
 
     def forward(
         self,
@@ -133,7 +134,7 @@ class AutoregressiveModel(nn.Module):
         )
         self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.n_decoder_layers))
         self.final_norm = nn.LayerNorm(config.d_model)
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = Dropout(config.dropout)
         init_weights(self)
 
     def encode(self, src: Tensor) -> EncoderOutput:

@@ -31,6 +31,7 @@ from gmlm.config import ConfigError
 from gmlm.errors import GmlmError
 from gmlm.nn.attention import KVCache, MultiHeadAttention
 from gmlm.nn.config import ModelConfig
+from gmlm.nn.dropout import Dropout
 from gmlm.nn.layers import (
     DecoderOutput,
     Encoder,
@@ -167,7 +168,7 @@ class DecoderLayer(nn.Module):
         )
         self.ffn_norm = nn.LayerNorm(config.d_model)
         self.ffn = FeedForward(config.d_model, config.d_ff, config.activation_dropout)
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = Dropout(config.dropout)
 
     def forward(
         self,
@@ -231,7 +232,7 @@ class PadirModel(nn.Module):
         )
         self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.n_decoder_layers))
         self.final_norm = nn.LayerNorm(config.d_model)
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = Dropout(config.dropout)
         init_weights(self)
 
     def _relative_bias(self) -> RelativePositionBias:

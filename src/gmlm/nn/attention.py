@@ -27,13 +27,17 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from gmlm.nn.dropout import dropout
+
 
 class MultiHeadAttention(nn.Module):
     """Scaled dot-product attention with `n_heads` heads of size `d_model / n_heads`.
 
     With ``return_weights=True`` the same softmax is computed explicitly so that the
     per-head weights (B, H, Tq, Tk) can be returned; otherwise the fused kernel runs, except
-    when training in half precision on CPU, where the explicit softmax is faster. Both paths
+    when training on CPU in half precision, where the explicit softmax is faster, or with
+    attention dropout, which torch's CPU kernels do not fuse (the explicit path then draws
+    the mask with the cheaper :func:`gmlm.nn.dropout.dropout`). Both paths
     add the optional score bias after scaling, then mask, then (in training) drop attention
     probabilities with rate `dropout` (returned weights are the probabilities before dropout).
     """
@@ -141,7 +145,13 @@ class MultiHeadAttention(nn.Module):
         queries = queries.expand(batch, -1, -1, -1)
         q_len, k_len = queries.shape[2], keys.shape[2]
         drop = self.dropout if self.training else 0.0
-        fused = not (return_weights or _slow_fused_backward(queries))
+        fused = not (
+            return_weights
+            or _slow_fused_backward(queries)
+            # CPU kernels have no fused dropout (torch falls back to the explicit softmax):
+            # the explicit path draws the mask with gmlm's cheaper dropout.
+            or (drop > 0.0 and queries.device.type == "cpu")
+        )
         # The fused kernel's own causal flag is top-left aligned, which is only right when
         # square, and it takes no additive mask beside it.
         fused_causal = (
@@ -164,8 +174,7 @@ class MultiHeadAttention(nn.Module):
                 scores = scores.masked_fill(~allowed, float("-inf"))
             probs = scores.softmax(dim=-1)
             weights = probs if return_weights else None
-            if drop:
-                probs = F.dropout(probs, drop)
+            probs = dropout(probs, drop, drop > 0.0)
             out = probs.to(values.dtype) @ values
         out = out.transpose(1, 2).reshape(batch, q_len, -1)
         return self.out_proj(out), weights

@@ -18,6 +18,7 @@ from torch import Tensor, nn
 from gmlm.errors import GmlmError
 from gmlm.nn.attention import MultiHeadAttention
 from gmlm.nn.config import ModelConfig
+from gmlm.nn.dropout import Dropout
 
 Rows = TypeVar("Rows", bound="EncoderOutput")
 
@@ -177,7 +178,7 @@ class FeedForward(nn.Module):
         super().__init__()
         self.up = nn.Linear(d_model, d_ff, bias=False)
         self.down = nn.Linear(d_ff, d_model, bias=False)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.down(self.dropout(nn.functional.gelu(self.up(x))))
@@ -192,7 +193,7 @@ class EncoderLayer(nn.Module):
         self.attn = MultiHeadAttention(config.d_model, config.n_heads, config.attention_dropout)
         self.ffn_norm = nn.LayerNorm(config.d_model)
         self.ffn = FeedForward(config.d_model, config.d_ff, config.activation_dropout)
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = Dropout(config.dropout)
 
     def forward(self, x: Tensor, padding_mask: Tensor) -> Tensor:
         """x: (B, S, D), padding_mask: (B, S) -> (B, S, D)."""
@@ -214,7 +215,7 @@ class Encoder(nn.Module):
         self.positions = PositionEmbedding(max_len, config.d_model, setting)
         self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.n_encoder_layers))
         self.norm = nn.LayerNorm(config.d_model)
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = Dropout(config.dropout)
 
     def forward(self, embedded: Tensor, padding_mask: Tensor) -> Tensor:
         """embedded: (B, S, D), padding_mask: (B, S) -> memory (B, S, D)."""
