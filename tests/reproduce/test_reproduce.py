@@ -90,6 +90,8 @@ def test_presets_resolve(name):
     # The decoding ablation on validation data: in the parity run, before its evaluation.
     assert cfg.ablation.enabled == (name == "multi30k")
     assert cfg.ablation.split == "valid" and all(map(parse_variant, cfg.ablation.variants))
+    if name == "multi30k":  # the length analysis as the laptop run's, for comparison
+        assert cfg.length.enabled and cfg.length.length_weights == [0.0, 0.5, 1.0]
 
 
 def test_refuses_a_folder_of_another_preset_or_config(tmp_path):
