@@ -45,7 +45,7 @@ def test_cli_rows_equal_translate_and_sacrebleu(
     translator = gmlm.load(padir_run, device="cpu")
     changes = [{}, {"selection": "sum"}, {"length_beam": 1, "length_offsets": (-1, 1)}]
     changes.append({"prune_after": 0})
-    files = []
+    files, outputs = [], []
     for i, (row, change) in enumerate(zip(result["rows"], changes, strict=True)):
         settings = {"steps": 2, "length_beam": 3, **change}
         hyps = translator.translate(sources, batch_size=8, **settings)
@@ -53,10 +53,13 @@ def test_cli_rows_equal_translate_and_sacrebleu(
         assert row["bleu"] == round(scores["bleu"].score, 2), row
         assert row["chrf"] == round(scores["chrf"].score, 2), row
         assert row["bleu_delta"] == round(row["bleu"] - result["rows"][0]["bleu"], 2)
+        assert row["same_output"] == (i > 0 and hyps == outputs[0])
+        outputs.append(hyps)
         path = tmp_path / f"hyp{i}.txt"
         path.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
         files.append(str(path))
     assert result["rows"][0]["p_value"] is None
+    assert not all(row["same_output"] for row in result["rows"][1:])
 
     # The p-values are those of the sacrebleu command's paired bootstrap (same seed, 1,000
     # resamples), an independent path to the same test.
@@ -65,7 +68,11 @@ def test_cli_rows_equal_translate_and_sacrebleu(
     command = [sys.executable, "-m", "sacrebleu", str(reference), "-i", *files]
     command += ["-m", "bleu", "--paired-bs", "-f", "json"]
     printed = json.loads(subprocess.run(command, capture_output=True, check=True).stdout)
-    assert [s["BLEU"]["p_value"] for s in printed] == [r["p_value"] for r in result["rows"]]
+    expected = [
+        None if r["same_output"] else s["BLEU"]["p_value"]
+        for s, r in zip(printed, result["rows"], strict=True)
+    ]
+    assert expected == [r["p_value"] for r in result["rows"]]
     assert "bs:1000|seed:12345" in result["settings"]["bootstrap"]
 
 
@@ -73,14 +80,18 @@ def test_markdown_says_which_row_is_best(padir_run: Path, word_task_data: Path) 
     result = decoding_ablation(
         padir_run,
         word_task_data,
-        variants=("selection=sum", "steps=1"),
+        variants=("selection=sum", "steps=1", "selection=mean"),
         sentences=12,
         device="cpu",
         steps=2,
         length_beam=2,
     )
     text = render_ablation_markdown(result)
-    assert text.count("\n| ") == 1 + 3  # the header and 3 rows
+    assert text.count("\n| ") == 1 + 4  # the header and 4 rows
+    # selection=mean is the default's: the same translations, not tested against themselves.
+    same = result.rows[3]
+    assert same.same_output and same.p_value is None and same.bleu_delta == 0.0
+    assert "| selection=mean | " in text and "| same output |" in text
     best = max(result.rows, key=lambda r: r.quality.bleu)
     if best.quality.bleu == result.rows[0].quality.bleu:
         assert "The default decoding scores highest on 'valid'." in text

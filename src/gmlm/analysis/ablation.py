@@ -14,7 +14,9 @@ and try the paper's T = 10). Every row is ``gmlm translate`` of the split's sour
 those flags (`Translator.translate`, over-long lines split at sentence punctuation as the
 evaluation does), scored with SacreBLEU, chrF, the BLEU length ratio and the stutter rate,
 and compared with the first row by sacrebleu's paired bootstrap (1,000 resamples; its seed
-is sacrebleu's, in the signature), so a difference within noise reads as one.
+is sacrebleu's, in the signature), so a difference within noise reads as one. A variant whose
+translations equal the first row's, line for line, is marked so and not tested (sacrebleu
+gives a system tested against itself its smallest p-value, by design).
 
 This is how gmlm chooses its decoding defaults: on validation data, never on the test set,
 and it gives the decoding half of the ablation table in the reproduction report (the
@@ -140,9 +142,12 @@ def decoding_ablation(
             quality, _ = quality_row(hypotheses, references, tokenize)
             log(f"  {variant:44s} BLEU {quality.bleu:6.2f}  ({seconds:.0f} s)")
 
-    p_values, bootstrap = paired_bootstrap(
-        decoded[0][2], [hyps for _, _, hyps, _ in decoded[1:]], references, tokenize
+    default_hypotheses = decoded[0][2]
+    differ = [i for i, (_, _, hyps, _) in enumerate(decoded) if i and hyps != default_hypotheses]
+    tested, bootstrap = paired_bootstrap(
+        default_hypotheses, [decoded[i][2] for i in differ], references, tokenize
     )
+    p_values: dict[int, float] = dict(zip(differ, tested, strict=True))
     scored = [(*row, *quality_row(row[2], references, tokenize)) for row in decoded]
     default_bleu = scored[0][4].bleu
     rows = tuple(
@@ -151,12 +156,11 @@ def decoding_ablation(
             settings=changes,
             quality=quality,
             bleu_delta=round(quality.bleu - default_bleu, 2),
-            p_value=p_value,
+            p_value=p_values.get(i),
+            same_output=i > 0 and i not in p_values,
             seconds=round(seconds, 2),
         )
-        for (variant, changes, _, seconds, quality, _), p_value in zip(
-            scored, [None, *p_values], strict=True
-        )
+        for i, (variant, changes, _, seconds, quality, _) in enumerate(scored)
     )
     return AblationResult(
         checkpoint=str(checkpoint),
@@ -198,32 +202,32 @@ def render_ablation_markdown(result: AblationResult) -> str:
         f"{d.get('selection')}, stutter remask {d.get('stutter_remask')}, pruning after pass "
         f"{d.get('prune_after')} to {d.get('prune_keep')} ({'bf16' if s.bf16 else 'fp32'}, "
         f"seed {s.seed}, batch {s.batch_size}). Each variant changes only the settings named; "
-        "p: paired bootstrap against the default "
+        "p: paired bootstrap against the default (none where the translations are the "
+        "default's, line for line) "
         f"({BOOTSTRAP_SAMPLES:,} resamples), the smallest it can give is "
         f"{1 / (BOOTSTRAP_SAMPLES + 1):.4f}.",
         "",
         "| decoding | BLEU | change | p | chrF | length ratio | stutter / 100 words | seconds |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for r in result.rows:
+    for i, r in enumerate(result.rows):
         q = r.quality
+        change = f"{r.bleu_delta:+.2f}" if i else ""
+        p = "same output" if r.same_output else "" if r.p_value is None else f"{r.p_value:.3f}"
         lines.append(
-            f"| {r.variant} | {q.bleu:.2f} | "
-            + ("" if r.p_value is None else f"{r.bleu_delta:+.2f}")
-            + " | "
-            + ("" if r.p_value is None else f"{r.p_value:.3f}")
-            + f" | {q.chrf:.2f} | {q.length_ratio:.3f} | {q.stutter_per_100_words:.3f} | "
-            f"{r.seconds:.1f} |"
+            f"| {r.variant} | {q.bleu:.2f} | {change} | {p} | {q.chrf:.2f} | "
+            f"{q.length_ratio:.3f} | {q.stutter_per_100_words:.3f} | {r.seconds:.1f} |"
         )
     best = best_row(result)
     lines.append("")
     if best.variant == DEFAULT:
         lines.append(f"The default decoding scores highest on '{result.split}'.")
     else:
-        significant = best.p_value is not None and best.p_value < 0.05
+        p_value = 1.0 if best.p_value is None else best.p_value
+        significant = p_value < 0.05
         lines.append(
             f"`{best.variant}` scores highest on '{result.split}', {best.bleu_delta:+.2f} BLEU "
-            f"over the default (p = {best.p_value:.3f}, "
+            f"over the default (p = {p_value:.3f}, "
             + (
                 "significant at 0.05: a candidate for the default, weighed against its time"
                 if significant

@@ -132,13 +132,15 @@ class AblationRow(Record):
     """One decoding of the split: `variant` is "default" or the variant's settings as given,
     `settings` the fields it changes (empty for the default). `bleu_delta`: its BLEU minus the
     default's; `p_value`: sacrebleu's paired bootstrap against the default (None for the
-    default itself); `seconds`: wall time of its translation of the split."""
+    default itself and for a variant with `same_output`: translations equal to the default's,
+    line for line); `seconds`: wall time of its translation of the split."""
 
     variant: str
     settings: dict[str, Any]
     quality: Quality = field(metadata=FLATTEN)
     bleu_delta: float
     p_value: float | None
+    same_output: bool
     seconds: float
 
 
