@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,7 @@ from gmlm.decoding.options import (
 )
 from gmlm.errors import GmlmError
 from gmlm.evaluation.bleu import default_tokenizer
-from gmlm.evaluation.summary import quality_row
+from gmlm.evaluation.summary import Quality, quality_row
 
 DEFAULT = "default"
 BOOTSTRAP_SAMPLES = 1000
@@ -93,7 +93,7 @@ def decoding_ablation(
     seed: int = 0,
     device: str = "auto",
     progress: bool = False,
-    log: Any = None,
+    log: Callable[[str], None] | None = None,
     **overrides: Any,
 ) -> AblationResult:
     """The default decoding and each of `variants` of a PaDIR `checkpoint` on the first
@@ -122,7 +122,16 @@ def decoding_ablation(
     tokenize = default_tokenizer(prepared.stats().get("tgt_lang"))
     precision: Precision = "bf16" if bf16 else "fp32"
 
-    decoded: list[tuple[str, dict[str, Any], list[str], float]] = []
+    @dataclasses.dataclass(frozen=True)
+    class Decoded:
+        variant: str
+        changes: dict[str, Any]
+        hypotheses: list[str]
+        seconds: float
+        quality: Quality
+
+    decoded: list[Decoded] = []
+    signature = ""
     for variant, changes, row_options in tqdm(
         rows_options, desc="ablation", unit="decoding", disable=None if progress else True
     ):
@@ -137,30 +146,29 @@ def decoding_ablation(
             origin=f"{prepared.root}/{split}.src.txt",
         )
         seconds = time.perf_counter() - start
-        decoded.append((variant, changes, hypotheses, seconds))
+        quality, signatures = quality_row(hypotheses, references, tokenize)
+        signature = signature or signatures.bleu
+        decoded.append(Decoded(variant, changes, hypotheses, seconds, quality))
         if log is not None:
-            quality, _ = quality_row(hypotheses, references, tokenize)
             log(f"  {variant:44s} BLEU {quality.bleu:6.2f}  ({seconds:.0f} s)")
 
-    default_hypotheses = decoded[0][2]
-    differ = [i for i, (_, _, hyps, _) in enumerate(decoded) if i and hyps != default_hypotheses]
+    default = decoded[0]
+    differ = [i for i, d in enumerate(decoded) if i and d.hypotheses != default.hypotheses]
     tested, bootstrap = paired_bootstrap(
-        default_hypotheses, [decoded[i][2] for i in differ], references, tokenize
+        default.hypotheses, [decoded[i].hypotheses for i in differ], references, tokenize
     )
-    p_values: dict[int, float] = dict(zip(differ, tested, strict=True))
-    scored = [(*row, *quality_row(row[2], references, tokenize)) for row in decoded]
-    default_bleu = scored[0][4].bleu
+    p_values = dict(zip(differ, tested, strict=True))
     rows = tuple(
         AblationRow(
-            variant=variant,
-            settings=changes,
-            quality=quality,
-            bleu_delta=round(quality.bleu - default_bleu, 2),
+            variant=d.variant,
+            settings=d.changes,
+            quality=d.quality,
+            bleu_delta=round(d.quality.bleu - default.quality.bleu, 2),
             p_value=p_values.get(i),
             same_output=i > 0 and i not in p_values,
-            seconds=round(seconds, 2),
+            seconds=round(d.seconds, 2),
         )
-        for i, (variant, changes, _, seconds, quality, _) in enumerate(scored)
+        for i, d in enumerate(decoded)
     )
     return AblationResult(
         checkpoint=str(checkpoint),
@@ -175,7 +183,7 @@ def decoding_ablation(
             seed=seed,
             bf16=bf16,
             tokenize=tokenize,
-            bleu_signature=scored[0][5].bleu,
+            bleu_signature=signature,
             bootstrap=bootstrap,
             device=str(translator.device),
             threads=provenance.torch_threads(),
@@ -188,7 +196,7 @@ def decoding_ablation(
 
 def best_row(result: AblationResult) -> AblationRow:
     """The row of the highest BLEU (the earliest of equals, so the default wins a tie)."""
-    return max(result.rows, key=lambda r: (r.quality.bleu, -result.rows.index(r)))
+    return max(result.rows, key=lambda r: r.quality.bleu)  # max keeps the first of equals
 
 
 def render_ablation_markdown(result: AblationResult) -> str:
