@@ -53,6 +53,18 @@ BOOTSTRAP_SAMPLES = 1000
 NOT_OUTPUT = ("return_steps", "return_attention")
 
 
+@dataclasses.dataclass(frozen=True)
+class Decoded:
+    """One row's decoding of the split: its variant and settings, translations, wall time
+    and scores."""
+
+    variant: str
+    changes: dict[str, Any]
+    hypotheses: list[str]
+    seconds: float
+    quality: Quality
+
+
 def paired_bootstrap(
     baseline: Sequence[str],
     systems: Sequence[Sequence[str]],
@@ -121,14 +133,6 @@ def decoding_ablation(
         sources, references = sources[:sentences], references[:sentences]
     tokenize = default_tokenizer(prepared.stats().get("tgt_lang"))
     precision: Precision = "bf16" if bf16 else "fp32"
-
-    @dataclasses.dataclass(frozen=True)
-    class Decoded:
-        variant: str
-        changes: dict[str, Any]
-        hypotheses: list[str]
-        seconds: float
-        quality: Quality
 
     decoded: list[Decoded] = []
     signature = ""
