@@ -127,3 +127,46 @@ def test_bench_refuses_ctranslate2_off_the_cpu(
             device="cuda",
             ctranslate2=True,
         )
+
+
+def test_bench_converts_ar1_too(
+    checkpoints: dict[str, Path],
+    word_task_data: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With --ar1, the 1-layer-decoder AR gets CTranslate2 rows of its own, run on its own
+    export (not --ar's)."""
+    from gmlm.bench import latency
+
+    converted: list[Path] = []
+
+    def export(checkpoint: Path, out: Path) -> Path:
+        converted.append(Path(checkpoint))
+        return export_ctranslate2(checkpoint, out)
+
+    tokenizer = load_dataset(word_task_data).tokenizer
+    ar1 = write_checkpoint(tmp_path / "ar1", "ar", tokenizer, seed=1, n_decoder_layers=1)
+    monkeypatch.setattr(latency, "export_ctranslate2", export)
+    result = run_bench(
+        checkpoints["ar"],
+        checkpoints["padir"],
+        word_task_data,
+        ar1=ar1,
+        sentences=2,
+        warmup=1,
+        threads=1,
+        precisions=("fp32",),
+        batch_sizes=(1,),
+        steps=(1,),
+        length_beams=(1,),
+        ctranslate2=True,
+    )
+    assert converted == [checkpoints["ar"], ar1]
+    assert result.systems[-4:] == (*CT2_SYSTEMS, "ar1 ct2 greedy", "ar1 ct2 beam5")
+    rows = {r.system: r for r in result.results}
+    assert rows["ar1 ct2 beam5"].kind == "ar"
+    assert {s.ar for s in result.speedups} >= {"ar1 ct2 greedy", "ar1 ct2 beam5"}
+    # Each CTranslate2 row translates as its own model does in gmlm (same weights, same rules).
+    assert rows["ar1 ct2 beam5"].bleu == rows["ar1 beam5"].bleu
+    assert rows["ar ct2 beam5"].bleu == rows["ar beam5"].bleu

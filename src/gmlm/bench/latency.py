@@ -23,15 +23,17 @@ quantisation: :mod:`gmlm.translation.precision`):
   references (the same sentences for every row: a speed is never reported without the
   quality it buys; those sentences only, not the published score of the whole split).
 
-With ``ctranslate2=True`` the ``ar`` checkpoint is also converted to CTranslate2
+With ``ctranslate2=True`` the ``ar`` checkpoint (and ``ar1``, when given: the fastest AR a
+user could pick is the 1-layer decoder run by CTranslate2) is also converted to CTranslate2
 (:mod:`gmlm.export.ctranslate2`) and timed greedy and with beam 5 by gmlm's decoding rules
-("ar ct2 greedy", "ar ct2 beam5"), in fp32 and int8 (CTranslate2's compute types float32 and
-int8; it has no bf16 on a CPU), each precision in a worker process of its own with the same
-thread count: CTranslate2's OpenMP and torch's fight over the cores in one process (see
-:mod:`gmlm.export.ctranslate2_worker`). Its times are taken inside the worker, so the pipe to
-it is not counted; its systems are interleaved with the others like any system.
+("ar ct2 greedy", "ar ct2 beam5", "ar1 ct2 ..."), in fp32 and int8 (CTranslate2's compute
+types float32 and int8; it has no bf16 on a CPU), each model and precision in a worker
+process of its own with the same thread count: CTranslate2's OpenMP and torch's fight over
+the cores in one process (see :mod:`gmlm.export.ctranslate2_worker`). Its times are taken
+inside the worker, so the pipe to it is not counted; its systems are interleaved with the
+others like any system.
 
-Fairness: one process (and the CTranslate2 worker), one fixed thread count, the same
+Fairness: one process (and the CTranslate2 workers), one fixed thread count, the same
 sentences for every system. Systems are interleaved: sentence by sentence for latency (each
 sentence runs through every system before the next, in an order that rotates by one system
 per sentence) and batch by batch for throughput, so slow drifts and background load hit all
@@ -89,11 +91,12 @@ AR_BEAMS = (1, 5)
 # The optional AR models come after --ar, in this order, in the systems and tables.
 AR_ROLES = ("ar", "teacher", "ar1")
 CT2_NOTE = (
-    "the ar model converted to CTranslate2, decoded by gmlm's rules (length limit, GNMT "
-    "ranking; gmlm.export.ctranslate2), in fp32 and int8 (compute types float32 and int8; no "
-    "bf16 rows: CTranslate2 has no bf16 on a CPU), each precision in a worker process of its "
-    "own with the same thread count, because CTranslate2's OpenMP and torch's fight over the "
-    "cores in one process; timed inside the worker (the pipe is not counted)"
+    "the ar model (and ar1, when timed) converted to CTranslate2, decoded by gmlm's rules "
+    "(length limit, GNMT ranking; gmlm.export.ctranslate2), in fp32 and int8 (compute types "
+    "float32 and int8; no bf16 rows: CTranslate2 has no bf16 on a CPU), each model and "
+    "precision in a worker process of its own with the same thread count, because "
+    "CTranslate2's OpenMP and torch's fight over the cores in one process; timed inside the "
+    "worker (the pipe is not counted)"
 )
 FAIRNESS = (
     "same sentences and one fixed thread count for every system; systems interleaved "
@@ -178,13 +181,13 @@ def make_systems(
     return systems
 
 
-def ctranslate2_systems(translator: Translator, worker: Ct2Worker) -> list[System]:
-    """Greedy and beam 5 of the AR model `translator`, run by CTranslate2 in `worker` (at
-    the worker's precision only)."""
+def ctranslate2_systems(role: str, translator: Translator, worker: Ct2Worker) -> list[System]:
+    """Greedy and beam 5 of the AR model `translator` (role "ar" or "ar1"), run by
+    CTranslate2 in `worker` (at the worker's precision only)."""
     return [
         System(
-            f"ar ct2 {'greedy' if beam == 1 else f'beam{beam}'}",
-            "ar",
+            f"{role} ct2 {'greedy' if beam == 1 else f'beam{beam}'}",
+            role,
             translator,
             translator.options(beam=beam),
             worker,
@@ -399,7 +402,7 @@ def run_bench(
     texts = prepared.read_text(split, "src")
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(threads)
-    workers: list[Ct2Worker] = []
+    workers: list[tuple[str, Ct2Worker]] = []
     try:
         translators: dict[str, Translator] = {}
         load_s: dict[str, float] = {}
@@ -419,10 +422,12 @@ def run_bench(
         references = [targets[i] for i in lines]
         systems = make_systems(translators, steps, length_beams)
         if ctranslate2:
-            say("converting --ar to CTranslate2 and starting its worker processes")
-            workers = _start_ctranslate2(ar, threads, [p for p in precisions if p in COMPUTE_TYPES])
-            for worker in workers:
-                systems += ctranslate2_systems(translators["ar"], worker)
+            converted = {"ar": ar, **({"ar1": ar1} if ar1 is not None else {})}
+            say(f"converting {', '.join(converted)} to CTranslate2 and starting their workers")
+            timed = [p for p in precisions if p in COMPUTE_TYPES]
+            workers = _start_ctranslate2(converted, threads, timed)
+            for role, worker in workers:
+                systems += ctranslate2_systems(role, translators[role], worker)
         results: list[BenchRow] = []
         per_precision = min(warmup, len(lines)) + len(lines)
         per_precision += sum(-(-len(lines) // size) for size in batch_sizes if size > 1)
@@ -479,7 +484,7 @@ def run_bench(
         threads_used = provenance.torch_threads()
     finally:
         torch.set_num_threads(previous_threads)
-        for worker in workers:
+        for _, worker in workers:
             worker.close()
     result = BenchResult(
         settings=SpeedSettings(
@@ -525,27 +530,32 @@ def _bleu_note(split: str, sentences: int, signature: str) -> str:
     )
 
 
-def _start_ctranslate2(ar: str | Path, threads: int, precisions: list[str]) -> list[Ct2Worker]:
-    """Convert `ar` into a temporary folder and start a worker on it for each precision; a
-    worker has read the whole export once it answers, so the folder goes right after."""
-    workers: list[Ct2Worker] = []
+def _start_ctranslate2(
+    models: dict[str, str | Path], threads: int, precisions: list[str]
+) -> list[tuple[str, Ct2Worker]]:
+    """Convert each of `models` (role -> AR checkpoint) into a temporary folder and start a
+    worker on it for each precision: (role, worker) pairs. A worker has read the whole export
+    once it answers, so the folder goes right after."""
+    workers: list[tuple[str, Ct2Worker]] = []
     with tempfile.TemporaryDirectory(prefix="gmlm-ct2-") as tmp:
-        folder = export_ctranslate2(ar, Path(tmp) / "ar")
         try:
-            for precision in precisions:
-                workers.append(Ct2Worker(folder, threads, precision))
+            for role, checkpoint in models.items():
+                folder = export_ctranslate2(checkpoint, Path(tmp) / role)
+                for precision in precisions:
+                    workers.append((role, Ct2Worker(folder, threads, precision)))
         except BaseException:
-            for worker in workers:
+            for _, worker in workers:
                 worker.close()
             raise
     return workers
 
 
-def _ctranslate2_info(asked: bool, workers: list[Ct2Worker]) -> Ctranslate2Info | str:
+def _ctranslate2_info(asked: bool, pairs: list[tuple[str, Ct2Worker]]) -> Ctranslate2Info | str:
     if not asked:
         return "skipped (no --ctranslate2 given)"
-    if not workers:
+    if not pairs:
         return f"skipped (none of the precisions timed is one of {', '.join(COMPUTE_TYPES)})"
+    workers = [worker for _, worker in pairs]
     return Ctranslate2Info(
         version=workers[0].version,
         load_s=round(max(w.load_s for w in workers), 3),

@@ -18,10 +18,10 @@ Times every system on the same sentences in one process: PaDIR with T = 1, 2, 4,
 and B = 1, 5 predicted lengths, and the AR model(s) greedy and with beam 5 on the key/value
 cache (optional: --teacher, the AR teacher trained on the raw data, and --ar1, a
 deep-encoder / 1-layer-decoder AR, skipped with a note when not given). With --ctranslate2,
---ar converted to CTranslate2 as well, greedy and beam 5 by gmlm's decoding rules, in fp32
-and int8 (no bf16: CTranslate2 has none on a CPU), timed in worker processes of their own
-with the same thread count: CTranslate2's OpenMP and torch's slow each other down in one
-process.
+--ar (and --ar1, when given) converted to CTranslate2 as well, greedy and beam 5 by gmlm's
+decoding rules, in fp32 and int8 (no bf16: CTranslate2 has none on a CPU), timed in worker
+processes of their own with the same thread count: CTranslate2's OpenMP and torch's slow
+each other down in one process.
 
 For each precision: batch-1 latency per sentence (median, p90, p99 after a warm-up), both
 model-only (ids in, ids out) and end-to-end (raw text in, detokenized text out; model loading
@@ -99,7 +99,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--ctranslate2",
         action="store_true",
-        help="also time --ar converted to CTranslate2, greedy and beam 5 (CPU; in the "
+        help="also time --ar (and --ar1) converted to CTranslate2, greedy and beam 5 (CPU; in the "
         "precisions fp32 and int8 of --precision), in a worker process of its own per "
         "precision with the same threads (needs: pip install 'gmlm[ctranslate2]')",
     )
