@@ -18,6 +18,7 @@ from gmlm.reproduce.pipeline import check_run_folder, run_reproduce
 from gmlm.reproduce.publish import NOTES_MARKER, publish_report
 from gmlm.reproduce.sections import AR_BLEU_FLOOR
 from gmlm.reproduce.stage_record import StageRecord
+from gmlm.reproduce.stages import Context, stage_train_config
 from tests.helpers.corpora import make_pairs, write_lines
 
 QUICK_THEORY = [
@@ -94,6 +95,35 @@ def test_presets_resolve(name):
         assert cfg.length.enabled and cfg.length.length_weights == [0.0, 0.5, 1.0]
 
 
+def test_train_precision_reaches_every_training_stage_and_a_stage_may_override_it(tmp_path):
+    cfg = load_reproduce_config("multi30k", ["threads=1", "train_precision=bf16"])
+    cfg.ar.overrides = [*cfg.ar.overrides, "precision=fp32"]
+    ctx = Context(cfg, tmp_path, progress=False, log=lambda _m: None)
+    got = {
+        name: stage_train_config(ctx, name, getattr(cfg, name), tmp_path / "data")
+        for name in ("teacher", "ar", "ar1", "padir")
+    }
+    assert {name: c.precision for name, c in got.items()} == {
+        "teacher": "bf16",
+        "ar": "fp32",  # the stage's own override wins
+        "ar1": "bf16",
+        "padir": "bf16",
+    }
+    assert all(c.threads == 1 and c.out == str(tmp_path / n) for n, c in got.items())
+    unset = load_reproduce_config("multi30k")
+    assert (
+        stage_train_config(
+            Context(unset, tmp_path, progress=False, log=lambda _m: None),
+            "padir",
+            unset.padir,
+            tmp_path / "data",
+        ).precision
+        == "auto"
+    )  # the trainer's default: fp32 on a CPU
+    with pytest.raises(ConfigError, match="train_precision"):
+        load_reproduce_config("multi30k", ["train_precision=fp16"])
+
+
 def test_refuses_a_folder_of_another_preset_or_config(tmp_path):
     out = tmp_path / "run"
     cfg = load_reproduce_config("smoke", ["theory.enabled=false"])
@@ -104,9 +134,14 @@ def test_refuses_a_folder_of_another_preset_or_config(tmp_path):
         GmlmError, match=r"holds a run of preset 'smoke' \(this is 'bible-tiny'\).*ar.overrides"
     ):
         run_reproduce(other, out, ["theory"], progress=False, log=lambda _m: None)
-    # A changed thread count is not a different run.
+    # A changed thread count or training precision is not a different run: both follow the
+    # machine, and a run may move between machines (even once its training has started).
     same = load_reproduce_config("smoke", ["theory.enabled=false", "threads=1"])
     run_reproduce(same, out, ["theory"], progress=False, log=lambda _m: None)
+    (out / "teacher").mkdir()
+    moved = load_reproduce_config("smoke", ["theory.enabled=false", "train_precision=bf16"])
+    run_reproduce(moved, out, ["theory"], progress=False, log=lambda _m: None)
+    (out / "teacher").rmdir()
     # A setting added to the schema since the run started (saved file lacks it) is its default.
     saved = (out / "reproduce.yaml").read_text()
     (out / "reproduce.yaml").write_text(saved.replace("  sentences: 0\n  ar_beams", "  ar_beams"))

@@ -599,3 +599,56 @@ def test_precision_auto_is_fp32_on_every_cpu(precision, expected):
     cpu = torch.device("cpu")
     assert resolve_precision(TrainConfig(precision=precision), cpu) is expected
     assert resolve_precision(TrainConfig(precision="bf16"), cpu) is torch.bfloat16
+
+
+def test_sigterm_stops_after_the_step_in_progress_with_last_saved(word_task_data, tmp_path):
+    """A stop signal during a step: the step finishes, `last` is written at it (no save was
+    due: save_minutes=0, no validation), the command exits 128 + SIGTERM saying how to resume,
+    the signal handlers are put back, and the resumed run equals an uninterrupted one."""
+    settings = ["max_steps=12", "valid_every=100", "save_minutes=0"]
+    straight = train(word_task_data, tmp_path / "a", "ar", *settings)
+    original = Trainer.train_step
+
+    def signalled_in_step_5(self):
+        if self.step == 4:  # the 5th step
+            os.kill(os.getpid(), signal.SIGTERM)
+        return original(self)
+
+    handler = signal.getsignal(signal.SIGTERM)
+    args = ["train", "--config", "tiny-ar", "--no-progress", f"data={word_task_data}", *FAST]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Trainer, "train_step", signalled_in_step_5)
+        code = main([*args, f"out={tmp_path / 'b'}", *settings])
+    assert code == 128 + signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) is handler
+    state = json.loads((tmp_path / "b" / "last" / "state.json").read_text())
+    assert (state["step"], state["validation_pending"]) == (5, False)
+    assert [r["step"] for r in metrics(tmp_path / "b")] == [1, 2, 3, 4, 5]
+    assert main([*args, f"out={tmp_path / 'b'}", *settings]) == 0
+    a, b = weights(tmp_path / "a" / "last"), weights(tmp_path / "b" / "last")
+    assert straight.step == 12 and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_sigterm_message_and_a_second_signal_stops_at_once(word_task_data, tmp_path, capsys):
+    original = Trainer.train_step
+
+    def signalled(self):
+        if self.step == 2:  # during the 3rd step
+            os.kill(os.getpid(), signal.SIGTERM)
+        return original(self)
+
+    cfg = load_train_config(
+        "tiny-ar", [f"data={word_task_data}", f"out={tmp_path}", *FAST, "max_steps=9"]
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Trainer, "train_step", signalled)
+        with pytest.raises(GmlmError, match=r"stopped by SIGTERM after step 3 of 9, saved in"):
+            Trainer(cfg, progress=False, log=lambda _m: None).run()
+        # A second request before the save stops at once.
+        from gmlm.training.stopping import StopRequests
+
+        with pytest.raises(KeyboardInterrupt), StopRequests() as stop:
+            os.kill(os.getpid(), signal.SIGINT)
+            assert stop.name == "SIGINT"
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)  # the handler raises here, at the latest

@@ -22,7 +22,7 @@ from gmlm.cli import (
     train,
     translate,
 )
-from gmlm.errors import GmlmError
+from gmlm.errors import GmlmError, Stopped
 
 # Each module exposes add_parser(subparsers) and sets `func` on its parser(s).
 COMMANDS: tuple[ModuleType, ...] = (
@@ -63,6 +63,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         status = int(args.func(args) or 0)
         sys.stdout.flush()  # here, so that a closed pipe is caught below, not at exit
         return status
+    except Stopped as err:
+        print(f"gmlm: {err}", file=sys.stderr)
+        return err.exit_code
     except GmlmError as err:
         print(f"gmlm: error: {err}", file=sys.stderr)
         return 2

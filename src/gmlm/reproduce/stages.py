@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gmlm.errors import GmlmError
 from gmlm.io import atomic_write_text
@@ -27,6 +27,9 @@ from gmlm.reproduce.stand_in import (
     needs_multi30k,
     stand_in_reason,
 )
+
+if TYPE_CHECKING:
+    from gmlm.training.config import TrainConfig
 
 Log = Callable[[str], None]
 
@@ -187,18 +190,29 @@ def check_decoder_layers(name: str, layers: int, where: str) -> None:
         )
 
 
-def train_run(ctx: Context, name: str, stage: TrainStage, data_dir: Path) -> dict[str, Any]:
+def stage_train_config(ctx: Context, name: str, stage: TrainStage, data_dir: Path) -> TrainConfig:
+    """The `gmlm train` config of training stage `name`: the run's machine settings (threads,
+    train_precision), then the stage's preset and overrides, which win where they set the same
+    key."""
     from gmlm.training.config import load_train_config
+
+    overrides = [f"data={data_dir}", f"out={ctx.run_dir(name)}"]
+    if ctx.cfg.threads > 0:
+        overrides.append(f"threads={ctx.cfg.threads}")
+    if ctx.cfg.train_precision:
+        overrides.append(f"precision={ctx.cfg.train_precision}")
+    cfg = load_train_config(stage.preset, [*overrides, *stage.overrides])
+    given = f"{name}.preset={stage.preset}, {name}.overrides=[{','.join(stage.overrides)}]"
+    check_decoder_layers(name, cfg.model.n_decoder_layers, given)
+    return cfg
+
+
+def train_run(ctx: Context, name: str, stage: TrainStage, data_dir: Path) -> dict[str, Any]:
     from gmlm.training.trainer import Trainer
 
     if stage.checkpoint:
         return given_checkpoint(ctx, name, Path(stage.checkpoint))
-    overrides = [f"data={data_dir}", f"out={ctx.run_dir(name)}"]
-    if ctx.cfg.threads > 0:
-        overrides.append(f"threads={ctx.cfg.threads}")
-    cfg = load_train_config(stage.preset, [*overrides, *stage.overrides])
-    given = f"{name}.preset={stage.preset}, {name}.overrides=[{','.join(stage.overrides)}]"
-    check_decoder_layers(name, cfg.model.n_decoder_layers, given)
+    cfg = stage_train_config(ctx, name, stage, data_dir)
     result = Trainer(cfg, progress=ctx.progress, log=ctx.log).run()
     return {
         "step": result.step,

@@ -9,6 +9,9 @@ split into micro-batches and processes.
 Resume. The `last` checkpoint holds weights, optimizer state, RNG states and the data iterator
 position; a restarted run (after Ctrl-C or `kill -9`) continues from it with exactly the steps
 the uninterrupted run would have taken. Metrics logged after that checkpoint are discarded.
+SIGTERM or SIGINT (Ctrl-C) stops a run after the step in progress, with `last` saved at that
+step (gmlm.training.stopping), so a stop on request loses nothing; `kill -9` loses the steps
+since the last save (at most `save_minutes`).
 
 Validation. Every `valid_every` steps the `last` checkpoint is written first, marked as awaiting
 the validation of its step, and only then is the model validated (with the random generators
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import json
 import math
+import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import nullcontext
@@ -39,7 +43,7 @@ from tqdm import tqdm
 from gmlm.config import save_config
 from gmlm.data.batching import Batch, BatchIterator
 from gmlm.data.binarized import PreparedDataset, TranslationDataset, load_dataset
-from gmlm.errors import GmlmError
+from gmlm.errors import GmlmError, Stopped
 from gmlm.io import atomic_open, atomic_write_json
 from gmlm.models import build_model
 from gmlm.nn.layers import count_parameters
@@ -56,6 +60,7 @@ from gmlm.training.distributed import (
 from gmlm.training.objective import LossModule, objective
 from gmlm.training.optim import build_optimizer, lr_at, set_lr
 from gmlm.training.precision import autocast, resolve_precision
+from gmlm.training.stopping import StopRequests
 from gmlm.training.validation import validate, validation_pairs
 
 Log = Callable[[str], None]
@@ -403,35 +408,12 @@ class Trainer:
             unit="step",
             dynamic_ncols=True,
         )
-        window_tokens, window_start = 0.0, time.perf_counter()
-        last: dict[str, Any] = {}
+        self._last_row: dict[str, Any] = {}
         try:
             if self._validation_pending and self.dist.is_main:
                 self._validate(writer, tb)
-            while self.step < cfg.max_steps:
-                started = time.perf_counter()
-                stats = self.train_step()
-                self.elapsed += time.perf_counter() - started
-                window_tokens += stats["tokens"]
-                bar.update(1)
-                if self.step % cfg.log_every == 0 or self.step == cfg.max_steps:
-                    rate = window_tokens / max(time.perf_counter() - window_start, 1e-9)
-                    last = {
-                        "step": self.step,
-                        **{
-                            k: stats[k]
-                            for k in ("loss", "token_loss", "length_loss", "lr", "grad_norm")
-                        },
-                        "target_tokens_per_s": rate,
-                        "elapsed_s": self.elapsed,
-                    }
-                    bar.set_postfix(loss=f"{stats['loss']:.3f}", tok_s=f"{rate:,.0f}")
-                    self._write(writer, tb, last)
-                    window_tokens, window_start = 0.0, time.perf_counter()
-                if self.step % cfg.valid_every == 0 or self.step == cfg.max_steps:
-                    self._save_and_validate(writer, tb)
-                elif self.step % cfg.log_every == 0 and self._save_due():
-                    self.save_last(validate=False)
+            with StopRequests() as stop:
+                self._train_until_done_or_stopped(stop, writer, tb, bar)
         finally:
             bar.close()
             if writer is not None:
@@ -440,7 +422,60 @@ class Trainer:
                 tb.close()
         if cfg.average_last and self.dist.is_main:
             self._average()
-        return TrainResult(self.run_dir, self.step, self.best, last)
+        return TrainResult(self.run_dir, self.step, self.best, self._last_row)
+
+    def _train_until_done_or_stopped(
+        self, stop: StopRequests, writer: Any, tb: Any, bar: Any
+    ) -> None:
+        """Train to max_steps; on a stop request (SIGTERM/SIGINT) save `last` after the step
+        in progress and raise Stopped (see gmlm.training.stopping)."""
+        cfg = self.cfg
+        window_tokens, window_start = 0.0, time.perf_counter()
+        while self.step < cfg.max_steps:
+            started = time.perf_counter()
+            stats = self.train_step()
+            self.elapsed += time.perf_counter() - started
+            window_tokens += stats["tokens"]
+            bar.update(1)
+            if self.step % cfg.log_every == 0 or self.step == cfg.max_steps:
+                rate = window_tokens / max(time.perf_counter() - window_start, 1e-9)
+                self._last_row = {
+                    "step": self.step,
+                    **{
+                        k: stats[k]
+                        for k in ("loss", "token_loss", "length_loss", "lr", "grad_norm")
+                    },
+                    "target_tokens_per_s": rate,
+                    "elapsed_s": self.elapsed,
+                    "precision": "bf16" if self.dtype else "fp32",
+                }
+                bar.set_postfix(loss=f"{stats['loss']:.3f}", tok_s=f"{rate:,.0f}")
+                self._write(writer, tb, self._last_row)
+                window_tokens, window_start = 0.0, time.perf_counter()
+            saved = True
+            if self.step % cfg.valid_every == 0 or self.step == cfg.max_steps:
+                self._save_and_validate(writer, tb)
+            elif self.step % cfg.log_every == 0 and self._save_due():
+                self.save_last(validate=False)
+            else:
+                saved = False
+            if self.step < cfg.max_steps and self._stop_requested(stop):
+                if not saved:
+                    self.save_last(validate=False)
+                signum = stop.signum or signal.SIGTERM
+                raise Stopped(
+                    f"stopped by {signal.Signals(signum).name} after step {self.step} of "
+                    f"{cfg.max_steps}, saved in {self.run_dir / 'last'}; run the same command "
+                    "again to resume there",
+                    signum,
+                )
+
+    def _stop_requested(self, stop: StopRequests) -> bool:
+        """Whether any process got a stop signal (they stop together, after the same step)."""
+        asked = stop.signum is not None
+        if self.dist.active:
+            asked = all_reduce_sum([float(asked)], self.dist, self.device)[0] > 0
+        return asked
 
     def _tensorboard(self) -> Any:
         if not (self.cfg.tensorboard and self.dist.is_main):
