@@ -111,17 +111,55 @@ def test_train_precision_reaches_every_training_stage_and_a_stage_may_override_i
     }
     assert all(c.threads == 1 and c.out == str(tmp_path / n) for n, c in got.items())
     unset = load_reproduce_config("multi30k")
-    assert (
-        stage_train_config(
-            Context(unset, tmp_path, progress=False, log=lambda _m: None),
-            "padir",
-            unset.padir,
-            tmp_path / "data",
-        ).precision
-        == "auto"
-    )  # the trainer's default: fp32 on a CPU
+    assert unset.train_precision == "fastest"  # the preset's: measured per stage (below)
+    unset.train_precision = ""
+    ctx = Context(unset, tmp_path, progress=False, log=lambda _m: None)
+    # Unset: the trainer's default, fp32 on a CPU.
+    assert stage_train_config(ctx, "padir", unset.padir, tmp_path / "data").precision == "auto"
     with pytest.raises(ConfigError, match="train_precision"):
         load_reproduce_config("multi30k", ["train_precision=fp16"])
+
+
+@pytest.mark.parametrize(("speedup", "chosen"), [(1.53, "bf16"), (1.1, "bf16"), (1.09, "fp32")])
+def test_train_precision_fastest_follows_the_measured_speedup(
+    tmp_path, monkeypatch, speedup, chosen
+):
+    from gmlm.reproduce import stages
+    from gmlm.training import throughput
+
+    timed = []
+
+    def fake_measure(cfg, steps, warmup, precisions):
+        timed.append((cfg.kind, cfg.model.n_decoder_layers, cfg.out, steps, tuple(precisions)))
+        return throughput.ThroughputReport({"cpu": "c", "threads": 1}, {}, speedup, {})
+
+    monkeypatch.setattr(throughput, "measure_throughput", fake_measure)
+    cfg = load_reproduce_config("multi30k", ["train_precision=fastest"])
+    cfg.teacher.overrides = [*cfg.teacher.overrides, "precision = fp32"]
+    messages: list[str] = []
+    ctx = Context(cfg, tmp_path, progress=False, log=messages.append)
+    got = stage_train_config(ctx, "ar1", cfg.ar1, tmp_path / "data")
+    assert got.precision == chosen
+    assert timed == [("ar", 1, str(tmp_path / "ar1"), stages.FASTEST_STEPS, ("fp32", "bf16"))]
+    assert f"{speedup:.2f}x fp32's rate" in messages[-1] and messages[-1].split(": ")[-1][:4] == (
+        chosen
+    )
+    # A stage that sets its own precision is not measured.
+    assert stage_train_config(ctx, "teacher", cfg.teacher, tmp_path / "data").precision == "fp32"
+    assert len(timed) == 1
+
+
+def test_train_precision_fastest_measures_the_stage_model(word_task_data, tmp_path):
+    cfg = load_reproduce_config("smoke", ["threads=1", "train_precision=fastest"])
+    cfg.ar.overrides = [*cfg.ar.overrides, "max_tokens=256"]
+    messages: list[str] = []
+    ctx = Context(cfg, tmp_path, progress=False, log=messages.append)
+    got = stage_train_config(ctx, "ar", cfg.ar, word_task_data)
+    assert got.precision in ("fp32", "bf16")
+    assert re.search(
+        r"bf16 autocast trained at [0-9.]+x fp32's rate .*: (fp32|bf16) ", messages[-1]
+    )
+    assert got.max_tokens == 256 and got.model.vocab_size == 0  # the measurement's copy only
 
 
 def test_refuses_a_folder_of_another_preset_or_config(tmp_path):

@@ -218,8 +218,11 @@ class ReproduceConfig:
     # CPU). A setting of the machine rather than the recipe, like threads: bf16 autocast trains
     # 1.3-1.5x faster on CPUs with AMX (measured with `gmlm throughput`) and several times
     # slower where bf16 is emulated (AVX2), so a run that moves between machines may change it
-    # when it resumes; each stage's metrics.jsonl records the precision of every step.
-    train_precision: Literal["", "fp32", "bf16"] = ""
+    # when it resumes. `fastest` measures instead of assuming: whenever a training stage starts
+    # or resumes, a few interleaved fp32 and bf16 steps on its own data and model (seconds
+    # where bf16 has hardware, a few minutes where it is emulated) decide, bf16 only at
+    # FASTEST_MARGIN or more. Each stage's metrics.jsonl records the precision of every step.
+    train_precision: Literal["", "fp32", "bf16", "fastest"] = ""
     theory: TheoryStage = field(default_factory=TheoryStage)
     data: DataStage = field(default_factory=DataStage)
     teacher: TrainStage = field(default_factory=TrainStage)

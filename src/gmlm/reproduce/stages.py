@@ -10,12 +10,13 @@ evaluation skips systems whose hypotheses are already written).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from gmlm.errors import GmlmError
 from gmlm.io import atomic_write_text
@@ -199,12 +200,42 @@ def stage_train_config(ctx: Context, name: str, stage: TrainStage, data_dir: Pat
     overrides = [f"data={data_dir}", f"out={ctx.run_dir(name)}"]
     if ctx.cfg.threads > 0:
         overrides.append(f"threads={ctx.cfg.threads}")
-    if ctx.cfg.train_precision:
+    if ctx.cfg.train_precision in ("fp32", "bf16"):
         overrides.append(f"precision={ctx.cfg.train_precision}")
     cfg = load_train_config(stage.preset, [*overrides, *stage.overrides])
     given = f"{name}.preset={stage.preset}, {name}.overrides=[{','.join(stage.overrides)}]"
     check_decoder_layers(name, cfg.model.n_decoder_layers, given)
+    own = any(item.split("=", 1)[0].strip() == "precision" for item in stage.overrides)
+    if ctx.cfg.train_precision == "fastest" and not own:
+        cfg.precision = fastest_precision(ctx, name, cfg)
     return cfg
+
+
+FASTEST_STEPS = 3
+"""Timed steps per precision for train_precision=fastest (after one untimed step each)."""
+FASTEST_MARGIN = 1.1
+"""bf16 is chosen when its median interleaved step rate is at least this multiple of fp32's:
+within 10% the measurement cannot tell them apart, and fp32 is the exact one."""
+
+
+def fastest_precision(ctx: Context, name: str, cfg: TrainConfig) -> Literal["fp32", "bf16"]:
+    """fp32 or bf16, whichever trained stage `name`'s model faster on this machine just now
+    (`gmlm throughput` on the stage's own config and data)."""
+    from gmlm.training.throughput import measure_throughput
+
+    ctx.log(f"  train_precision=fastest: timing fp32 and bf16 steps of the {name} model")
+    report = measure_throughput(
+        copy.deepcopy(cfg), steps=FASTEST_STEPS, warmup=1, precisions=("fp32", "bf16")
+    )
+    speedup = report.speedup_median
+    assert speedup is not None  # both precisions were timed
+    choice: Literal["fp32", "bf16"] = "bf16" if speedup >= FASTEST_MARGIN else "fp32"
+    ctx.log(
+        f"  bf16 autocast trained at {speedup:.2f}x fp32's rate ({FASTEST_STEPS} interleaved "
+        f"steps each, {report.settings['cpu']}, {report.settings['threads']} threads): "
+        f"{choice} (bf16 needs {FASTEST_MARGIN}x)"
+    )
+    return choice
 
 
 def train_run(ctx: Context, name: str, stage: TrainStage, data_dir: Path) -> dict[str, Any]:
