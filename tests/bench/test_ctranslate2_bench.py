@@ -6,9 +6,11 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
 
@@ -109,6 +111,11 @@ def test_bench_times_ctranslate2_rows_in_fp32_and_int8(
         assert vs >= set(CT2_SYSTEMS)
     settings = result["settings"]["ctranslate2"]
     assert "worker process of its own" in settings["note"]
+    # Each model and precision on the faster of CTranslate2's two GEMM backends, measured.
+    for precision in ("fp32", "int8"):
+        choice = rf"ar {precision}: MKL [0-9.]+, no MKL [0-9.]+ ms: (MKL|no MKL)(;|$)"
+        assert re.search(choice, settings["backend"])
+    assert f"settings: ctranslate2 backend: {settings['backend']}" in text
     assert f"settings: ctranslate2 {settings['version']} (loaded in" in text
     typed = BenchResult.from_json(result, "the JSON line")
     assert typed.to_json() == result
@@ -170,3 +177,56 @@ def test_bench_converts_ar1_too(
     # Each CTranslate2 row translates as its own model does in gmlm (same weights, same rules).
     assert rows["ar1 ct2 beam5"].bleu == rows["ar1 beam5"].bleu
     assert rows["ar ct2 beam5"].bleu == rows["ar beam5"].bleu
+
+
+class FakeWorker:
+    """Stands in for a CTranslate2 worker whose backend takes a known time per sentence."""
+
+    made: ClassVar[list[FakeWorker]] = []
+
+    def __init__(self, folder: Path, threads: int, precision: str, mkl: bool) -> None:
+        self.precision, self.mkl, self.closed = precision, mkl, False
+        self.seconds = {"fp32": {True: 0.163, False: 0.022}, "int8": {True: 0.01, False: 0.02}}[
+            precision
+        ][mkl]
+        FakeWorker.made.append(self)
+
+    def time(self, sources: list[list[int]], text: str | None, options: object) -> Any:
+        return type("Timing", (), {"model_s": self.seconds})()
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_the_faster_ctranslate2_backend_is_kept(
+    checkpoints: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gmlm.bench import latency
+
+    monkeypatch.setattr(latency, "Ct2Worker", FakeWorker)
+    FakeWorker.made = []
+    probes = {"ar": ([[5, 6, 7]] * 9, SearchOptions(beam=5))}
+    pairs, note = latency._start_ctranslate2({"ar": checkpoints["ar"]}, 1, ["fp32", "int8"], probes)
+    kept = [worker for _, worker in pairs]
+    assert [(w.precision, w.mkl) for w in kept] == [("fp32", False), ("int8", True)]
+    assert all(w.closed != (w in kept) for w in FakeWorker.made) and len(FakeWorker.made) == 4
+    assert note.endswith(
+        "ar fp32: MKL 163.0, no MKL 22.0 ms: no MKL; ar int8: MKL 10.0, no MKL 20.0 ms: MKL"
+    )
+
+
+def test_the_worker_sets_ct2_use_mkl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gmlm.export import ctranslate2_worker
+
+    seen: list[str | None] = []
+
+    def popen(*args: object, env: dict[str, str], **kwargs: object) -> None:
+        seen.append(env.get("CT2_USE_MKL"))
+        raise OSError("not started")
+
+    monkeypatch.setattr(ctranslate2_worker.subprocess, "Popen", popen)
+    monkeypatch.delenv("CT2_USE_MKL", raising=False)
+    for mkl in (True, False, None):
+        with pytest.raises(OSError, match="not started"):
+            Ct2Worker(tmp_path, threads=1, mkl=mkl)
+    assert seen == ["1", "0", None]

@@ -403,6 +403,7 @@ def run_bench(
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(threads)
     workers: list[tuple[str, Ct2Worker]] = []
+    backend = ""
     try:
         translators: dict[str, Translator] = {}
         load_s: dict[str, float] = {}
@@ -425,7 +426,11 @@ def run_bench(
             converted = {"ar": ar, **({"ar1": ar1} if ar1 is not None else {})}
             say(f"converting {', '.join(converted)} to CTranslate2 and starting their workers")
             timed = [p for p in precisions if p in COMPUTE_TYPES]
-            workers = _start_ctranslate2(converted, threads, timed)
+            probes = {
+                role: (ids[role][: BACKEND_PROBE + 1], translators[role].options(beam=5))
+                for role in converted
+            }
+            workers, backend = _start_ctranslate2(converted, threads, timed, probes)
             for role, worker in workers:
                 systems += ctranslate2_systems(role, translators[role], worker)
         results: list[BenchRow] = []
@@ -509,7 +514,7 @@ def run_bench(
                 for role, path, _ in roles
             },
             ar1="measured" if ar1 is not None else "skipped (no --ar1 given)",
-            ctranslate2=_ctranslate2_info(ctranslate2, workers),
+            ctranslate2=_ctranslate2_info(ctranslate2, workers, backend),
             fairness=FAIRNESS,
             bleu=_bleu_note(split, len(lines), next(iter(bleu.values())).signature),
         ),
@@ -530,27 +535,77 @@ def _bleu_note(split: str, sentences: int, signature: str) -> str:
     )
 
 
+BACKEND_PROBE = 5
+"""Sentences (beam 5, after one untimed) on which each CTranslate2 worker's two GEMM backends
+are compared before timing starts (see :func:`_fastest_backend`)."""
+
+
 def _start_ctranslate2(
-    models: dict[str, str | Path], threads: int, precisions: list[str]
-) -> list[tuple[str, Ct2Worker]]:
+    models: dict[str, str | Path],
+    threads: int,
+    precisions: list[str],
+    probes: dict[str, tuple[list[list[int]], Any]],
+) -> tuple[list[tuple[str, Ct2Worker]], str]:
     """Convert each of `models` (role -> AR checkpoint) into a temporary folder and start a
-    worker on it for each precision: (role, worker) pairs. A worker has read the whole export
-    once it answers, so the folder goes right after."""
+    worker on it for each precision, on the faster of CTranslate2's GEMM backends for it
+    (`probes`: role -> (source ids, beam-5 options) to compare them on): (role, worker) pairs
+    and what was chosen, for the settings. A worker has read the whole export once it
+    answers, so the folder goes right after."""
     workers: list[tuple[str, Ct2Worker]] = []
+    choices: list[str] = []
     with tempfile.TemporaryDirectory(prefix="gmlm-ct2-") as tmp:
         try:
             for role, checkpoint in models.items():
                 folder = export_ctranslate2(checkpoint, Path(tmp) / role)
                 for precision in precisions:
-                    workers.append((role, Ct2Worker(folder, threads, precision)))
+                    worker, choice = _fastest_backend(folder, threads, precision, *probes[role])
+                    workers.append((role, worker))
+                    choices.append(f"{role} {precision}: {choice}")
         except BaseException:
             for _, worker in workers:
                 worker.close()
             raise
-    return workers
+    note = (
+        f"CTranslate2's Intel MKL GEMM backend (its default on Intel CPUs) on and off, "
+        f"each in a worker, compared on {BACKEND_PROBE} beam-5 sentences (median ms, after "
+        f"one untimed) and the faster kept, since the default is not the faster on every "
+        f"CPU: {'; '.join(choices)}"
+    )
+    return workers, note
 
 
-def _ctranslate2_info(asked: bool, pairs: list[tuple[str, Ct2Worker]]) -> Ctranslate2Info | str:
+def _fastest_backend(
+    folder: Path, threads: int, precision: str, sources: list[list[int]], options: Any
+) -> tuple[Ct2Worker, str]:
+    """A worker on `folder` with CTranslate2's MKL backend on or off, whichever translated
+    `sources` faster (interleaved one by one); the other is stopped. Also a phrase with both
+    medians and the choice."""
+    candidates: dict[str, Ct2Worker] = {}
+    try:
+        for name, mkl in (("MKL", True), ("no MKL", False)):
+            candidates[name] = Ct2Worker(folder, threads, precision, mkl=mkl)
+        seconds: dict[str, list[float]] = {name: [] for name in candidates}
+        for i, source in enumerate(sources[: BACKEND_PROBE + 1]):
+            for name, worker in candidates.items():
+                timing = worker.time([source], None, options)
+                if i:
+                    seconds[name].append(timing.model_s)
+        medians = {name: statistics.median(v) if v else 0.0 for name, v in seconds.items()}
+        best = min(medians, key=medians.__getitem__)
+    except BaseException:
+        for worker in candidates.values():
+            worker.close()
+        raise
+    for name, worker in candidates.items():
+        if name != best:
+            worker.close()
+    shown = ", ".join(f"{name} {1000 * s:.1f}" for name, s in medians.items())
+    return candidates[best], f"{shown} ms: {best}"
+
+
+def _ctranslate2_info(
+    asked: bool, pairs: list[tuple[str, Ct2Worker]], backend: str
+) -> Ctranslate2Info | str:
     if not asked:
         return "skipped (no --ctranslate2 given)"
     if not pairs:
@@ -560,6 +615,7 @@ def _ctranslate2_info(asked: bool, pairs: list[tuple[str, Ct2Worker]]) -> Ctrans
         version=workers[0].version,
         load_s=round(max(w.load_s for w in workers), 3),
         note=CT2_NOTE,
+        backend=backend,
     )
 
 

@@ -39,6 +39,8 @@ def settings_lines(result: BenchResult) -> list[str]:
     if isinstance(s.ctranslate2, Ctranslate2Info):
         ct2 = s.ctranslate2
         lines.append(f"ctranslate2 {ct2.version} (loaded in {ct2.load_s} s): {ct2.note}")
+        if ct2.backend:
+            lines.append(f"ctranslate2 backend: {ct2.backend}")
     lines.append(f"fairness: {s.fairness}")
     if s.bleu is not None:
         lines.append(f"BLEU: {s.bleu}")

@@ -41,6 +41,9 @@ class Ctranslate2Info(Record):
     version: str
     load_s: float
     note: str
+    # Which GEMM backend each worker used and why (absent in files written before the bench
+    # chose it): see latency._fastest_backend.
+    backend: str | None = field(default=None, metadata=OMIT_NONE)
 
 
 @dataclass(frozen=True, kw_only=True)

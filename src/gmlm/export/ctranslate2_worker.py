@@ -53,16 +53,25 @@ class Timing:
 class Ct2Worker:
     """The parent's handle on a worker process (a context manager that stops it)."""
 
-    def __init__(self, folder: Path, threads: int, precision: str = "fp32") -> None:
+    def __init__(
+        self, folder: Path, threads: int, precision: str = "fp32", mkl: bool | None = None
+    ) -> None:
+        """`mkl`: CTranslate2's Intel MKL backend on (True) or off (False: its other GEMM
+        backends), set through CT2_USE_MKL; None leaves CTranslate2's own choice (MKL on Intel
+        CPUs, off on others) or the caller's CT2_USE_MKL."""
         self.precision = precision
+        self.mkl = mkl
         command = [sys.executable, "-m", "gmlm.export.ctranslate2_worker", str(folder)]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(_python_path())}
+        if mkl is not None:
+            env["CT2_USE_MKL"] = "1" if mkl else "0"
         self._process = subprocess.Popen(
             [*command, str(threads), precision],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
             encoding="utf-8",
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(_python_path())},
+            env=env,
         )
         ready = self._receive()
         self.load_s = float(ready["load_s"])
