@@ -221,6 +221,7 @@ within 10% the measurement cannot tell them apart, and fp32 is the exact one."""
 def fastest_precision(ctx: Context, name: str, cfg: TrainConfig) -> Literal["fp32", "bf16"]:
     """fp32 or bf16, whichever trained stage `name`'s model faster on this machine just now
     (`gmlm throughput` on the stage's own config and data)."""
+    from gmlm.provenance import cpu_model, torch_threads
     from gmlm.training.throughput import measure_throughput
 
     ctx.log(f"  train_precision=fastest: timing fp32 and bf16 steps of the {name} model")
@@ -232,7 +233,7 @@ def fastest_precision(ctx: Context, name: str, cfg: TrainConfig) -> Literal["fp3
     choice: Literal["fp32", "bf16"] = "bf16" if speedup >= FASTEST_MARGIN else "fp32"
     ctx.log(
         f"  bf16 autocast trained at {speedup:.2f}x fp32's rate ({FASTEST_STEPS} interleaved "
-        f"steps each, {report.settings['cpu']}, {report.settings['threads']} threads): "
+        f"steps each, {cpu_model()}, {torch_threads()} threads): "
         f"{choice} (bf16 needs {FASTEST_MARGIN}x)"
     )
     return choice
