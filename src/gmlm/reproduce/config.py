@@ -183,6 +183,22 @@ class LengthStage:
 
 
 @dataclass
+class Targets:
+    """What the report's Targets table holds the run to, each a row with its measured value
+    and verdict; a row whose target is 0 (or false) is left out, as is one whose systems were
+    not evaluated or timed. Quality rows read eval/scores.json, speed rows bench/bench.json
+    (batch 1, text in and text out, each system at its fastest precision of the bench)."""
+
+    bleu_gap: float = 1.0  # PaDIR T=4 B=5 at most this many BLEU below AR beam 5
+    ar_bleu: float = 0.0  # AR beam 5 at this BLEU or more
+    more_steps: bool = False  # PaDIR T=10 B=5 at least as good as T=4 B=5
+    stutter_ratio: float = 0.0  # PaDIR T=4 B=5's stutter at most this times AR beam 5's
+    speedup_p50: float = 2.0  # PaDIR T=4 B=5 this many times faster than AR beam 5, median
+    speedup_p99: float = 0.0  # the same at p99
+    ctranslate2_speedup: float = 0.0  # ... than CTranslate2's AR beam 5, median
+
+
+@dataclass
 class StageSeconds:
     """Wall-clock seconds of each stage of a preset on its reference machine (measured, or
     estimated where the preset says so), for the time-left estimates of the progress lines
@@ -236,6 +252,7 @@ class ReproduceConfig:
     attention: AttentionStage = field(default_factory=AttentionStage)
     length: LengthStage = field(default_factory=LengthStage)
     checkpoint: Literal["best", "last", "averaged"] = "best"
+    targets: Targets = field(default_factory=Targets)
     expected_seconds: StageSeconds = field(default_factory=StageSeconds)
 
 

@@ -43,9 +43,17 @@ from gmlm.reproduce.stand_in import stand_in_reason
 
 CONFIG_FILE = "reproduce.yaml"
 TRAINING_STAGES = ("teacher", "ar", "ar1", "padir")
-# Settings that may change between a run and its resumption: they do not change the recipe
-# (train_precision changes rounding, as a change of CPU does; it follows the machine).
-RESUMABLE_KEYS = ("threads", "train_precision", "description", "published", "expected_seconds")
+# Settings that may change between a run and its resumption: they do not change the recipe.
+# threads and train_precision belong to the machine (train_precision changes rounding, as a
+# change of CPU does); the others change what the report says, not what a stage computes.
+RESUMABLE_KEYS = (
+    "threads",
+    "train_precision",
+    "description",
+    "published",
+    "targets",
+    "expected_seconds",
+)
 # The stages that read the data stage's output, redone when a stand-in run gets its test set.
 READ_DATA = ("data", "ablation", "evaluate", "bench", "attention", "length", "report")
 

@@ -93,7 +93,7 @@ def write_report(cfg: ReproduceConfig, out: Path) -> Path:
 
     lines = header(cfg)
     lines += summary.summary_section(summary.headline(cfg, out, scores, bench, attention))
-    lines += sections.targets_section(scores, bench)
+    lines += sections.targets_section(cfg.targets, scores, bench)
     if scores is not None:
         plot = plots.plot_bleu_vs_steps(scores, figures / "bleu_vs_steps.png")
         lines += sections.quality_section(scores, link(plot))
