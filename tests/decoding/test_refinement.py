@@ -622,3 +622,25 @@ def test_pruning_ties_go_to_the_lowest_index(
         assert state.passes.tolist() == [4 if i in survivors else 1 for i in range(3)]
         (result,) = refinement_finish(state, options)
         assert result.candidate == 0
+
+
+def test_each_pass_width_makes_its_positions_once(
+    trained_padir: PadirModel, reversal: tuple[torch.Tensor, torch.Tensor], monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """The positions (with the positional attention projections) of a width are made by its
+    first pass and reused by the later ones, which change only the tokens."""
+    made: list[int] = []
+    original = trained_padir.positions
+
+    def counted(length: int, project: bool = False):  # type: ignore[no-untyped-def]
+        made.append(length)
+        return original(length, project)
+
+    monkeypatch.setattr(trained_padir, "positions", counted)
+    rows = record_decode_rows(trained_padir, monkeypatch)
+    options = RefinementOptions(steps=4, length_beam=3, prune_after=0)
+    src = reversal[0][:3]
+    state = run(trained_padir, src, options)
+    assert len(made) == len(set(made)) >= 1  # once per width
+    assert len(rows) == state.step > len(made)  # reused by later passes
+    assert set(made) == set(state.positions)

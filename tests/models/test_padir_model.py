@@ -185,3 +185,70 @@ def test_padir_with_relative_bias_instead_of_absolute_decoder_positions_learns()
     assert losses[-1] < 0.2 * losses[0]
     assert model.self_attention_bias is not None
     assert model.self_attention_bias.table.weight.grad is not None
+
+
+@pytest.mark.parametrize(
+    "config",
+    [CONFIG, BIASED, preset("tiny", vocab_size=40, positional_attention=False, relative_bias=True)],
+    ids=["absolute", "relative-bias", "no-positional-attention"],
+)
+def test_positions_made_once_decode_exactly_as_positions_made_per_pass(
+    config: ModelConfig,
+) -> None:
+    """Refinement makes each width's positions once, with every layer's positional attention
+    queries and keys, and reuses them for every pass; the logits must not change at all."""
+    model = make_model(config)
+    src, hyp = sources(), hypotheses()
+    memory = model.cross_memory(model.encode(src))
+    with torch.no_grad():
+        fresh = model.decode(memory, hyp)
+        known = model.positions(hyp.shape[1], project=True)
+        assert (known.positional_qk is None) == (not config.positional_attention)
+        reused = [model.decode(memory, hyp, positions=known) for _ in range(2)]
+        explicit = model.decode(memory, hyp, positions=known, return_attention=True)
+    for out in reused:
+        assert torch.equal(out.logits, fresh.logits)
+    torch.testing.assert_close(explicit.logits, fresh.logits, atol=1e-5, rtol=0)
+
+
+def test_folded_padding_trains_the_relative_bias_as_before() -> None:
+    """The relative biases with the padding folded in once per pass (DecoderPositions.masked)
+    give the loss and gradients of masking the padding in every layer."""
+    model = make_model(BIASED).train()
+    src, tgt = sources(), hypotheses()
+    torch.manual_seed(1)  # the same dropout masks in both runs
+    generator = torch.Generator().manual_seed(0)
+    loss = padir_loss(model, src, tgt, stages=2, generator=generator).total
+    loss.backward()
+    folded = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+    # Reference: the same model with relative_bias switched off in the decode step only,
+    # so every layer masks the padding itself and adds the unfolded bias.
+    original = PadirModel.decode
+
+    def unfolded(self, memory, hyp, padding_mask=None, return_attention=False, positions=None):  # type: ignore[no-untyped-def]
+        self.config.relative_bias = False
+        try:
+            return original(
+                self, memory, hyp, padding_mask, return_attention, self.positions(hyp.shape[1])
+            )
+        finally:
+            self.config.relative_bias = True
+
+    PadirModel.decode = unfolded  # type: ignore[method-assign]
+    try:
+        torch.manual_seed(1)
+        generator = torch.Generator().manual_seed(0)
+        reference = padir_loss(model, src, tgt, stages=2, generator=generator).total
+        reference.backward()
+    finally:
+        PadirModel.decode = original  # type: ignore[method-assign]
+    assert (
+        torch.equal(loss.detach(), reference.detach()) or abs(loss.item() - reference.item()) < 1e-6
+    )
+    for name, p in model.named_parameters():
+        if p.grad is not None:
+            torch.testing.assert_close(folded[name], p.grad, atol=1e-6, rtol=1e-5, msg=name)
+    assert model.self_attention_bias is not None
+    assert model.self_attention_bias.table.weight.grad is not None
+    assert model.self_attention_bias.table.weight.grad.abs().sum() > 0

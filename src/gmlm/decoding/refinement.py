@@ -109,7 +109,7 @@ from __future__ import annotations
 import hashlib
 import math
 import operator
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -119,7 +119,12 @@ from torch import Tensor
 from gmlm.decoding.options import RefinementOptions
 from gmlm.decoding.scores import length_penalty
 from gmlm.errors import GmlmError
-from gmlm.models.padir import PadirModel, initial_hypothesis, stutter_positions
+from gmlm.models.padir import (
+    DecoderPositions,
+    PadirModel,
+    initial_hypothesis,
+    stutter_positions,
+)
 from gmlm.nn.attention import KVCache
 from gmlm.nn.config import ModelConfig
 
@@ -140,7 +145,9 @@ class RefinementState:
     pruned: (C,) True at candidates dropped by pruning (``prune_after``), never chosen;
     history: with return_steps, tokens after each pass so far, (C, W) each;
     self_attention: (C, H, W, W) and cross_attention: (C, H, W, S), last layer, last pass,
-    0 at padding queries, with return_attention (else None)."""
+    0 at padding queries, with return_attention (else None);
+    positions: the decoder's position information by pass width, made once for all the
+    passes of that width (with the positional attention projections: no pass changes them)."""
 
     step: int
     candidates: int
@@ -158,6 +165,7 @@ class RefinementState:
     history: tuple[Tensor, ...]
     self_attention: Tensor | None
     cross_attention: Tensor | None
+    positions: Mapping[int, DecoderPositions]
 
 
 @dataclass(frozen=True)
@@ -312,6 +320,7 @@ def refinement_init(
             if options.return_attention
             else None
         ),
+        positions={},
     )
 
 
@@ -378,8 +387,14 @@ def refinement_step(
     padding = positions >= lengths.unsqueeze(1)
     is_eos = positions == (lengths - 1).unsqueeze(1)
     content = ~padding & ~is_eos
+    known = state.positions.get(width)
+    known = model.positions(width, project=True) if known is None else known
     out = model.decode(
-        state.memory, hyp, padding_mask=padding, return_attention=options.return_attention
+        state.memory,
+        hyp,
+        padding_mask=padding,
+        return_attention=options.return_attention,
+        positions=known,
     )
     logits = out.logits.float()
     # The best ordinary token (special ids come first) and its log-probability, without
@@ -437,6 +452,7 @@ def refinement_step(
         history=(*state.history, tokens) if options.return_steps else (),
         self_attention=self_attention,
         cross_attention=cross_attention,
+        positions={**state.positions, width: known},
     )
 
 

@@ -21,7 +21,7 @@ Inference (the refinement loop lives in the decoding package)::
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, cast
 
 import torch
@@ -128,6 +128,25 @@ class DecoderPositions:
     table: Tensor
     self_bias: Tensor | None = None
     positional_bias: Tensor | None = None
+    # Per decoder layer, its positional attention's queries and keys (1, H, T, D/H) each:
+    # they depend on the positions alone, so inference makes them once per width for all the
+    # passes (PadirModel.positions with project=True); None: each layer projects them.
+    positional_qk: tuple[tuple[Tensor, Tensor], ...] | None = None
+
+    def masked(self, padding_mask: Tensor) -> DecoderPositions:
+        """These positions with -inf at the padded keys (padding_mask (B, T), True at
+        padding) folded into the relative biases, (B, H, T, T) each: what every layer's
+        attention would add, made once per pass instead of once per layer."""
+        padded = padding_mask[:, None, None, :]
+        return replace(
+            self,
+            self_bias=_fold(self.self_bias, padded),
+            positional_bias=_fold(self.positional_bias, padded),
+        )
+
+
+def _fold(bias: Tensor | None, padded: Tensor) -> Tensor | None:
+    return None if bias is None else bias.masked_fill(padded, float("-inf"))
 
 
 class PositionalAttention(nn.Module):
@@ -139,13 +158,29 @@ class PositionalAttention(nn.Module):
         self.norm = nn.LayerNorm(config.d_model)
         self.attn = MultiHeadAttention(config.d_model, config.n_heads, config.attention_dropout)
 
-    def forward(self, x: Tensor, positions: DecoderPositions, padding_mask: Tensor) -> Tensor:
-        """x: (B, T, D); padding_mask: (B, T) -> (B, T, D)."""
-        # The same queries and keys for every row: (1, T, D), broadcast over the batch.
-        where = self.norm(positions.table).unsqueeze(0)
-        kv = self.attn.project_kv(where, x)
-        attended, _ = self.attn(
-            where, kv, key_padding_mask=padding_mask, bias=positions.positional_bias
+    def project(self, table: Tensor) -> tuple[Tensor, Tensor]:
+        """Queries and keys (1, H, T, D/H) of the position table (T, D): the same for every
+        row of a batch and every pass over it."""
+        where = self.norm(table).unsqueeze(0)
+        return self.attn.project_queries(where), self.attn.project_keys(where)
+
+    def forward(
+        self,
+        x: Tensor,
+        positions: DecoderPositions,
+        padding_mask: Tensor | None,
+        qk: tuple[Tensor, Tensor] | None = None,
+    ) -> Tensor:
+        """x: (B, T, D); padding_mask: (B, T), or None when positions.positional_bias masks
+        the padding already; qk: this layer's projections of the positions (default: made
+        here) -> (B, T, D)."""
+        queries, keys = self.project(positions.table) if qk is None else qk
+        values = self.attn.project_values(x)
+        attended, _ = self.attn.attend(
+            queries,
+            (keys.expand(values.shape[0], -1, -1, -1), values),
+            key_padding_mask=padding_mask,
+            bias=positions.positional_bias,
         )
         return attended
 
@@ -173,13 +208,16 @@ class DecoderLayer(nn.Module):
     def forward(
         self,
         x: Tensor,
-        padding_mask: Tensor,
+        padding_mask: Tensor | None,
         positions: DecoderPositions,
         cross: tuple[Tensor, Tensor],
         src_padding_mask: Tensor | None,
         return_weights: bool = False,
+        positional_qk: tuple[Tensor, Tensor] | None = None,
     ) -> tuple[Tensor, Tensor | None, Tensor | None]:
-        """x: (B, T, D); padding_mask: (B, T).
+        """x: (B, T, D); padding_mask: (B, T), or None when the relative biases of
+        `positions` mask the padding already (DecoderPositions.masked); positional_qk: the
+        positional attention's projections of the positions, when made already.
 
         Returns the new x and, if asked, the self- and cross-attention weights.
         """
@@ -193,7 +231,7 @@ class DecoderLayer(nn.Module):
         )
         x = x + self.dropout(attended)
         if self.positional is not None:
-            x = x + self.positional(x, positions, padding_mask)
+            x = x + self.positional(x, positions, padding_mask, positional_qk)
         attended, cross_weights = self.cross_attn(
             self.cross_norm(x),
             cross,
@@ -244,13 +282,22 @@ class PadirModel(nn.Module):
             config.relative_max_distance,
         )
 
-    def positions(self, length: int) -> DecoderPositions:
-        """Position information for a pass over `length` target positions."""
+    def positions(self, length: int, project: bool = False) -> DecoderPositions:
+        """Position information for a pass over `length` target positions; `project`: with
+        each layer's positional attention queries and keys, for passes that reuse them
+        (inference: the weights must not change while they are in use)."""
         self_bias, positional_bias = self.self_attention_bias, self.positional_attention_bias
+        table = self.target_positions(length)
+        projected = None
+        if project and self.config.positional_attention:
+            projected = tuple(
+                cast(PositionalAttention, layer.positional).project(table) for layer in self.layers
+            )
         return DecoderPositions(
-            self.target_positions(length),
+            table,
             None if self_bias is None else self_bias(length),
             None if positional_bias is None else positional_bias(length),
+            projected,
         )
 
     def encode(self, src: Tensor) -> PadirEncoderOutput:
@@ -290,6 +337,7 @@ class PadirModel(nn.Module):
         hyp: Tensor,
         padding_mask: Tensor | None = None,
         return_attention: bool = False,
+        positions: DecoderPositions | None = None,
     ) -> DecoderOutput:
         """One parallel decoder pass over hypotheses `hyp` (B, T) -> logits (B, T, V).
 
@@ -297,20 +345,33 @@ class PadirModel(nn.Module):
             hypothesis may hold the pad id at a real position (e.g. an argmax in training).
         return_attention: also return the last layer's self-attention (B, H, T, T) and
             cross-attention (B, H, T, S) weights.
+        positions: ``self.positions(T)`` made already (refinement makes them once per width,
+            with the positional attention projections, for all its passes); default: made here.
         """
         cross = self.cross_memory(memory) if isinstance(memory, EncoderOutput) else memory
         if padding_mask is None:
             padding_mask = hyp == self.config.pad_id
-        positions = self.positions(hyp.shape[1])
+        if positions is None:
+            positions = self.positions(hyp.shape[1])
         x = self.embeddings.embed_target(hyp)
         if self.config.decoder_positions:
             x = x + positions.table
         x = self.dropout(x)
+        layer_padding: Tensor | None = padding_mask
+        if self.config.relative_bias:  # every attention over positions has a bias to mask
+            positions, layer_padding = positions.masked(padding_mask), None
+        projected = positions.positional_qk
         self_weights = cross_weights = None
         for index, layer in enumerate(self.layers):
             want = return_attention and index == len(self.layers) - 1
             x, self_weights, cross_weights = layer(
-                x, padding_mask, positions, cross.layer(index), cross.padding_mask, want
+                x,
+                layer_padding,
+                positions,
+                cross.layer(index),
+                cross.padding_mask,
+                want,
+                None if projected is None else projected[index],
             )
         logits = self.embeddings.logits(self.final_norm(x))
         return DecoderOutput(logits, self_weights, cross_weights)

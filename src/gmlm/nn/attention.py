@@ -87,6 +87,18 @@ class MultiHeadAttention(nn.Module):
         queries, keys, values = F.linear(x, stacked).chunk(3, dim=-1)
         return self._split_heads(queries), (self._split_heads(keys), self._split_heads(values))
 
+    def project_queries(self, x: Tensor) -> Tensor:
+        """Queries of x (B, T, D), (B, H, T, D/H)."""
+        return self._split_heads(self.q_proj(x))
+
+    def project_keys(self, x: Tensor) -> Tensor:
+        """Keys of x (B, T, D), (B, H, T, D/H)."""
+        return self._split_heads(self.k_proj(x))
+
+    def project_values(self, x: Tensor) -> Tensor:
+        """Values of x (B, T, D), (B, H, T, D/H)."""
+        return self._split_heads(self.v_proj(x))
+
     def project_kv(
         self, key_input: Tensor, value_input: Tensor | None = None
     ) -> tuple[Tensor, Tensor]:
@@ -94,10 +106,8 @@ class MultiHeadAttention(nn.Module):
 
         A key input with batch size 1 is broadcast over the batch of the value input.
         """
-        value_input = key_input if value_input is None else value_input
-        keys = self._split_heads(self.k_proj(key_input))
-        values = self._split_heads(self.v_proj(value_input))
-        return keys.expand(values.shape[0], -1, -1, -1), values
+        values = self.project_values(key_input if value_input is None else value_input)
+        return self.project_keys(key_input).expand(values.shape[0], -1, -1, -1), values
 
     def forward(
         self,
@@ -112,7 +122,7 @@ class MultiHeadAttention(nn.Module):
         """Attend from `query_input` (B, Tq, D) to projected keys/values (B, H, Tk, D/H).
         See :meth:`attend` for the rest."""
         return self.attend(
-            self._split_heads(self.q_proj(query_input)),
+            self.project_queries(query_input),
             kv,
             key_padding_mask=key_padding_mask,
             causal=causal,
