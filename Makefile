@@ -42,18 +42,20 @@ bench: $(STAMP)
 # The published CPU speed table (docs/speed/, summarised in docs/RESULTS.md): the released
 # models at batch 1 on 200 test sentences, CTranslate2 AR beside them; 12.5 minutes on 2 idle
 # AMD EPYC cores (measured). Needs the test set (MULTI30K) as `make demo` does; run it on an
-# otherwise idle machine. bf16 is off by default: it was the slower precision at batch 1 for
-# both systems even on an Intel Xeon with AMX (docs/RESULTS.md), and without bf16 units (AVX2)
-# it is emulated: its pass had not finished in 17 minutes here (partly beside other work).
-# To time it anyway: `make speed SPEED_PRECISION=fp32,bf16,int8`. SPEED_AR1=DIR adds a
-# 1-layer-decoder AR checkpoint (e.g. a multi30k run's ar1/averaged) and its CTranslate2 rows.
+# otherwise idle machine. bf16 is off by default: without bf16 units (AVX2) it is emulated and
+# its pass had not finished in 17 minutes (partly beside other work); on an Intel Xeon with AMX
+# it was PaDIR's fastest precision and AR's slowest (docs/RESULTS.md), so time it there with
+# `make speed SPEED_PRECISION=fp32,bf16,int8`. SPEED_AR1=DIR adds a 1-layer-decoder AR
+# checkpoint (e.g. a multi30k run's ar1/averaged) and its CTranslate2 rows; SPEED_THREADS sets
+# the thread count of every system (2 by default, the machine's cores).
 SPEED_PRECISION ?= fp32,int8
 SPEED_AR1 ?=
+SPEED_THREADS ?= 2
 speed: $(STAMP)
 	$(BIN)/gmlm reproduce --preset demo --out runs/demo --stages data data.corpus=multi30k:$(MULTI30K)
 	$(BIN)/gmlm bench --ar checkpoints/multi30k-de-en/ar --padir checkpoints/multi30k-de-en/padir \
 	  $(if $(SPEED_AR1),--ar1 $(SPEED_AR1)) \
-	  --data runs/demo/data --sentences 200 --warmup 10 --threads 2 --precision $(SPEED_PRECISION) \
+	  --data runs/demo/data --sentences 200 --warmup 10 --threads $(SPEED_THREADS) --precision $(SPEED_PRECISION) \
 	  --steps 4,10 --length-beams 1,5 --batch-sizes 1,8 --ctranslate2 \
 	  --output runs/speed/bench.json --markdown runs/speed/bench.md
 
