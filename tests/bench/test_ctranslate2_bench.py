@@ -185,10 +185,14 @@ class FakeWorker:
     made: ClassVar[list[FakeWorker]] = []
 
     def __init__(self, folder: Path, threads: int, precision: str, mkl: bool) -> None:
-        self.precision, self.mkl, self.closed = precision, mkl, False
+        self.precision, self.mkl, self.threads, self.closed = precision, mkl, threads, False
         self.seconds = {"fp32": {True: 0.163, False: 0.022}, "int8": {True: 0.01, False: 0.02}}[
             precision
         ][mkl]
+        if threads == 2:  # MKL int8 several times slower on 2 threads than on 1, as measured
+            self.seconds = {"fp32": {True: 0.15, False: 0.015}, "int8": {True: 0.04, False: 0.03}}[
+                precision
+            ][mkl]
         FakeWorker.made.append(self)
 
     def time(self, sources: list[list[int]], text: str | None, options: object) -> Any:
@@ -212,6 +216,28 @@ def test_the_faster_ctranslate2_backend_is_kept(
     assert all(w.closed != (w in kept) for w in FakeWorker.made) and len(FakeWorker.made) == 4
     assert note.endswith(
         "ar fp32: MKL 163.0, no MKL 22.0 ms: no MKL; ar int8: MKL 10.0, no MKL 20.0 ms: MKL"
+    )
+
+
+def test_with_more_threads_the_ctranslate2_probe_also_tries_one(
+    checkpoints: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gmlm.bench import latency
+
+    monkeypatch.setattr(latency, "Ct2Worker", FakeWorker)
+    FakeWorker.made = []
+    probes = {"ar": ([[5, 6, 7]] * 9, SearchOptions(beam=5))}
+    pairs, note = latency._start_ctranslate2({"ar": checkpoints["ar"]}, 2, ["fp32", "int8"], probes)
+    kept = [worker for _, worker in pairs]
+    assert [(w.precision, w.mkl, w.threads) for w in kept] == [
+        ("fp32", False, 2),
+        ("int8", True, 1),
+    ]
+    assert all(w.closed != (w in kept) for w in FakeWorker.made) and len(FakeWorker.made) == 8
+    assert "on and off, at 2 threads and at 1, each in a worker" in note
+    assert note.endswith(
+        "ar fp32: MKL 2t 150.0, MKL 1t 163.0, no MKL 2t 15.0, no MKL 1t 22.0 ms: no MKL 2t; "
+        "ar int8: MKL 2t 40.0, MKL 1t 10.0, no MKL 2t 30.0, no MKL 1t 20.0 ms: MKL 1t"
     )
 
 

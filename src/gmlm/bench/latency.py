@@ -28,8 +28,11 @@ user could pick is the 1-layer decoder run by CTranslate2) is also converted to 
 (:mod:`gmlm.export.ctranslate2`) and timed greedy and with beam 5 by gmlm's decoding rules
 ("ar ct2 greedy", "ar ct2 beam5", "ar1 ct2 ..."), in fp32 and int8 (CTranslate2's compute
 types float32 and int8; it has no bf16 on a CPU), each model and precision in a worker
-process of its own with the same thread count: CTranslate2's OpenMP and torch's fight over
-the cores in one process (see :mod:`gmlm.export.ctranslate2_worker`). Its times are taken
+process of its own: CTranslate2's OpenMP and torch's fight over the cores in one process
+(see :mod:`gmlm.export.ctranslate2_worker`). Each worker runs on the fastest of its GEMM
+backends and of `threads` and 1 thread, compared on a few sentences first (what a user
+would pick; on an Intel Xeon, MKL's int8 on 2 threads was several times slower than on 1).
+Its times are taken
 inside the worker, so the pipe to it is not counted; its systems are interleaved with the
 others like any system.
 
@@ -94,12 +97,13 @@ CT2_NOTE = (
     "the ar model (and ar1, when timed) converted to CTranslate2, decoded by gmlm's rules "
     "(length limit, GNMT ranking; gmlm.export.ctranslate2), in fp32 and int8 (compute types "
     "float32 and int8; no bf16 rows: CTranslate2 has no bf16 on a CPU), each model and "
-    "precision in a worker process of its own with the same thread count, because "
-    "CTranslate2's OpenMP and torch's fight over the cores in one process; timed inside the "
-    "worker (the pipe is not counted)"
+    "precision in a worker process of its own, because CTranslate2's OpenMP and torch's "
+    "fight over the cores in one process, with at most the torch thread count (see its "
+    "backend line); timed inside the worker (the pipe is not counted)"
 )
 FAIRNESS = (
-    "same sentences and one fixed thread count for every system; systems interleaved "
+    "same sentences and one thread count for every torch system (CTranslate2 at most "
+    "that many, see its backend line); systems interleaved "
     "sentence by sentence (latency, order rotating by one system per sentence) and batch by "
     "batch (throughput); untimed warm-up per system and precision; garbage collector off "
     "while timing; speed-up = AR statistic / PaDIR statistic from this one run"
@@ -536,8 +540,8 @@ def _bleu_note(split: str, sentences: int, signature: str) -> str:
 
 
 BACKEND_PROBE = 5
-"""Sentences (beam 5, after one untimed) on which each CTranslate2 worker's two GEMM backends
-are compared before timing starts (see :func:`_fastest_backend`)."""
+"""Sentences (beam 5, after one untimed) on which each CTranslate2 worker's settings (GEMM
+backend, thread count) are compared before timing starts (see :func:`_fastest_backend`)."""
 
 
 def _start_ctranslate2(
@@ -565,11 +569,13 @@ def _start_ctranslate2(
             for _, worker in workers:
                 worker.close()
             raise
+    fewer = f", at {threads} threads and at 1" if threads > 1 else ""
     note = (
-        f"CTranslate2's Intel MKL GEMM backend (its default on Intel CPUs) on and off, "
+        f"CTranslate2's Intel MKL GEMM backend (its default on Intel CPUs) on and off{fewer}, "
         f"each in a worker, compared on {BACKEND_PROBE} beam-5 sentences (median ms, after "
-        f"one untimed) and the faster kept, since the default is not the faster on every "
-        f"CPU: {'; '.join(choices)}"
+        f"one untimed) and the fastest kept, since neither the default nor all the threads "
+        f"is the faster on every CPU (a user would run it as it is fastest): "
+        f"{'; '.join(choices)}"
     )
     return workers, note
 
@@ -577,13 +583,17 @@ def _start_ctranslate2(
 def _fastest_backend(
     folder: Path, threads: int, precision: str, sources: list[list[int]], options: Any
 ) -> tuple[Ct2Worker, str]:
-    """A worker on `folder` with CTranslate2's MKL backend on or off, whichever translated
-    `sources` faster (interleaved one by one); the other is stopped. Also a phrase with both
-    medians and the choice."""
+    """A worker on `folder` with CTranslate2's MKL backend on or off, on `threads` threads or
+    on 1 (when `threads` > 1: with MKL's int8 on 2 threads of an Intel Xeon, one thread was
+    several times faster), whichever translated `sources` fastest (interleaved one by one);
+    the others are stopped. Also a phrase with every median and the choice."""
     candidates: dict[str, Ct2Worker] = {}
+    counts = (threads, 1) if threads > 1 else (threads,)
     try:
-        for name, mkl in (("MKL", True), ("no MKL", False)):
-            candidates[name] = Ct2Worker(folder, threads, precision, mkl=mkl)
+        for backend, mkl in (("MKL", True), ("no MKL", False)):
+            for count in counts:
+                name = backend if len(counts) == 1 else f"{backend} {count}t"
+                candidates[name] = Ct2Worker(folder, count, precision, mkl=mkl)
         seconds: dict[str, list[float]] = {name: [] for name in candidates}
         for i, source in enumerate(sources[: BACKEND_PROBE + 1]):
             for name, worker in candidates.items():

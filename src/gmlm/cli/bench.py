@@ -20,8 +20,9 @@ cache (optional: --teacher, the AR teacher trained on the raw data, and --ar1, a
 deep-encoder / 1-layer-decoder AR, skipped with a note when not given). With --ctranslate2,
 --ar (and --ar1, when given) converted to CTranslate2 as well, greedy and beam 5 by gmlm's
 decoding rules, in fp32 and int8 (no bf16: CTranslate2 has none on a CPU), timed in worker
-processes of their own with the same thread count: CTranslate2's OpenMP and torch's slow
-each other down in one process.
+processes of their own (CTranslate2's OpenMP and torch's slow each other down in one
+process), each on the fastest of its GEMM backends (Intel MKL on or off) and thread counts
+(--threads or 1), compared on 5 sentences first.
 
 For each precision: batch-1 latency per sentence (median, p90, p99 after a warm-up), both
 model-only (ids in, ids out) and end-to-end (raw text in, detokenized text out; model loading
