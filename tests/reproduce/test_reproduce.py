@@ -522,5 +522,5 @@ def test_the_bench_stage_passes_ctranslate2_on(tmp_path, monkeypatch, wanted):
     cfg = load_reproduce_config("multi30k" if wanted else "smoke")
     summary = stages.bench(stages.Context(cfg, tmp_path, False, lambda _m: None))
     assert summary == {"systems": 2} and seen["ctranslate2"] is wanted
-    if wanted:  # the parity preset times as `make speed` does
-        assert seen["precisions"] == ["fp32", "int8"] and seen["sentences"] == 200
+    if wanted:  # the parity preset times as `make speed` does, with bf16 too
+        assert seen["precisions"] == ["fp32", "bf16", "int8"] and seen["sentences"] == 200
