@@ -7,8 +7,8 @@
 
 Three headline numbers, each from a typed result of the run folder: the quality gap (PaDIR
 T=4 B=5 against AR beam 5, eval/scores.json), the batch-1 speed-up (median and p99 of AR beam
-5 over PaDIR T=4 B=5, text in and text out, bench/bench.json; with the median over the
-1-layer-decoder AR beam 5 too when the `ar1` stage ran) and PaDIR's stutter (per 100
+5 over PaDIR T=4 B=5, text in and text out, each in its fastest precision of bench/bench.json;
+with the median over the 1-layer-decoder AR beam 5 too when the `ar1` stage ran) and PaDIR's stutter (per 100
 words, eval/scores.json); then one sentence on the attention tables (attention/attention.json).
 Quality scored on the first `evaluate.sentences` of the split says so, with the command that
 scores all of it. A comparison with an AR system that has not learned says so instead of
@@ -31,6 +31,7 @@ from gmlm.reproduce.sections import (
     AR_SYSTEM,
     PADIR_BENCH,
     PADIR_SYSTEM,
+    fastest_rows,
     not_meaningful,
 )
 from gmlm.reproduce.stand_in import MULTI30K_SOURCE, stand_in_reason
@@ -62,9 +63,13 @@ class Gap:
 
 @dataclass(frozen=True)
 class Speed:
-    precision: str
-    median: float  # AR / PaDIR batch-1 latency, text in and text out
-    p99: float
+    """AR beam 5 / PaDIR T=4 B=5 batch-1 latency (text in and text out), each system in its
+    fastest precision of the bench (`padir_precision`, `ar_precision`)."""
+
+    padir_precision: str
+    ar_precision: str
+    median: float
+    p99: float  # of the same two rows
     sentences: int
     threads: int
     ar1_median: float | None  # the same with the 1-layer-decoder AR; None: not benchmarked
@@ -144,20 +149,20 @@ def whole_split_command(out: Path) -> str:
 def _speed(bench: BenchResult | None) -> Speed | None:
     if bench is None:
         return None
-    rows = [s for s in bench.speedups if (s.padir, s.ar) == (PADIR_BENCH, AR_BENCH)]
-    if not rows:
+    fastest = fastest_rows(bench)
+    padir, ar, ar1 = (fastest.get(k) for k in (PADIR_BENCH, AR_BENCH, AR1_BENCH))
+    if padir is None or ar is None:
         return None
-    row = next((s for s in rows if s.precision == "fp32"), rows[0])
-    ar1 = next(
-        (
-            s.e2e_p50
-            for s in bench.speedups
-            if (s.precision, s.padir, s.ar) == (row.precision, PADIR_BENCH, AR1_BENCH)
-        ),
-        None,
-    )
     settings = bench.settings
-    return Speed(row.precision, row.e2e_p50, row.e2e_p99, settings.sentences, settings.threads, ar1)
+    return Speed(
+        padir.precision,
+        ar.precision,
+        ar.e2e.p50_ms / padir.e2e.p50_ms,
+        ar.e2e.p99_ms / padir.e2e.p99_ms,
+        settings.sentences,
+        settings.threads,
+        None if ar1 is None else ar1.e2e.p50_ms / padir.e2e.p50_ms,
+    )
 
 
 def attention_sentence(result: AttentionResult | None) -> str | None:
@@ -224,8 +229,9 @@ def _whole_split_text(q: Gap) -> str:
 def _speed_text(s: Speed, quality: Gap | None) -> str:
     text = (
         f"PaDIR T=4 B=5 is {s.median:.2f}x as fast as AR beam 5 at the median and {s.p99:.2f}x "
-        f"at p99 (batch 1, text in and text out, {s.precision}, {s.threads} threads, "
-        f"{s.sentences} sentences)"
+        f"at p99 (batch 1, text in and text out, each in its fastest precision: PaDIR "
+        f"{s.padir_precision}, AR {s.ar_precision}; {s.threads} threads, {s.sentences} "
+        "sentences)"
     )
     if s.ar1_median is not None:
         text += f", and {s.ar1_median:.2f}x as fast as the 1-layer-decoder AR beam 5 at the median"
