@@ -185,6 +185,7 @@ def result_keys() -> set[str]:
     from gmlm.evaluation.results import Evaluation, EvaluationScores
     from gmlm.reproduce.stage_record import StageRecord
     from gmlm.reproduce.stand_in import ExampleTranslations
+    from gmlm.reproduce.train_ablation import TrainAblationResult
     from gmlm.theory.verify import VerifyReport
 
     keys: set[str] = set()
@@ -197,6 +198,7 @@ def result_keys() -> set[str]:
         EvaluationScores,
         ExampleTranslations,
         StageRecord,
+        TrainAblationResult,
         VerifyReport,
     ]
     while todo:

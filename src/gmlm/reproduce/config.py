@@ -34,6 +34,7 @@ STAGES = (
     "bench",
     "attention",
     "length",
+    "train_ablation",
     "report",
 )
 
@@ -183,6 +184,19 @@ class LengthStage:
 
 
 @dataclass
+class TrainAblationStage:
+    """PaDIR retrained with each of `variants` (space-separated `gmlm train` key=value
+    settings, each switching off a change of the padir stage's recipe) for `steps` steps, each
+    compared with the padir run's own validation at that step
+    (:mod:`gmlm.reproduce.train_ablation`). Off by default: each variant is a training of its
+    own (about an hour per 1,500 steps of small-padir on 2 CPU cores)."""
+
+    enabled: bool = False
+    steps: int = 1500
+    variants: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Targets:
     """What the report's Targets table holds the run to, each a row with its measured value
     and verdict; a row whose target is 0 (or false) is left out, as is one whose systems were
@@ -216,6 +230,7 @@ class StageSeconds:
     bench: float = 0.0
     attention: float = 0.0
     length: float = 0.0
+    train_ablation: float = 0.0
     report: float = 0.0
 
 
@@ -251,6 +266,7 @@ class ReproduceConfig:
     bench: BenchStage = field(default_factory=BenchStage)
     attention: AttentionStage = field(default_factory=AttentionStage)
     length: LengthStage = field(default_factory=LengthStage)
+    train_ablation: TrainAblationStage = field(default_factory=TrainAblationStage)
     checkpoint: Literal["best", "last", "averaged"] = "best"
     targets: Targets = field(default_factory=Targets)
     expected_seconds: StageSeconds = field(default_factory=StageSeconds)

@@ -70,6 +70,7 @@ STAGE_FUNCTIONS: dict[str, Callable[[stages.Context], dict[str, Any]]] = {
     "bench": stages.bench,
     "attention": stages.attention,
     "length": stages.length,
+    "train_ablation": stages.train_ablation,
     "report": stages.report,
 }
 # What each stage does, for the progress lines.
@@ -87,6 +88,7 @@ WHAT: dict[str, str] = {
     "bench": "batch-1 latency and throughput of every system",
     "attention": "attention of stutter pairs (the paper's Tables 4 and 5)",
     "length": "the length predictor against the references, and oracle-length decoding",
+    "train_ablation": "PaDIR retrained briefly with each recipe change switched off, if enabled",
     "report": "writing REPORT.md and its plots",
 }
 # What each stage reads from earlier stages.
@@ -103,6 +105,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "bench": ("teacher", "ar", "ar1", "padir"),
     "attention": ("padir",),
     "length": ("padir",),
+    "train_ablation": ("distill", "padir"),
     "report": (),
 }
 
@@ -307,6 +310,8 @@ def check_before_start(cfg: ReproduceConfig, todo: Sequence[str]) -> None:
                 parse_variant(variant)
             except GmlmError as err:
                 raise GmlmError(f"ablation.variants: {err}") from None
+    if "train_ablation" in todo and cfg.train_ablation.enabled:
+        _check_train_ablation(cfg)
     if "bench" in todo and cfg.bench.enabled and cfg.bench.ctranslate2:
         from gmlm.export.ctranslate2 import import_ctranslate2
 
@@ -316,6 +321,29 @@ def check_before_start(cfg: ReproduceConfig, todo: Sequence[str]) -> None:
             raise GmlmError(
                 f"bench.ctranslate2=true: {err}, or set bench.ctranslate2=false"
             ) from None
+
+
+def _check_train_ablation(cfg: ReproduceConfig) -> None:
+    """Each training ablation variant is a valid `gmlm train` config on top of the padir
+    stage's (an unknown key or a bad value fails now, not after the padir training)."""
+    from gmlm.config import ConfigError
+    from gmlm.reproduce.train_ablation import variant_overrides
+    from gmlm.training.config import load_train_config
+
+    t = cfg.train_ablation
+    if not t.variants:
+        raise GmlmError(
+            "train_ablation.variants is empty: give the training settings to switch off "
+            "(e.g. [model.relative_bias=false]), or set train_ablation.enabled=false"
+        )
+    for variant in t.variants:
+        overrides = variant_overrides(variant)
+        try:
+            load_train_config(
+                cfg.padir.preset, [*cfg.padir.overrides, *overrides, f"max_steps={t.steps}"]
+            ).validate()
+        except (ConfigError, GmlmError) as err:
+            raise GmlmError(f"train_ablation.variants: {variant!r}: {err}") from None
 
 
 def _stand_in_outdated(cfg: ReproduceConfig, out: Path) -> bool:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 from pathlib import Path
-from typing import Any
 
 from gmlm import provenance
 from gmlm.analysis.results import AblationResult, AttentionResult, LengthResult
@@ -22,8 +21,10 @@ from gmlm.evaluation.results import EvaluationScores
 from gmlm.io import atomic_write_text
 from gmlm.reproduce import plots, sections, summary
 from gmlm.reproduce.config import STAGES, ReproduceConfig
+from gmlm.reproduce.metrics import validations
 from gmlm.reproduce.stage_record import StageRecord
 from gmlm.reproduce.stand_in import ExampleTranslations
+from gmlm.reproduce.train_ablation import TrainAblationResult
 from gmlm.theory.verify import VerifyReport
 
 TRAINED_RUNS = (
@@ -32,21 +33,6 @@ TRAINED_RUNS = (
     ("ar1", "AR 1-layer decoder"),
     ("padir", "PaDIR"),
 )
-
-
-def validations(path: Path) -> list[dict[str, Any]]:
-    """The validation records of a run's metrics.jsonl, one per step (the last one written
-    wins: a resumed run may repeat steps). The trainer's metric records are open-ended (each
-    objective logs its own losses); validation ones carry `step`, `valid_loss` and, when
-    validation decodes, `valid_bleu`."""
-    if not path.is_file():
-        return []
-    by_step: dict[int, dict[str, Any]] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        record = json.loads(line) if line.strip() else {}
-        if "valid_loss" in record:
-            by_step[int(record["step"])] = record
-    return [by_step[k] for k in sorted(by_step)]
 
 
 def chosen_checkpoints(cfg: ReproduceConfig, out: Path, runs: list[str]) -> list[str]:
@@ -85,6 +71,7 @@ def write_report(cfg: ReproduceConfig, out: Path) -> Path:
     attention = AttentionResult.read_if_present(out / "attention" / "attention.json")
     length = LengthResult.read_if_present(out / "length" / "length.json")
     ablation = AblationResult.read_if_present(out / "ablation" / "ablation.json")
+    trained = TrainAblationResult.read_if_present(out / "train_ablation" / "train_ablation.json")
     examples = ExampleTranslations.read_if_present(out / "eval" / "examples.json")
     verify = VerifyReport.read_if_present(out / "theory" / "verify.json")
     records = {
@@ -108,6 +95,8 @@ def write_report(cfg: ReproduceConfig, out: Path) -> Path:
         lines += sections.attention_section(attention)
     if length is not None:
         lines += sections.length_section(length)
+    if trained is not None:
+        lines += sections.train_ablation_section(trained)
     curves = {name: validations(out / name / "metrics.jsonl") for name, _ in TRAINED_RUNS}
     curves = {name: records for name, records in curves.items() if records}
     if curves:

@@ -571,6 +571,65 @@ def length(ctx: Context) -> dict[str, Any]:
     return {"top1_exact": result.predictor.top1_exact}
 
 
+# ------------------------------------------------------------------- train_ablation
+def train_ablation(ctx: Context) -> dict[str, Any]:
+    t = ctx.cfg.train_ablation
+    if not t.enabled:
+        return {"skipped": "train_ablation.enabled=false"}
+    if ctx.cfg.padir.checkpoint:
+        return {"skipped": "padir.checkpoint is given: no PaDIR training run to compare with"}
+    from gmlm.reproduce.train_ablation import (
+        TrainAblationResult,
+        row_at,
+        slug,
+        variant_overrides,
+    )
+    from gmlm.training.checkpoint import read_config
+    from gmlm.training.distributed import pick_device
+    from gmlm.training.precision import resolve_precision
+    from gmlm.training.trainer import Trainer
+
+    if not t.variants:
+        raise GmlmError("train_ablation.variants is empty: give the settings to switch off")
+    main = read_config(ctx.run_dir("padir"))
+    if main.optim.schedule == "cosine":
+        raise GmlmError(
+            "train_ablation: the padir run's learning-rate schedule is cosine, which max_steps "
+            "shapes, so a shorter run is not the main run's start; use another schedule"
+        )
+    if t.steps < 1 or t.steps % main.valid_every:
+        raise GmlmError(
+            f"train_ablation.steps={t.steps}: give a positive multiple of the padir run's "
+            f"valid_every ({main.valid_every}), where it validated"
+        )
+    baseline = row_at(ctx.run_dir("padir"), t.steps, "", (), None)  # fails before training
+    rows = []
+    for variant in t.variants:
+        overrides = variant_overrides(variant)
+        name = f"train_ablation/{slug(variant)}"
+        stage = TrainStage(
+            preset=ctx.cfg.padir.preset,
+            overrides=[
+                *ctx.cfg.padir.overrides,
+                *overrides,
+                f"max_steps={t.steps}",
+                "keep_history=0",
+                "average_last=0",
+            ],
+        )
+        ctx.log(f"  {variant}: {t.steps} steps into {ctx.run_dir(name)}")
+        cfg = stage_train_config(ctx, name, stage, ctx.student_data_dir)
+        Trainer(cfg, progress=ctx.progress, log=ctx.log).run()
+        dtype = resolve_precision(cfg, pick_device(cfg.device))
+        precision = "fp32" if dtype is None else "bf16"
+        row = row_at(ctx.run_dir(name), t.steps, variant, overrides, precision)
+        rows.append(row)
+        ctx.log(f"  {variant}: validation BLEU {row.bleu} (padir run: {baseline.bleu})")
+    result = TrainAblationResult(steps=t.steps, baseline=baseline, rows=tuple(rows))
+    result.write(ctx.out / "train_ablation" / "train_ablation.json")
+    return {"steps": t.steps, "bleu": {r.variant: r.bleu for r in rows}}
+
+
 # -------------------------------------------------------------------------- report
 def report(ctx: Context) -> dict[str, Any]:
     from gmlm.reproduce.report import write_report

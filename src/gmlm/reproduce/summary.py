@@ -8,11 +8,11 @@
 Three headline numbers, each from a typed result of the run folder: the quality gap (PaDIR
 T=4 B=5 against AR beam 5, eval/scores.json), the batch-1 speed-up (median and p99 of AR beam
 5 over PaDIR T=4 B=5, text in and text out, each in its fastest precision of bench/bench.json;
-with the median over the 1-layer-decoder AR beam 5 too when the `ar1` stage ran) and PaDIR's stutter (per 100
-words, eval/scores.json); then one sentence on the attention tables (attention/attention.json).
-Quality scored on the first `evaluate.sentences` of the split says so, with the command that
-scores all of it. A comparison with an AR system that has not learned says so instead of
-giving a verdict (:func:`gmlm.reproduce.sections.not_meaningful`).
+with the median over the 1-layer-decoder AR beam 5 too when the `ar1` stage ran) and PaDIR's
+stutter (per 100 words, eval/scores.json); then one sentence on the attention tables
+(attention/attention.json). Quality scored on the first `evaluate.sentences` of the split
+says so, with the command that scores all of it. A comparison with an AR system that has not
+learned says so instead of giving a verdict (:func:`gmlm.reproduce.sections.not_meaningful`).
 """
 
 from __future__ import annotations
