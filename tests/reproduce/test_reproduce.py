@@ -19,7 +19,6 @@ from gmlm.reproduce.publish import NOTES_MARKER, publish_report
 from gmlm.reproduce.sections import AR_BLEU_FLOOR
 from gmlm.reproduce.stage_record import StageRecord
 from gmlm.reproduce.stages import Context, stage_train_config
-from tests.helpers.corpora import make_pairs, write_lines
 
 QUICK_THEORY = [
     "theory.verify_max_n=3",
@@ -29,15 +28,6 @@ QUICK_THEORY = [
     "theory.figure3_ks=[1,10]",
     "theory.figure3_budget=50",
 ]
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> str:
-    root = tmp_path_factory.mktemp("corpus")
-    src, tgt = make_pairs(1500, seed=3)
-    write_lines(root / "c.de", src)
-    write_lines(root / "c.en", tgt)
-    return f"files:{root / 'c.de'},{root / 'c.en'}"
 
 
 def quick(corpus: str, *extra: str) -> list[str]:

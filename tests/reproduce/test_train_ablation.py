@@ -13,7 +13,6 @@ from gmlm.reproduce.metrics import validations
 from gmlm.reproduce.pipeline import run_reproduce
 from gmlm.reproduce.sections import train_ablation_section
 from gmlm.reproduce.train_ablation import TrainAblationResult, slug, variant_overrides
-from tests.helpers.corpora import make_pairs, write_lines
 
 PADIR = (
     "padir.overrides=[max_steps=20,valid_every=10,valid_sentences=4,optim.schedule=inverse_sqrt]"
@@ -35,15 +34,6 @@ def settings(corpus: str, *extra: str) -> list[str]:
         "train_ablation.steps=10",
         *extra,
     ]
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> str:
-    root = tmp_path_factory.mktemp("corpus")
-    src, tgt = make_pairs(1500, seed=3)
-    write_lines(root / "c.de", src)
-    write_lines(root / "c.en", tgt)
-    return f"files:{root / 'c.de'},{root / 'c.en'}"
 
 
 def test_each_variant_is_compared_with_the_padir_run_at_the_same_step(

@@ -589,8 +589,6 @@ def train_ablation(ctx: Context) -> dict[str, Any]:
     from gmlm.training.precision import resolve_precision
     from gmlm.training.trainer import Trainer
 
-    if not t.variants:
-        raise GmlmError("train_ablation.variants is empty: give the settings to switch off")
     main = read_config(ctx.run_dir("padir"))
     if main.optim.schedule == "cosine":
         raise GmlmError(
