@@ -3,16 +3,13 @@ they load as the right kinds, hold bf16 weights under the 80 MB budget, and tran
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 
 import gmlm
-from gmlm.models import teacher_forcing_input
-from gmlm.training.checkpoint import MODEL_FILE, load_for_inference, load_tensors
+from gmlm.training.checkpoint import MODEL_FILE, load_tensors
+from tests.helpers.released_golden import RELEASED, released_kinds, released_outputs
 
-RELEASED = Path(__file__).resolve().parents[1] / "checkpoints" / "multi30k-de-en"
 SOURCES = [
     "Ein Mann fährt Fahrrad.",
     "Zwei Hunde spielen im Schnee.",
@@ -39,23 +36,14 @@ def test_released_checkpoints_fit_the_budget() -> None:
     assert total < 80 * 10**6, f"{total / 1e6:.1f} MB"
 
 
-# Token ids of three random "sentences" and targets (EOS = 3, pad = 0), and what the released
-# weights gave for them under the code before the issue-16 settings existed (commit e03ec76):
-# the log-probability of each target token, teacher-forced (AR) or decoded in parallel from
-# the targets themselves (PaDIR), and PaDIR's length log-probability of each target length.
-# The new settings' defaults must keep these outputs: on the machine of the change they were
-# bit-identical (torch.equal); the tolerance covers other CPUs' float rounding and the 4
-# decimals written here.
-GOLDEN_SRC = [
-    [1228, 7359, 4451, 7372, 63, 6091, 3939, 1745, 3],
-    [3833, 239, 1980, 1386, 4547, 2640, 3202, 6562, 3],
-    [878, 7855, 1370, 267, 3363, 3, 0, 0, 0],
-]
-GOLDEN_TGT = [
-    [2193, 6545, 1130, 2359, 6488, 6541, 3],
-    [7065, 3615, 2326, 6441, 3, 0, 0],
-    [1791, 104, 3343, 6417, 7591, 7431, 3],
-]
+# What the released weights gave for tests/helpers/released_golden.py's token ids under the code
+# before the issue-16 settings existed (commit e03ec76), printed by `python -m
+# tests.helpers.released_golden`: the log-probability of each target token, teacher-forced (AR)
+# or decoded in parallel from the targets themselves (PaDIR), and PaDIR's length
+# log-probability of each target length. Later code must keep these outputs: on the machine of
+# the change they were bit-identical (torch.equal); the tolerance covers other CPUs' float
+# rounding and the 4 decimals written here. New checkpoints come with new values from the same
+# command.
 GOLDEN_TOKEN_LOG_PROBS = {
     "ar": [
         [-12.6036, -8.5661, -10.4788, -12.0421, -11.3452, -11.2393, -8.9429],
@@ -68,30 +56,23 @@ GOLDEN_TOKEN_LOG_PROBS = {
         [-6.4519, -8.9944, -7.7699, -8.8725, -8.413, -10.8124, -0.0966],
     ],
 }
-GOLDEN_LENGTH_LOG_PROBS = [-2.1529, -14.1746, -4.2323]
+GOLDEN_LENGTH_LOG_PROBS = {
+    "padir": [-2.1529, -14.1746, -4.2323],
+}
 
 
-@pytest.mark.parametrize("kind", ["ar", "padir"])
-@torch.no_grad()
-def test_released_checkpoints_give_the_outputs_they_gave_before_the_new_settings(
-    kind: str,
-) -> None:
-    loaded = load_for_inference(RELEASED / kind)
-    config = loaded.model_config
-    assert (config.attention_dropout, config.activation_dropout, config.relative_bias) == (
-        0.0,
-        0.0,
-        False,
-    )
-    src, tgt = torch.tensor(GOLDEN_SRC), torch.tensor(GOLDEN_TGT)
-    if kind == "ar":
-        logits = loaded.model(src, teacher_forcing_input(tgt, config))
-    else:
-        logits, length_logits = loaded.model(src, tgt)
-        lengths = length_logits.log_softmax(-1)[torch.arange(3), (tgt != config.pad_id).sum(1) - 1]
-        torch.testing.assert_close(
-            lengths, torch.tensor(GOLDEN_LENGTH_LOG_PROBS), atol=2e-4, rtol=0
-        )
-    log_probs = logits.log_softmax(-1).gather(2, tgt.unsqueeze(2)).squeeze(2)
+def test_every_released_checkpoint_has_golden_outputs() -> None:
+    assert released_kinds() == sorted(GOLDEN_TOKEN_LOG_PROBS)
+
+
+@pytest.mark.parametrize("kind", sorted(GOLDEN_TOKEN_LOG_PROBS))
+def test_released_checkpoints_give_their_golden_outputs(kind: str) -> None:
+    log_probs, lengths = released_outputs(RELEASED / kind)
     expected = torch.tensor(GOLDEN_TOKEN_LOG_PROBS[kind])
     torch.testing.assert_close(log_probs, expected, atol=2e-4, rtol=0)
+    if kind in GOLDEN_LENGTH_LOG_PROBS:
+        assert lengths is not None
+        expected = torch.tensor(GOLDEN_LENGTH_LOG_PROBS[kind])
+        torch.testing.assert_close(lengths, expected, atol=2e-4, rtol=0)
+    else:
+        assert lengths is None
