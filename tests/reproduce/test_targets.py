@@ -6,10 +6,13 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from gmlm.bench.latency import speedups
+from gmlm.bench.report import speedup_table
 from gmlm.bench.result import BenchResult, BenchRow, Percentiles
 from gmlm.evaluation.results import EvaluationScores
 from gmlm.reproduce.config import Targets, load_reproduce_config
 from gmlm.reproduce.sections import fastest_rows, targets_section
+from gmlm.reproduce.summary import headline
 
 FIXTURE_RUN = Path(__file__).resolve().parents[1] / "fixtures" / "run"
 ALL = Targets(
@@ -171,6 +174,27 @@ def test_fastest_rows_take_the_lowest_median_and_the_first_of_a_tie() -> None:
         "y": ("int8", 2.0),
     }
     assert all(isinstance(v, BenchRow) for v in fastest.values())
+
+
+def test_every_printed_speed_up_is_the_one_bench_json_holds() -> None:
+    # 14.449 / 10 = 1.4449: "1.44" to 2 decimals, but bench.json's 3 decimals hold 1.445, which
+    # prints "1.45". The bench table, the Targets table and the summary all print the latter.
+    times = {("fp32", "padir T=4 B=5"): (10.0, 10.0), ("fp32", "ar beam5"): (14.449, 14.449)}
+    b = bench(times)
+    rows = tuple(dataclasses.replace(r, kind=r.system.split()[0]) for r in b.results)
+    b = dataclasses.replace(b, results=rows, speedups=tuple(speedups(rows)))
+    (row,) = b.speedups
+    assert (row.e2e_p50, row.e2e_p99) == (1.445, 1.445)
+    assert f"{row.e2e_p50:.2f}x" == "1.45x"
+    assert speedup_table(b).rows == [
+        ["fp32", "padir T=4 B=5", "ar beam5", *["1.45x"] * 2, *["1.00x"] * 2]
+    ]
+    measured = {r[0]: r[1] for r in table(ALL, None, b)}
+    assert measured["speed: padir T=4 B=5 at least 2.0x as fast as ar beam5, batch-1 median"] == (
+        "10.00 ms (fp32) vs 14.45 ms (fp32): 1.45x"
+    )
+    speed = headline(load_reproduce_config("multi30k"), FIXTURE_RUN, None, b, None).speed
+    assert speed is not None and (speed.median, speed.p99) == (1.445, 1.445)
 
 
 def test_the_multi30k_preset_holds_the_run_to_every_target() -> None:

@@ -72,6 +72,7 @@ from gmlm.bench.result import (
     Rates,
     SpeedSettings,
     Speedup,
+    speedup,
 )
 from gmlm.data.binarized import load_dataset
 from gmlm.data.lengths import encode_inputs
@@ -358,10 +359,10 @@ def speedups(results: Sequence[BenchRow]) -> list[Speedup]:
                         precision=precision,
                         padir=padir.system,
                         ar=ar.system,
-                        model_p50=round(ar.model.p50_ms / padir.model.p50_ms, 3),
-                        model_p99=round(ar.model.p99_ms / padir.model.p99_ms, 3),
-                        e2e_p50=round(ar.e2e.p50_ms / padir.e2e.p50_ms, 3),
-                        e2e_p99=round(ar.e2e.p99_ms / padir.e2e.p99_ms, 3),
+                        model_p50=speedup(ar.model.p50_ms, padir.model.p50_ms),
+                        model_p99=speedup(ar.model.p99_ms, padir.model.p99_ms),
+                        e2e_p50=speedup(ar.e2e.p50_ms, padir.e2e.p50_ms),
+                        e2e_p99=speedup(ar.e2e.p99_ms, padir.e2e.p99_ms),
                     )
                 )
     return rows

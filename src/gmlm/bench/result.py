@@ -94,6 +94,13 @@ class BenchRow(Record):
     throughput: dict[str, Rates]
 
 
+def speedup(slow_ms: float, fast_ms: float) -> float:
+    """How many times as fast `fast_ms` is as `slow_ms`, to the 3 decimals bench.json holds:
+    every speed-up gmlm prints (bench table, report, summary) is this value, so they agree to
+    the last digit shown."""
+    return round(slow_ms / fast_ms, 3)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Speedup(Record):
     """AR statistic / PaDIR statistic at batch size 1 (> 1: PaDIR is faster)."""

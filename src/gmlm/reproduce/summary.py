@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gmlm.analysis.results import GROUPS, AttentionResult, MeanStd
-from gmlm.bench.result import BenchResult
+from gmlm.bench.result import BenchResult, speedup
 from gmlm.errors import GmlmError
 from gmlm.evaluation.results import EvaluationScores
 from gmlm.reproduce.config import ReproduceConfig
@@ -157,11 +157,11 @@ def _speed(bench: BenchResult | None) -> Speed | None:
     return Speed(
         padir.precision,
         ar.precision,
-        ar.e2e.p50_ms / padir.e2e.p50_ms,
-        ar.e2e.p99_ms / padir.e2e.p99_ms,
+        speedup(ar.e2e.p50_ms, padir.e2e.p50_ms),
+        speedup(ar.e2e.p99_ms, padir.e2e.p99_ms),
         settings.sentences,
         settings.threads,
-        None if ar1 is None else ar1.e2e.p50_ms / padir.e2e.p50_ms,
+        None if ar1 is None else speedup(ar1.e2e.p50_ms, padir.e2e.p50_ms),
     )
 
 
