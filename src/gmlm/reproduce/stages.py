@@ -578,6 +578,7 @@ def train_ablation(ctx: Context) -> dict[str, Any]:
         return {"skipped": "train_ablation.enabled=false"}
     if ctx.cfg.padir.checkpoint:
         return {"skipped": "padir.checkpoint is given: no PaDIR training run to compare with"}
+    from gmlm.reproduce.metrics import trained_precision
     from gmlm.reproduce.train_ablation import (
         TrainAblationResult,
         row_at,
@@ -585,8 +586,6 @@ def train_ablation(ctx: Context) -> dict[str, Any]:
         variant_overrides,
     )
     from gmlm.training.checkpoint import read_config
-    from gmlm.training.distributed import pick_device
-    from gmlm.training.precision import resolve_precision
     from gmlm.training.trainer import Trainer
 
     main = read_config(ctx.run_dir("padir"))
@@ -600,7 +599,10 @@ def train_ablation(ctx: Context) -> dict[str, Any]:
             f"train_ablation.steps={t.steps}: give a positive multiple of the padir run's "
             f"valid_every ({main.valid_every}), where it validated"
         )
-    baseline = row_at(ctx.run_dir("padir"), t.steps, "", (), None)  # fails before training
+    # The variants train in the precision the padir run trained in up to the compared step
+    # (not one measured again now, possibly on another CPU), so that precision is no difference.
+    precision = trained_precision(ctx.run_dir("padir") / "metrics.jsonl", t.steps)
+    baseline = row_at(ctx.run_dir("padir"), t.steps, "", (), precision)  # fails before training
     rows = []
     for variant in t.variants:
         overrides = variant_overrides(variant)
@@ -608,6 +610,7 @@ def train_ablation(ctx: Context) -> dict[str, Any]:
         stage = TrainStage(
             preset=ctx.cfg.padir.preset,
             overrides=[
+                *([f"precision={precision}"] if precision else []),
                 *ctx.cfg.padir.overrides,
                 *overrides,
                 f"max_steps={t.steps}",
@@ -618,9 +621,9 @@ def train_ablation(ctx: Context) -> dict[str, Any]:
         ctx.log(f"  {variant}: {t.steps} steps into {ctx.run_dir(name)}")
         cfg = stage_train_config(ctx, name, stage, ctx.student_data_dir)
         Trainer(cfg, progress=ctx.progress, log=ctx.log).run()
-        dtype = resolve_precision(cfg, pick_device(cfg.device))
-        precision = "fp32" if dtype is None else "bf16"
-        row = row_at(ctx.run_dir(name), t.steps, variant, overrides, precision)
+        folder = ctx.run_dir(name)
+        trained = trained_precision(folder / "metrics.jsonl", t.steps)
+        row = row_at(folder, t.steps, variant, overrides, trained)
         rows.append(row)
         ctx.log(f"  {variant}: validation BLEU {row.bleu} (padir run: {baseline.bleu})")
     result = TrainAblationResult(steps=t.steps, baseline=baseline, rows=tuple(rows))

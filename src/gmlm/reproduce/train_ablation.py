@@ -27,7 +27,8 @@ from gmlm.reproduce.metrics import validations
 class TrainAblationRow(Record):
     """One run's validation at the compared step: `variant` "" for the main PaDIR run;
     `settings` its key=value overrides beyond the padir stage's; `precision` what it trained
-    in (None for the main run, whose metrics.jsonl records it step by step)."""
+    in (for the main run, what its metrics.jsonl records at the compared step, which the
+    variants then train in; None when it records none)."""
 
     variant: str
     settings: tuple[str, ...]

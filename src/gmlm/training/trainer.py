@@ -537,6 +537,7 @@ class Trainer:
         row = {
             "step": self.step,
             **{f"valid_{k}": v for k, v in scores.items() if not isinstance(v, str)},
+            "precision": "bf16" if self.dtype else "fp32",  # what trained up to here
         }
         self._write(writer, tb, row)
         key = "bleu" if "bleu" in scores else "loss"
