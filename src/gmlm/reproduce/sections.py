@@ -382,6 +382,7 @@ def training_section(
     header = ["step"]
     for name in curves:
         header += [f"{labels[name]} BLEU", f"{labels[name]} loss"]
+    plateau = plateau_lines(curves, labels)
     return [
         "## Training",
         "",
@@ -393,8 +394,48 @@ def training_section(
         "",
         table(header, rows),
         "",
+        *([*(f"- {line}" for line in plateau), ""] if plateau else []),
         *_figure("validation BLEU vs training step", plot),
     ]
+
+
+PLATEAU_BLEU = 0.5
+"""A run counts as plateaued when the least-squares line through its validation BLEU over the
+last quarter of its steps rises by less than this much across that quarter: the BLEU of 200
+validation sentences moves by about 1 between neighbouring validations, so a smaller trend
+is not a rise one can see."""
+
+
+def plateau_lines(curves: dict[str, list[dict[str, Any]]], labels: dict[str, str]) -> list[str]:
+    """Per run with validation BLEU at 3 or more steps of the last quarter of its training
+    (steps after 3/4 of its last validated step): the BLEU there, the fitted change across
+    that quarter, and whether that is a plateau (:data:`PLATEAU_BLEU`)."""
+    lines = []
+    for name, records in curves.items():
+        points = [(int(r["step"]), r["valid_bleu"]) for r in records if r.get("valid_bleu")]
+        if not points:
+            continue
+        last = points[-1][0]
+        tail = [(step, bleu) for step, bleu in points if step > 0.75 * last]
+        if len(tail) < 3:
+            continue
+        steps, bleus = [float(s) for s, _ in tail], [float(b) for _, b in tail]
+        mean_step, mean_bleu = sum(steps) / len(steps), sum(bleus) / len(bleus)
+        slope = sum((s - mean_step) * (b - mean_bleu) for s, b in zip(steps, bleus, strict=True))
+        slope /= sum((s - mean_step) ** 2 for s in steps)
+        change = slope * (steps[-1] - steps[0])
+        verdict = (
+            "a plateau"
+            if change < PLATEAU_BLEU
+            else "still rising: more steps would likely raise it further"
+        )
+        lines.append(
+            f"{labels[name]}: validation BLEU {bleus[0]:.2f} at step {tail[0][0]:,} to "
+            f"{bleus[-1]:.2f} at step {last:,} ({len(tail)} validations in the last quarter "
+            f"of its training; fitted change across them {change:+.2f} BLEU): {verdict} "
+            f"(a fitted rise below {PLATEAU_BLEU} BLEU counts as one)."
+        )
+    return lines
 
 
 def theory_section(verify: VerifyReport, figures: Sequence[str]) -> list[str]:
