@@ -1,5 +1,5 @@
-"""The records of a training run's metrics.jsonl: its validations (the report's training
-section and curves, the training ablation's rows) and the precision it trained in."""
+"""The validation records of a training run's metrics.jsonl (the report's training section and
+curves, the training ablation's rows)."""
 
 from __future__ import annotations
 
@@ -21,17 +21,3 @@ def validations(path: Path) -> list[dict[str, Any]]:
         if "valid_loss" in record:
             by_step[int(record["step"])] = record
     return [by_step[k] for k in sorted(by_step)]
-
-
-def trained_precision(path: Path, step: int) -> str | None:
-    """The precision ("fp32" or "bf16") of the last training record of a run's metrics.jsonl
-    at or before `step` (a run resumed on another machine may have changed precision; the
-    training ablation trains its variants in the main run's precision at the compared step),
-    or None when no record says."""
-    found = None
-    if path.is_file():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            record = json.loads(line) if line.strip() else {}
-            if "precision" in record and int(record.get("step", step + 1)) <= step:
-                found = str(record["precision"])
-    return found

@@ -578,7 +578,6 @@ def train_ablation(ctx: Context) -> dict[str, Any]:
         return {"skipped": "train_ablation.enabled=false"}
     if ctx.cfg.padir.checkpoint:
         return {"skipped": "padir.checkpoint is given: no PaDIR training run to compare with"}
-    from gmlm.reproduce.metrics import trained_precision
     from gmlm.reproduce.train_ablation import (
         TrainAblationResult,
         row_at,
@@ -586,6 +585,7 @@ def train_ablation(ctx: Context) -> dict[str, Any]:
         variant_overrides,
     )
     from gmlm.training.checkpoint import read_config
+    from gmlm.training.precision import trained_precision
     from gmlm.training.trainer import Trainer
 
     main = read_config(ctx.run_dir("padir"))

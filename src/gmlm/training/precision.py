@@ -5,7 +5,9 @@ Shared by the trainer, validation, the throughput benchmark and distillation.
 
 from __future__ import annotations
 
+import json
 from contextlib import nullcontext
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -43,3 +45,25 @@ def autocast(device: torch.device, dtype: torch.dtype | None) -> Any:
     if dtype is None:
         return nullcontext()
     return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+PRECISION_KEY = "precision"
+"""The key of the trainer's metrics.jsonl records (training and validation rows) that names
+what the run trained in up to that step: "fp32" or "bf16"."""
+
+
+def precision_name(dtype: torch.dtype | None) -> str:
+    """ "bf16" for bf16 autocast, "fp32" for none (what metrics.jsonl records)."""
+    return "fp32" if dtype is None else "bf16"
+
+
+def trained_precision(metrics: Path, step: int) -> str | None:
+    """The precision of the last record of a run's metrics.jsonl at or before `step` (a run
+    resumed on another machine may have changed precision), or None when none says."""
+    found = None
+    if metrics.is_file():
+        for line in metrics.read_text(encoding="utf-8").splitlines():
+            record = json.loads(line) if line.strip() else {}
+            if PRECISION_KEY in record and int(record.get("step", step + 1)) <= step:
+                found = str(record[PRECISION_KEY])
+    return found

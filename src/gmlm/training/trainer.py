@@ -59,7 +59,12 @@ from gmlm.training.distributed import (
 )
 from gmlm.training.objective import LossModule, objective
 from gmlm.training.optim import build_optimizer, lr_at, set_lr
-from gmlm.training.precision import autocast, resolve_precision
+from gmlm.training.precision import (
+    PRECISION_KEY,
+    autocast,
+    precision_name,
+    resolve_precision,
+)
 from gmlm.training.stopping import StopRequests
 from gmlm.training.validation import validate, validation_pairs
 
@@ -447,7 +452,7 @@ class Trainer:
                     },
                     "target_tokens_per_s": rate,
                     "elapsed_s": self.elapsed,
-                    "precision": "bf16" if self.dtype else "fp32",
+                    PRECISION_KEY: precision_name(self.dtype),
                 }
                 bar.set_postfix(loss=f"{stats['loss']:.3f}", tok_s=f"{rate:,.0f}")
                 self._write(writer, tb, self._last_row)
@@ -537,7 +542,7 @@ class Trainer:
         row = {
             "step": self.step,
             **{f"valid_{k}": v for k, v in scores.items() if not isinstance(v, str)},
-            "precision": "bf16" if self.dtype else "fp32",  # what trained up to here
+            PRECISION_KEY: precision_name(self.dtype),  # what trained up to here
         }
         self._write(writer, tb, row)
         key = "bleu" if "bleu" in scores else "loss"
