@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.helpers.corpora import make_pairs, tiny_config, write_lines
+from tests.helpers.corpora import make_pairs, tiny_config, write_corpus
 
 
 @pytest.fixture
@@ -30,9 +30,7 @@ def word_task_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     root = tmp_path_factory.mktemp("wordtask")
     src, tgt = make_pairs(3000, seed=1)
-    write_lines(root / "c.de", src)
-    write_lines(root / "c.en", tgt)
-    return prepare_dataset(tiny_config(f"files:{root / 'c.de'},{root / 'c.en'}"), root / "data")
+    return prepare_dataset(tiny_config(write_corpus(root, src, tgt)), root / "data")
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.corpora import make_pairs, tiny_config, write_lines
+from tests.helpers.corpora import make_pairs, tiny_config, write_corpus, write_lines
 
 
 @pytest.fixture
@@ -22,7 +22,5 @@ def tiny_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     root = tmp_path_factory.mktemp("tiny")
     src, tgt = make_pairs(2000, seed=1)
-    write_lines(root / "c.de", src)
-    write_lines(root / "c.en", tgt)
-    cfg = tiny_config(f"files:{root / 'c.de'},{root / 'c.en'}")
+    cfg = tiny_config(write_corpus(root, src, tgt))
     return prepare_dataset(cfg, root / "dataset")

@@ -79,6 +79,13 @@ def write_lines(path: Path, lines: list[str]) -> Path:
     return path
 
 
+def write_corpus(root: Path, src: list[str], tgt: list[str]) -> str:
+    """`src` and `tgt` written as root/c.de and root/c.en; their `files:` corpus spec."""
+    write_lines(root / "c.de", src)
+    write_lines(root / "c.en", tgt)
+    return f"files:{root / 'c.de'},{root / 'c.en'}"
+
+
 def tiny_config(corpus: str, **changes: object) -> DataConfig:
     """Small vocabulary and one thread: trains in well under a second."""
     cfg = DataConfig(

@@ -29,7 +29,12 @@ from gmlm.data import load_dataset
 from gmlm.evaluation.bleu import corpus_scores
 from gmlm.training.config import load_train_config
 from gmlm.training.trainer import Trainer
-from tests.helpers.corpora import make_pairs, tiny_config, without_adjacent_repeats, write_lines
+from tests.helpers.corpora import (
+    make_pairs,
+    tiny_config,
+    without_adjacent_repeats,
+    write_corpus,
+)
 
 # Settings every run shares: one thread, fp32, no validation pass.
 COMMON = ["precision=fp32", "threads=1", "valid_sentences=0"]
@@ -41,9 +46,7 @@ def prepare_task(root: Path, pairs: int, seed: int, words: tuple[int, int]) -> P
     from gmlm.data.prepare import prepare_dataset
 
     src, tgt = without_adjacent_repeats(*make_pairs(pairs, seed=seed, words=words))
-    write_lines(root / "c.de", src)
-    write_lines(root / "c.en", tgt)
-    return prepare_dataset(tiny_config(f"files:{root / 'c.de'},{root / 'c.en'}"), root / "data")
+    return prepare_dataset(tiny_config(write_corpus(root, src, tgt)), root / "data")
 
 
 Bars = dict[str, tuple[dict[str, Any], float, float]]

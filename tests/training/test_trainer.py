@@ -26,7 +26,7 @@ from gmlm.training.optim import lr_at
 from gmlm.training.throughput import ThroughputReport, measure_throughput, precision_verdict
 from gmlm.training.trainer import Trainer
 from gmlm.training.validation import validation_pairs
-from tests.helpers.corpora import make_pairs, tiny_config, write_lines
+from tests.helpers.corpora import make_pairs, tiny_config, write_corpus, write_lines
 
 FAST = ["valid_sentences=0", "log_every=1", "threads=1"]
 
@@ -497,15 +497,14 @@ def long_valid_data(tmp_path_factory):
     do), whose valid split holds a sentence longer than that and an empty one."""
     root = tmp_path_factory.mktemp("longvalid")
     src, tgt = make_pairs(1000, seed=1)
-    write_lines(root / "c.de", src)
-    write_lines(root / "c.en", tgt)
+    corpus = write_corpus(root, src, tgt)
     valid_src, valid_tgt = make_pairs(30, seed=7)
     valid_src[LONG_VALID] = "Hund " * 80
     valid_src[EMPTY_VALID] = ""
     tsv = write_lines(
         root / "v.tsv", [f"{s}\t{t}" for s, t in zip(valid_src, valid_tgt, strict=True)]
     )
-    cfg = tiny_config(f"files:{root / 'c.de'},{root / 'c.en'}", valid=f"tsv:{tsv}")
+    cfg = tiny_config(corpus, valid=f"tsv:{tsv}")
     assert cfg.filter.max_len == load_train_config("tiny-ar", []).model.max_source_len
     return prepare_dataset(cfg, root / "data"), valid_src, valid_tgt
 
