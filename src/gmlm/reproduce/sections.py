@@ -412,7 +412,9 @@ def plateau_lines(curves: dict[str, list[dict[str, Any]]], labels: dict[str, str
     that quarter, and whether that is a plateau (:data:`PLATEAU_BLEU`)."""
     lines = []
     for name, records in curves.items():
-        points = [(int(r["step"]), r["valid_bleu"]) for r in records if r.get("valid_bleu")]
+        points = [
+            (int(r["step"]), r["valid_bleu"]) for r in records if r.get("valid_bleu") is not None
+        ]
         if not points:
             continue
         last = points[-1][0]

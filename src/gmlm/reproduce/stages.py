@@ -585,7 +585,6 @@ def train_ablation(ctx: Context) -> dict[str, Any]:
         variant_overrides,
     )
     from gmlm.training.checkpoint import read_config
-    from gmlm.training.precision import trained_precision
     from gmlm.training.trainer import Trainer
 
     main = read_config(ctx.run_dir("padir"))
@@ -601,8 +600,8 @@ def train_ablation(ctx: Context) -> dict[str, Any]:
         )
     # The variants train in the precision the padir run trained in up to the compared step
     # (not one measured again now, possibly on another CPU), so that precision is no difference.
-    precision = trained_precision(ctx.run_dir("padir") / "metrics.jsonl", t.steps)
-    baseline = row_at(ctx.run_dir("padir"), t.steps, "", (), precision)  # fails before training
+    baseline = row_at(ctx.run_dir("padir"), t.steps, "", ())  # fails before training
+    precision = baseline.precision
     rows = []
     for variant in t.variants:
         overrides = variant_overrides(variant)
@@ -621,9 +620,7 @@ def train_ablation(ctx: Context) -> dict[str, Any]:
         ctx.log(f"  {variant}: {t.steps} steps into {ctx.run_dir(name)}")
         cfg = stage_train_config(ctx, name, stage, ctx.student_data_dir)
         Trainer(cfg, progress=ctx.progress, log=ctx.log).run()
-        folder = ctx.run_dir(name)
-        trained = trained_precision(folder / "metrics.jsonl", t.steps)
-        row = row_at(folder, t.steps, variant, overrides, trained)
+        row = row_at(ctx.run_dir(name), t.steps, variant, overrides)
         rows.append(row)
         ctx.log(f"  {variant}: validation BLEU {row.bleu} (padir run: {baseline.bleu})")
     result = TrainAblationResult(steps=t.steps, baseline=baseline, rows=tuple(rows))

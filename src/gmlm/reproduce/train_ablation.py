@@ -66,11 +66,12 @@ def slug(variant: str) -> str:
     return re.sub(r"[^A-Za-z0-9.=-]+", "_", variant).strip("_")[:120]
 
 
-def row_at(
-    folder: Path, step: int, variant: str, overrides: tuple[str, ...], precision: str | None
-) -> TrainAblationRow:
-    """The validation of the run in `folder` at `step`, from its metrics.jsonl (the last
-    record of that step wins: a resumed run may repeat it)."""
+def row_at(folder: Path, step: int, variant: str, overrides: tuple[str, ...]) -> TrainAblationRow:
+    """The validation of the run in `folder` at `step`, and the precision it trained in up to
+    there, from its metrics.jsonl (the last record of that step wins: a resumed run may repeat
+    it)."""
+    from gmlm.training.precision import trained_precision
+
     path = folder / "metrics.jsonl"
     found = [record for record in validations(path) if int(record["step"]) == step]
     if not found:
@@ -86,7 +87,7 @@ def row_at(
         loss=float(record["valid_loss"]),
         token_loss=_number(record.get("valid_token_loss")),
         length_loss=_number(record.get("valid_length_loss")),
-        precision=precision,
+        precision=trained_precision(path, step),
         folder=str(folder),
     )
 
