@@ -143,7 +143,7 @@ def test_output_flags_follow_the_vocabulary():
     """--out names a folder to write and --output a file, in every command."""
     theory = {("theory", name) for name in ("verify", "figure1", "figure2", "figure3", "bench")}
     folders = {("data", "prepare"), ("distill",), ("export",), ("reproduce",), *theory}
-    analyses = {("analyze", name) for name in ("attention", "length", "ablation")}
+    analyses = {("analyze", name) for name in ("attention", "length", "ablation", "calibrate")}
     files = {("translate",), ("bench",), *analyses}
     seen = {}
     parser = build_parser()

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+import gmlm
+from gmlm.analysis.results import CalibrationResult
 from gmlm.config import ConfigError, to_dict
 from gmlm.decoding.options import parse_variant
 from gmlm.errors import GmlmError
@@ -332,10 +334,20 @@ AR1 = [
 # The decoding ablation switched on, on a few validation sentences.
 ABLATION = ["ablation.enabled=true", "ablation.sentences=8", "ablation.variants=[selection=sum]"]
 
+# The length calibration switched on, small grids on a few validation sentences; no margin, so
+# that any gain is kept and reaches the later stages.
+CALIBRATE = [
+    "calibrate.enabled=true",
+    "calibrate.sentences=8",
+    "calibrate.length_shifts=[0,1]",
+    "calibrate.length_penalties=[0.6,1.5]",
+    "calibrate.min_gain=0",
+]
+
 
 def test_whole_pipeline_on_a_synthetic_corpus(corpus, tmp_path):
     out = tmp_path / "run"
-    cfg = load_reproduce_config("smoke", quick(corpus, *AR1, *ABLATION))
+    cfg = load_reproduce_config("smoke", quick(corpus, *AR1, *ABLATION, *CALIBRATE))
     messages: list[str] = []
     run_reproduce(cfg, out, progress=False, log=messages.append)
     for stage in STAGES:
@@ -437,6 +449,24 @@ def test_whole_pipeline_on_a_synthetic_corpus(corpus, tmp_path):
     assert "| selection=sum | " in report.split("## Decoding ablation")[1].split("\n## ")[0]
     assert f"gmlm analyze ablation --checkpoint {out}/padir/best --data {out}/data " in commands
     assert "--sentences 8 --batch-size 64 --variant selection=sum" in commands
+    # The calibration: a grid per student on the validation sentences, each choice in its
+    # checkpoint's decoding.json and in the report.
+    calibration = CalibrationResult.read(out / "calibrate" / "calibrate.json")
+    assert list(calibration.models) == ["ar", "ar1", "padir"]
+    section = report.split("## Length calibration (validation)")[1].split("\n## ")[0]
+    for run, m in calibration.models.items():
+        assert (m.sentences, [r.value for r in m.rows]) == (
+            8,
+            [0, 1] if run == "padir" else [0.6, 1.5],
+        )
+        defaults = gmlm.load(out / run / "best", device="cpu").defaults
+        assert defaults == ({} if m.chosen == m.default else {m.setting: m.chosen})
+        assert f"`{m.setting}` = {m.label(m.rows[0].value)} | {m.rows[0].bleu:.2f} |" in section
+    assert StageRecord.read(out / "stages" / "calibrate.json").summary == {
+        run: {m.setting: m.chosen} for run, m in calibration.models.items()
+    }
+    assert f"gmlm analyze calibrate --checkpoint {out}/padir/best --data {out}/data " in commands
+    assert ablation["settings"]["decoding"]["length_shift"] == calibration.models["padir"].chosen
     assert (out / "theory" / "figure3.png").is_file()
     theory = report.split("## Theory")[1].split("\n## ")[0]
     verify = json.loads((out / "theory" / "verify.json").read_text())

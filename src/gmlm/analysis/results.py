@@ -1,6 +1,6 @@
 """The results of the analyses, as `gmlm analyze ... --output` and the analysis stages of
-`gmlm reproduce` hold them: :class:`LengthResult`, :class:`AttentionResult` and
-:class:`AblationResult`."""
+`gmlm reproduce` hold them: :class:`LengthResult`, :class:`AttentionResult`,
+:class:`AblationResult` and :class:`CalibrationResult`."""
 
 from __future__ import annotations
 
@@ -296,3 +296,57 @@ class AttentionResult(Record):
         return {"self_attention": self.self_attention, "cross_attention": self.cross_attention}[
             name
         ]
+
+
+# ------------------------------------------------------------------------- calibration
+
+
+@dataclass(frozen=True, kw_only=True)
+class CalibrationRow(Record):
+    """The split decoded with one value of the setting."""
+
+    value: float
+    bleu: float
+    length_ratio: float
+    seconds: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class Calibration(Record):
+    """One checkpoint's grid: the setting, its class default, the value chosen, every row."""
+
+    checkpoint: str
+    split: str
+    sentences: int
+    setting: str
+    decoding: dict[str, Any]  # the other settings given (open-ended: option name -> value)
+    default: float
+    chosen: float
+    min_gain: float
+    bleu_signature: str
+    rows: tuple[CalibrationRow, ...]
+
+    def label(self, value: float) -> str:
+        """A grid value as the tables show it: "1 **chosen**", "0 (default)"."""
+        return (
+            f"{value:g}"
+            + (" (default)" if value == self.default else "")
+            + (" **chosen**" if value == self.chosen else "")
+        )
+
+    def summary(self) -> str:
+        """One line: the rule and the scores, as the checkpoint's decoding.json records it."""
+        scores = ", ".join(f"{r.bleu:.2f} at {r.value:g}" for r in self.rows)
+        given = " ".join(f"{k}={v}" for k, v in self.decoding.items())
+        return (
+            f"{self.setting} chosen on the {self.split} split ({self.sentences} pairs"
+            f"{', ' + given if given else ''}): BLEU {scores}; the best value is kept only "
+            f"if it beats the default ({self.default:g}) by more than {self.min_gain:g}"
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class CalibrationResult(Record):
+    """`gmlm reproduce`'s calibrate stage: each calibrated run's grid, by run name."""
+
+    models: dict[str, Calibration]

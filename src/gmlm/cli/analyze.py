@@ -1,4 +1,4 @@
-"""`gmlm analyze attention|length|ablation`: argument parsing only; the work is in
+"""`gmlm analyze attention|length|ablation|calibrate`: argument parsing only; the work is in
 gmlm.analysis (imported when the command runs, so `gmlm --help` does not load torch). The
 decoding flags are those of `gmlm translate` for PaDIR checkpoints, derived from
 RefinementOptions (`gmlm.cli.options`)."""
@@ -41,7 +41,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "analyze",
         help="analyses of trained models (attention of stutter pairs, length prediction, "
-        "decoding ablation)",
+        "decoding ablation, length calibration)",
         description="Analyses of trained checkpoints, as in Section 3.4 of the paper.",
     )
     analyze_sub = parser.add_subparsers(dest="analyze_command", metavar="SUBCOMMAND")
@@ -114,6 +114,50 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_option_flags(p, DECODING)
     p.set_defaults(func=run_ablation)
 
+    p = analyze_sub.add_parser(
+        "calibrate",
+        help="choose a checkpoint's length setting on validation data and record it",
+        description="Decodes a split (default: valid) with a checkpoint once per --values "
+        "entry of one decoding --setting (PaDIR: length_shift, added to the predicted "
+        "lengths; AR: length_penalty of beam search), every other setting at its default "
+        "(plus --beam for AR), and scores each with SacreBLEU. The best value is kept only if "
+        "it beats the default's BLEU by more than --min-gain; it is written to the "
+        "checkpoint's decoding.json, which `gmlm translate`, `gmlm bench` and the analyses "
+        "then use as the checkpoint's decoding default (the default kept: the file is "
+        "removed). Choose on validation data, never on the test set.",
+    )
+    add_checkpoint(p, "checkpoint folder (or run folder) to calibrate")
+    p.add_argument("--data", type=Path, required=True, help="prepared dataset folder")
+    p.add_argument("--split", default="valid", help="split to decode (default: valid)")
+    p.add_argument("--sentences", type=int, help="only the first N sentences (default: all)")
+    p.add_argument(
+        "--setting",
+        help="the decoding setting to choose (default: length_shift for PaDIR, "
+        "length_penalty for AR checkpoints)",
+    )
+    p.add_argument(
+        "--values",
+        type=number_list,
+        help="comma-separated values to try; the default value is added (default: -1,0,1,2 "
+        "for length_shift, 0.6,1.0,1.4 for length_penalty)",
+    )
+    p.add_argument("--beam", type=int, default=5, help="AR checkpoints: the beam size (default: 5)")
+    p.add_argument(
+        "--min-gain",
+        type=float,
+        default=0.2,
+        help="BLEU the best value must gain over the default to be kept (default: 0.2)",
+    )
+    p.add_argument(
+        "--dry-run", action="store_true", help="score the values but leave decoding.json alone"
+    )
+    add_batch_size(p, 64, "sentences per batch")
+    add_device(p)
+    add_json(p, "print one JSON object instead of a table")
+    add_output(p, "also write the JSON result to this file")
+    add_no_progress(p)
+    p.set_defaults(func=run_calibrate)
+
 
 def variant(text: str) -> str:
     """An ablation variant, checked (argparse reports the error with the flag)."""
@@ -163,6 +207,47 @@ def run_ablation(args: argparse.Namespace) -> int:
         decoding_ablation(**common_settings(args), variants=variants),
         render_ablation_markdown,
     )
+
+
+# The setting `gmlm analyze calibrate` chooses by default, and its grid, per model kind.
+CALIBRATED = {"padir": ("length_shift", (-1, 0, 1, 2)), "ar": ("length_penalty", (0.6, 1.0, 1.4))}
+
+
+def number_list(text: str) -> tuple[float, ...]:
+    """Comma-separated numbers, each an int where it is written as one (1, -2) else a float."""
+    try:
+        return tuple(
+            int(t) if t.strip().lstrip("-").isdigit() else float(t) for t in text.split(",")
+        )
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated numbers") from None
+
+
+def run_calibrate(args: argparse.Namespace) -> int:
+    from gmlm.analysis.calibration import calibrate, render_calibration_markdown
+    from gmlm.training.checkpoint import read_config, resolve_checkpoint
+
+    kind = read_config(resolve_checkpoint(args.checkpoint)).kind
+    setting, values = CALIBRATED[kind]
+    if args.setting not in (None, setting):
+        if args.values is None:
+            raise GmlmError(f"--setting {args.setting}: give the values to try with --values")
+        setting = args.setting
+    result = calibrate(
+        args.checkpoint,
+        args.data,
+        args.split,
+        setting=setting,
+        values=values if args.values is None else args.values,
+        decoding={"beam": args.beam} if kind == "ar" else {},
+        min_gain=args.min_gain,
+        sentences=args.sentences,
+        batch_size=args.batch_size,
+        device=args.device,
+        progress=not args.no_progress,
+        write=not args.dry_run,
+    )
+    return report(args, result, render_calibration_markdown)
 
 
 def common_settings(args: argparse.Namespace) -> dict[str, Any]:

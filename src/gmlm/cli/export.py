@@ -13,9 +13,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "export",
         help="copy a checkpoint for inference only, with bf16 weights (half the size)",
-        description="Writes weights (safetensors), config and tokenizer of --checkpoint (a "
-        "checkpoint folder or a run folder, whose best one is taken) to --out, without "
-        "optimizer state. `gmlm translate` and `gmlm bench` load the result directly.",
+        description="Writes weights (safetensors), config, tokenizer and decoding defaults "
+        "(decoding.json, if any) of --checkpoint (a checkpoint folder or a run folder, whose "
+        "best one is taken) to --out, without optimizer state. `gmlm translate` and `gmlm "
+        "bench` load the result directly.",
     )
     add_checkpoint(p, "checkpoint or run folder")
     p.add_argument("--out", type=Path, required=True, help="folder to write (atomically)")

@@ -36,7 +36,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="translate raw sentences with a trained checkpoint",
         description="Reads UTF-8 sentences, one per line, from --input or stdin and writes one "
         "detokenized translation per line (an empty line stays empty), to --output (written "
-        "atomically) or stdout. Decoding settings of the other model kind are an error.",
+        "atomically) or stdout. Decoding settings of the other model kind are an error. A "
+        "checkpoint may carry its own decoding defaults, chosen on validation data (its "
+        "decoding.json, reported on stderr); the flags below override them.",
     )
     add_checkpoint(p, "checkpoint folder (or a run folder)")
     p.add_argument(
@@ -88,6 +90,9 @@ def run(args: argparse.Namespace) -> int:
     if args.input is not None and args.output is not None and _same_file(args.input, args.output):
         raise GmlmError(f"--output {args.output} is the input file; choose another path")
     translator = load(args.checkpoint, device=args.device)
+    if translator.defaults:
+        shown = " ".join(f"{k}={v}" for k, v in translator.defaults.items())
+        print(f"gmlm: the checkpoint's decoding defaults (decoding.json): {shown}", file=sys.stderr)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         outputs = translator.translate(

@@ -138,6 +138,14 @@ class RefinementOptions:
         default=(),
         metadata=doc("extra candidates at predicted length + offset, e.g. --length-offsets=-1,1"),
     )
+    length_shift: int = field(
+        default=0,
+        metadata=doc(
+            "add this to every predicted length before decoding (not to given lengths such as "
+            "an oracle's): a correction for a length predictor that predicts short or long, "
+            "chosen on validation data"
+        ),
+    )
     random_starts: int = field(
         default=1, metadata=doc("initial hypotheses per length (random initial tokens)")
     )

@@ -279,7 +279,7 @@ def refinement_init(
     options.validate(config)
     enc = model.encode(src)
     if lengths is None:
-        lengths = model.predict_lengths(enc, options.length_beam)
+        lengths = model.predict_lengths(enc, options.length_beam) + options.length_shift
     per_sentence = candidate_lengths(lengths.to(src.device), options, config)
     k = per_sentence.shape[1]
     flat = per_sentence.flatten()

@@ -29,6 +29,7 @@ STAGES = (
     "ar",
     "ar1",
     "padir",
+    "calibrate",
     "ablation",
     "evaluate",
     "bench",
@@ -111,6 +112,27 @@ class DistillStage:
     beam: int = 5
     batch_size: int = 128
     bf16: bool | None = None  # None: bf16 on bf16 GPUs, fp32 on every CPU (same data anywhere)
+
+
+@dataclass
+class CalibrateStage:
+    """`gmlm.analysis.calibration`: each compared model's length setting chosen on the
+    validation split before anything is scored, PaDIR's `length_shift` (at the default T=4
+    B=5) and the AR students' beam-search `length_penalty` (at beam `ar_beam`); the best value
+    of each grid becomes the checkpoint's decoding default (its decoding.json, which every
+    later stage and `gmlm translate` then use) only if it beats the class default's BLEU by
+    more than `min_gain`. The teacher is not calibrated (it only distils), nor a checkpoint
+    given in a stage's settings (it carries its own decoding.json). Off by default (it decodes
+    the split once per value)."""
+
+    enabled: bool = False
+    split: str = "valid"
+    sentences: int = 0  # the first N sentences of the split; 0: all of it
+    batch_size: int = 64
+    length_shifts: list[int] = field(default_factory=lambda: [-1, 0, 1, 2])
+    length_penalties: list[float] = field(default_factory=lambda: [0.6, 1.0, 1.4])
+    ar_beam: int = 5
+    min_gain: float = 0.2
 
 
 @dataclass
@@ -225,6 +247,7 @@ class StageSeconds:
     ar: float = 0.0
     ar1: float = 0.0
     padir: float = 0.0
+    calibrate: float = 0.0
     ablation: float = 0.0
     evaluate: float = 0.0
     bench: float = 0.0
@@ -261,6 +284,7 @@ class ReproduceConfig:
     ar: TrainStage = field(default_factory=TrainStage)
     ar1: OptionalTrainStage = field(default_factory=lambda: OptionalTrainStage(preset="small-ar1"))
     padir: TrainStage = field(default_factory=lambda: TrainStage(preset="small-padir"))
+    calibrate: CalibrateStage = field(default_factory=CalibrateStage)
     ablation: AblationStage = field(default_factory=AblationStage)
     evaluate: EvaluateStage = field(default_factory=EvaluateStage)
     bench: BenchStage = field(default_factory=BenchStage)

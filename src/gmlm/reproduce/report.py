@@ -1,8 +1,8 @@
 """REPORT.md of a reproduction run, with its plots, from what the stages wrote.
 
 Reads the typed results of the run folder (eval/scores.json or eval/examples.json,
-bench/bench.json, attention/attention.json, length/length.json, theory/verify.json,
-stages/*.json) and the trainers' validation records, draws the figures
+calibrate/calibrate.json, bench/bench.json, attention/attention.json, length/length.json,
+theory/verify.json, stages/*.json) and the trainers' validation records, draws the figures
 (:mod:`gmlm.reproduce.plots`), and puts the 30-second summary (:mod:`gmlm.reproduce.summary`)
 and the sections (:mod:`gmlm.reproduce.sections`) together under a header that says when, on
 what hardware and with which software the report was written (:mod:`gmlm.provenance`).
@@ -15,7 +15,12 @@ import json
 from pathlib import Path
 
 from gmlm import provenance
-from gmlm.analysis.results import AblationResult, AttentionResult, LengthResult
+from gmlm.analysis.results import (
+    AblationResult,
+    AttentionResult,
+    CalibrationResult,
+    LengthResult,
+)
 from gmlm.bench.result import BenchResult
 from gmlm.evaluation.results import EvaluationScores
 from gmlm.io import atomic_write_text
@@ -70,6 +75,7 @@ def write_report(cfg: ReproduceConfig, out: Path) -> Path:
     bench = BenchResult.read_if_present(out / "bench" / "bench.json")
     attention = AttentionResult.read_if_present(out / "attention" / "attention.json")
     length = LengthResult.read_if_present(out / "length" / "length.json")
+    calibration = CalibrationResult.read_if_present(out / "calibrate" / "calibrate.json")
     ablation = AblationResult.read_if_present(out / "ablation" / "ablation.json")
     trained = TrainAblationResult.read_if_present(out / "train_ablation" / "train_ablation.json")
     examples = ExampleTranslations.read_if_present(out / "eval" / "examples.json")
@@ -89,6 +95,8 @@ def write_report(cfg: ReproduceConfig, out: Path) -> Path:
     if bench is not None:
         plot = plots.plot_latency_vs_batch(bench, figures / "latency_vs_batch.png")
         lines += sections.speed_section(bench, link(plot))
+    if calibration is not None:
+        lines += sections.calibration_section(calibration, dict(TRAINED_RUNS))
     if ablation is not None:
         lines += sections.ablation_section(ablation)
     if attention is not None:

@@ -13,10 +13,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gmlm.analysis.results import AblationResult, AttentionResult, LengthResult
+from gmlm.analysis.results import (
+    AblationResult,
+    AttentionResult,
+    CalibrationResult,
+    LengthResult,
+)
 from gmlm.bench.result import BenchResult, BenchRow, speedup
 from gmlm.evaluation.results import EvaluationScores
-from gmlm.reproduce.config import STAGES, ReproduceConfig, Targets, checkpoint_dir
+from gmlm.reproduce.config import (
+    STAGES,
+    ReproduceConfig,
+    Targets,
+    checkpoint_dir,
+    trained_stage,
+)
 from gmlm.reproduce.stage_record import StageRecord
 from gmlm.reproduce.stand_in import EXAMPLES, ExampleTranslations
 from gmlm.reproduce.train_ablation import TrainAblationResult
@@ -266,6 +277,42 @@ def attention_section(attention: AttentionResult) -> list[str]:
     ]
 
 
+def calibration_section(result: CalibrationResult, labels: dict[str, str]) -> list[str]:
+    """Each calibrated model's grid on the validation split, the chosen value in bold."""
+    lines = [
+        "## Length calibration (validation)",
+        "",
+        "Each student's length setting, chosen on the validation split before the test set "
+        "was scored (`gmlm.analysis.calibration`): PaDIR's `length_shift` (added to its "
+        "predicted lengths) and the AR beam search's `length_penalty`. The best value of a "
+        "grid became the checkpoint's decoding default (its decoding.json, used by every later "
+        "stage and by `gmlm translate`) only if it beat the default's BLEU by more than the "
+        "margin.",
+        "",
+    ]
+    rows: list[list[Any]] = []
+    for run, m in result.models.items():
+        given = " ".join(f"{k}={v}" for k, v in m.decoding.items())
+        for r in m.rows:
+            rows.append(
+                [
+                    f"{labels.get(run, run)}{', ' + given if given else ''}",
+                    f"`{m.setting}` = {m.label(r.value)}",
+                    r.bleu,
+                    r.length_ratio,
+                ]
+            )
+    lines += [table(["model", "setting", "BLEU", "length ratio"], rows), ""]
+    first = next(iter(result.models.values()), None)
+    if first is not None:
+        lines += [
+            f"{first.split} split, {first.sentences} pairs; margin {first.min_gain:g} BLEU. "
+            f"BLEU signature: `{first.bleu_signature}`.",
+            "",
+        ]
+    return lines
+
+
 def ablation_section(ablation: AblationResult) -> list[str]:
     from gmlm.analysis.ablation import render_ablation_markdown
 
@@ -498,7 +545,7 @@ def commands_section(cfg: ReproduceConfig, out: Path) -> list[str]:
         checkpoint_dir(cfg, out, name) for name in ("ar", "ar1", "padir", "teacher")
     )
     students = "distill" if cfg.distill.enabled else "data"
-    e, a, g, b = cfg.evaluate, cfg.attention, cfg.length, cfg.ablation
+    e, a, g, b, c = cfg.evaluate, cfg.attention, cfg.length, cfg.ablation, cfg.calibrate
     source = f"{out}/data/{e.split}.src.txt"
     translate = f"gmlm translate --checkpoint {padir} --steps 4 --length-beam 5"
     if e.sentences > 0:  # the evaluation scores the first sentences against eval/reference.txt
@@ -543,6 +590,17 @@ def commands_section(cfg: ReproduceConfig, out: Path) -> list[str]:
                 ("padir", cfg.padir, students),
             )
             if not stage.checkpoint
+        ),
+        *(
+            f"gmlm analyze calibrate --checkpoint {checkpoint} --data {out}/data --split "
+            f"{c.split}{_sentences(c.sentences)} --batch-size {c.batch_size} --values {values} "
+            f"--min-gain {c.min_gain:g}" + (f" --beam {c.ar_beam}" if name != "padir" else "")
+            for name, checkpoint, values in (
+                ("ar", ar, _numbers(c.length_penalties)),
+                *([("ar1", ar1, _numbers(c.length_penalties))] if cfg.ar1.enabled else []),
+                ("padir", padir, _numbers(c.length_shifts)),
+            )
+            if c.enabled and not trained_stage(cfg, name).checkpoint
         ),
         *(
             [
@@ -590,6 +648,10 @@ def commands_section(cfg: ReproduceConfig, out: Path) -> list[str]:
 
 def _ints(values: Sequence[int]) -> str:
     return ",".join(str(v) for v in values)
+
+
+def _numbers(values: Sequence[float]) -> str:
+    return ",".join(f"{v:g}" for v in values)
 
 
 def _sentences(sentences: int) -> str:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from gmlm.errors import GmlmError
 from gmlm.io import atomic_write_text
-from gmlm.reproduce.config import ReproduceConfig, TrainStage, checkpoint_dir
+from gmlm.reproduce.config import ReproduceConfig, TrainStage, checkpoint_dir, trained_stage
 from gmlm.reproduce.stage_record import STAND_IN
 from gmlm.reproduce.stand_in import (
     EXAMPLES,
@@ -319,6 +319,46 @@ def ar1(ctx: Context) -> dict[str, Any]:
 
 def padir(ctx: Context) -> dict[str, Any]:
     return train_run(ctx, "padir", ctx.cfg.padir, ctx.student_data_dir)
+
+
+# ------------------------------------------------------------------------- calibrate
+def calibrate(ctx: Context) -> dict[str, Any]:
+    c = ctx.cfg.calibrate
+    if not c.enabled:
+        return {"skipped": "calibrate.enabled=false"}
+    if ctx.stand_in:
+        return {"skipped": needs_multi30k("the length calibration", ctx.stand_in)}
+    from gmlm.analysis.calibration import calibrate
+    from gmlm.analysis.results import CalibrationResult
+
+    grids: list[tuple[str, str, list[Any], dict[str, Any]]] = [
+        ("ar", "length_penalty", list(c.length_penalties), {"beam": c.ar_beam})
+    ]
+    if ctx.cfg.ar1.enabled:
+        grids.append(("ar1", "length_penalty", list(c.length_penalties), {"beam": c.ar_beam}))
+    grids.append(("padir", "length_shift", list(c.length_shifts), {}))
+    models = {}
+    for run, setting, values, decoding in grids:
+        if trained_stage(ctx.cfg, run).checkpoint:
+            ctx.log(f"  {run}: a given checkpoint, not calibrated (it has its own decoding.json)")
+            continue
+        ctx.log(f"  {run}: {setting} over {values} on {c.split}")
+        models[run] = calibrate(
+            ctx.checkpoint(run),
+            ctx.data_dir,
+            c.split,
+            setting=setting,
+            values=values,
+            decoding=decoding,
+            min_gain=c.min_gain,
+            sentences=c.sentences or None,
+            batch_size=c.batch_size,
+            progress=ctx.progress,
+            log=ctx.log,
+        )
+        ctx.log(f"  {run}: {setting}={models[run].chosen:g} chosen")
+    CalibrationResult(models=models).write(ctx.out / "calibrate" / "calibrate.json")
+    return {run: {m.setting: m.chosen} for run, m in models.items()}
 
 
 # -------------------------------------------------------------------------- ablation

@@ -6,6 +6,8 @@ A checkpoint folder is self-contained, so it alone can translate raw text:
     config.yaml         the resolved TrainConfig (model kind and sizes included)
     tokenizer/          the SentencePiece model the data was prepared with
     meta.json           step, validation scores, versions
+    decoding.json       optional: this model's own decoding defaults, chosen on validation
+                        data (`gmlm.decoding.checkpoint_defaults`)
 
 The `last` checkpoint of a run also holds the training state needed for an exact resume:
 
@@ -27,7 +29,7 @@ import json
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -39,6 +41,7 @@ from torch import nn
 from gmlm.config import load_saved_config, save_config, to_dict
 from gmlm.data.binarized import MANIFEST
 from gmlm.data.tokenizer import Tokenizer
+from gmlm.decoding.checkpoint_defaults import DECODING_FILE, read_decoding_defaults
 from gmlm.errors import GmlmError
 from gmlm.io import atomic_write_json, current_umask, make_dirs, replace_dir, restore_replaced
 from gmlm.models import build_model
@@ -59,6 +62,7 @@ class LoadedModel:
     tokenizer: Tokenizer
     config: TrainConfig
     path: Path
+    decoding: dict[str, Any] = field(default_factory=dict)  # the folder's decoding.json
 
     @property
     def model_config(self) -> ModelConfig:
@@ -281,7 +285,8 @@ def load_for_inference(path: str | Path, device: str | torch.device = "cpu") -> 
     model = build_model(cfg.kind, cfg.model)
     load_weights(model, ckpt)
     model.to(device).eval()
-    return LoadedModel(cfg.kind, model, tokenizer, cfg, ckpt)
+    decoding = read_decoding_defaults(ckpt, cfg.kind, cfg.model)
+    return LoadedModel(cfg.kind, model, tokenizer, cfg, ckpt, decoding)
 
 
 def check_resume_compatible(saved: TrainConfig, new: TrainConfig, where: Path) -> None:
@@ -319,8 +324,9 @@ def average_weights(paths: Sequence[Path]) -> dict[str, torch.Tensor]:
 
 
 def export_checkpoint(source: str | Path, out: str | Path, dtype: torch.dtype | None) -> Path:
-    """Copy the inference files of a checkpoint (or a run folder's best one) to `out`, with
-    the weights cast to `dtype` (e.g. torch.bfloat16 halves the size; None keeps fp32).
+    """Copy the inference files of a checkpoint (or a run folder's best one) to `out`, its
+    decoding.json included, with the weights cast to `dtype` (e.g. torch.bfloat16 halves the
+    size; None keeps fp32).
 
     Loading casts them back to the model's fp32 parameters, so `gmlm translate` and `gmlm
     bench` take an exported folder like any checkpoint. `out` is written atomically and must
@@ -331,10 +337,11 @@ def export_checkpoint(source: str | Path, out: str | Path, dtype: torch.dtype | 
         raise GmlmError(f"--out {target} exists and is not a checkpoint folder; choose another")
     meta = load_json(loaded.path / "meta.json") if (loaded.path / "meta.json").is_file() else {}
     meta = {**meta, "exported_from": str(loaded.path), "weights_dtype": str(dtype or "fp32")}
-    write_checkpoint_dir(
-        target,
-        lambda tmp: fill_inference_files(
-            tmp, loaded.model, loaded.config, loaded.tokenizer, meta, dtype=dtype
-        ),
-    )
+
+    def fill(tmp: Path) -> None:
+        fill_inference_files(tmp, loaded.model, loaded.config, loaded.tokenizer, meta, dtype)
+        if (loaded.path / DECODING_FILE).is_file():
+            shutil.copyfile(loaded.path / DECODING_FILE, tmp / DECODING_FILE)
+
+    write_checkpoint_dir(target, fill)
     return target

@@ -69,7 +69,9 @@ SENTENCE_BREAK = re.compile(r"(?<=[.!?;:。！？；：])\s*")
 
 class Translator:
     """A model of `kind` ("ar" or "padir") with its tokenizer; `config` defaults to the
-    model's own. The model is put in eval mode and stays on its device."""
+    model's own. The model is put in eval mode and stays on its device. `defaults`: decoding
+    settings that replace the options class's defaults (a checkpoint's decoding.json, see
+    :mod:`gmlm.decoding.checkpoint_defaults`); explicit settings still win."""
 
     def __init__(
         self,
@@ -77,6 +79,7 @@ class Translator:
         model: AutoregressiveModel | PadirModel,
         tokenizer: Tokenizer,
         config: ModelConfig | None = None,
+        defaults: dict[str, Any] | None = None,
     ) -> None:
         expected = {"ar": AutoregressiveModel, "padir": PadirModel}.get(kind)
         if expected is None:
@@ -96,6 +99,8 @@ class Translator:
         self.tokenizer = tokenizer
         self.config = config
         self._copies: dict[str, AutoregressiveModel | PadirModel] = {}
+        self.defaults: dict[str, Any] = dict(defaults or {})
+        decoding_options(kind, config, None, self.defaults)  # fail here, not at first use
 
     @property
     def device(self) -> torch.device:
@@ -115,12 +120,15 @@ class Translator:
         self, options: DecodingOptions | None = None, /, **overrides: Any
     ) -> DecodingOptions:
         """The decoding options of this model's kind: `options` (default: its class's
-        defaults) with the field overrides applied (None keeps a value), checked and
-        validated against the model (see :func:`gmlm.decoding.options.decoding_options`).
+        defaults with this translator's `defaults` applied) with the field overrides applied
+        (None keeps a value), checked and validated against the model (see
+        :func:`gmlm.decoding.options.decoding_options`).
 
         Options or a setting of the other kind are a :class:`GmlmError` that names this
         checkpoint's kind; an unknown name is one that lists the valid names.
         """
+        if options is None and self.defaults:
+            options = decoding_options(self.kind, self.config, None, self.defaults)
         return decoding_options(self.kind, self.config, options, overrides)
 
     def translate(
@@ -358,7 +366,7 @@ def load(checkpoint: str | Path, device: str = "auto") -> Translator:
     model = loaded.model
     if not isinstance(model, (AutoregressiveModel, PadirModel)):
         raise GmlmError(f"{checkpoint}: holds a {type(model).__name__}, not a translation model")
-    return Translator(loaded.kind, model, loaded.tokenizer, loaded.model_config)
+    return Translator(loaded.kind, model, loaded.tokenizer, loaded.model_config, loaded.decoding)
 
 
 __all__ = ["OverLengthPolicy", "Translator", "load", "resolve_device"]
