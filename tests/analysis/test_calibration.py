@@ -227,3 +227,11 @@ def test_a_bad_decoding_json_fails_at_load_naming_the_file(
     with pytest.raises(GmlmError, match=message) as caught:
         gmlm.load(folder, device="cpu")
     assert DECODING_FILE in str(caught.value)
+
+
+def test_values_keep_ints_as_ints() -> None:
+    from gmlm.cli.analyze import number_list
+
+    values = number_list("-1, 0,2,0.5")
+    assert values == (-1, 0, 2, 0.5)
+    assert [type(v) for v in values] == [int, int, int, float]

@@ -138,8 +138,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--values",
         type=number_list,
-        help="comma-separated values to try; the default value is added (default: -1,0,1,2 "
-        "for length_shift, 0.6,1.0,1.4 for length_penalty)",
+        help="comma-separated values to try, with = before a leading minus (--values=-1,0,1); "
+        "the default value is added (default: -1,0,1,2 for length_shift, 0.6,1.0,1.4 for "
+        "length_penalty)",
     )
     p.add_argument("--beam", type=int, default=5, help="AR checkpoints: the beam size (default: 5)")
     p.add_argument(

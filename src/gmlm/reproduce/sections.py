@@ -593,7 +593,7 @@ def commands_section(cfg: ReproduceConfig, out: Path) -> list[str]:
         ),
         *(
             f"gmlm analyze calibrate --checkpoint {checkpoint} --data {out}/data --split "
-            f"{c.split}{_sentences(c.sentences)} --batch-size {c.batch_size} --values {values} "
+            f"{c.split}{_sentences(c.sentences)} --batch-size {c.batch_size} --values={values} "
             f"--min-gain {c.min_gain:g}" + (f" --beam {c.ar_beam}" if name != "padir" else "")
             for name, checkpoint, values in (
                 ("ar", ar, _numbers(c.length_penalties)),
