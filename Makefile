@@ -39,17 +39,18 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/gmlm theory bench
 
-# The published CPU speed table (docs/speed/, summarised in docs/RESULTS.md): the released
-# models at batch 1 on 200 test sentences, CTranslate2 AR beside them; 12.5 minutes on 2 idle
-# AMD EPYC cores (measured). Needs the test set (MULTI30K) as `make demo` does; run it on an
-# otherwise idle machine. bf16 is off by default: without bf16 units (AVX2) it is emulated and
-# its pass had not finished in 17 minutes (partly beside other work); on an Intel Xeon with AMX
-# it was PaDIR's fastest precision and AR's slowest (docs/RESULTS.md), so time it there with
-# `make speed SPEED_PRECISION=fp32,bf16,int8`. SPEED_AR1=DIR adds a 1-layer-decoder AR
-# checkpoint (e.g. a multi30k run's ar1/averaged) and its CTranslate2 rows; SPEED_THREADS sets
-# the thread count of every system (2 by default, the machine's cores).
+# The CPU speed table of the released models, as docs/RESULTS.md's "Speed" (which the multi30k
+# run's bench stage measured the same way on their fp32 originals): batch 1 on 200 test
+# sentences, the 1-layer-decoder AR and CTranslate2's AR rows beside them. The laptop models'
+# tables took 12.5 minutes on 2 idle AMD EPYC cores (docs/history/laptop-run/speed/). Needs the
+# test set (MULTI30K) as `make demo` does; run it on an otherwise idle machine. bf16 is off by
+# default: without bf16 units (AVX2) it is emulated and its pass had not finished in 17 minutes
+# (partly beside other work); on an Intel Xeon with AMX it is PaDIR's fastest precision and AR's
+# slowest (docs/RESULTS.md), so time it there with `make speed SPEED_PRECISION=fp32,bf16,int8`.
+# SPEED_AR1= (empty) leaves out the 1-layer-decoder AR; SPEED_THREADS sets the thread count of
+# every system (2 by default, the machine's cores).
 SPEED_PRECISION ?= fp32,int8
-SPEED_AR1 ?=
+SPEED_AR1 ?= checkpoints/multi30k-de-en/ar1
 SPEED_THREADS ?= 2
 speed: $(STAMP)
 	$(BIN)/gmlm reproduce --preset demo --out runs/demo --stages data data.corpus=multi30k:$(MULTI30K)

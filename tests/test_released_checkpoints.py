@@ -1,5 +1,6 @@
 """The Multi30k checkpoints committed under checkpoints/multi30k-de-en/ (docs/RESULTS.md):
-they load as the right kinds, hold bf16 weights under the 80 MB budget, and translate."""
+they load as the right kinds, hold bf16 weights under the 80 MB budget, translate, carry the
+decoding defaults chosen on validation data, and give their golden outputs."""
 
 from __future__ import annotations
 
@@ -17,13 +18,28 @@ SOURCES = [
 ]
 
 
-@pytest.mark.parametrize("kind", ["ar", "padir"])
-def test_released_checkpoint_loads_and_translates(kind: str) -> None:
-    folder = RELEASED / kind
+# Each shipped folder, its model kind and the decoding defaults its decoding.json holds (chosen
+# by the run's calibrate stage on `val`: docs/RESULTS.md, "Length calibration").
+RELEASED_FOLDERS = {
+    "ar": ("ar", {}),
+    "ar1": ("ar", {}),
+    "padir": ("padir", {"length_shift": 1}),
+}
+
+
+def test_every_released_folder_is_listed() -> None:
+    assert released_kinds() == sorted(RELEASED_FOLDERS)
+
+
+@pytest.mark.parametrize("name", sorted(RELEASED_FOLDERS))
+def test_released_checkpoint_loads_and_translates(name: str) -> None:
+    kind, defaults = RELEASED_FOLDERS[name]
+    folder = RELEASED / name
     tensors = load_tensors(folder / MODEL_FILE)
     assert {t.dtype for t in tensors.values()} == {torch.bfloat16}
     translator = gmlm.load(folder, device="cpu")
     assert translator.kind == kind
+    assert translator.defaults == defaults
     outputs = translator.translate(SOURCES)
     assert len(outputs) == len(SOURCES) and all(o.strip() for o in outputs)
     # A trained model, not noise: the obvious content words come through.
@@ -36,28 +52,31 @@ def test_released_checkpoints_fit_the_budget() -> None:
     assert total < 80 * 10**6, f"{total / 1e6:.1f} MB"
 
 
-# What the released weights gave for tests/helpers/released_golden.py's token ids under the code
-# before the issue-16 settings existed (commit e03ec76), printed by `python -m
-# tests.helpers.released_golden`: the log-probability of each target token, teacher-forced (AR)
-# or decoded in parallel from the targets themselves (PaDIR), and PaDIR's length
-# log-probability of each target length. Later code must keep these outputs: on the machine of
-# the change they were bit-identical (torch.equal); the tolerance covers other CPUs' float
-# rounding and the 4 decimals written here. New checkpoints come with new values from the same
-# command.
+# What the released weights gave for tests/helpers/released_golden.py's token ids, printed by
+# `python -m tests.helpers.released_golden` in the commit that shipped the multi30k run's models:
+# the log-probability of each target token, teacher-forced (AR) or decoded in
+# parallel from the targets themselves (PaDIR), and PaDIR's length log-probability of each target
+# length. Later code must keep these outputs: the tolerance covers other CPUs' float rounding
+# and the 4 decimals written here. New checkpoints come with new values from the same command.
 GOLDEN_TOKEN_LOG_PROBS = {
     "ar": [
-        [-12.6036, -8.5661, -10.4788, -12.0421, -11.3452, -11.2393, -8.9429],
-        [-10.1336, -7.3408, -10.3376, -9.8697, -7.661, -9.4803, -9.4773],
-        [-10.7054, -10.2096, -8.4076, -9.9533, -11.4449, -9.8053, -12.5378],
+        [-14.0251, -10.2197, -9.6353, -14.5928, -12.4803, -12.5068, -11.9746],
+        [-10.2287, -9.929, -15.0423, -11.3749, -10.9034, -10.6067, -10.5305],
+        [-12.0021, -10.6394, -9.7721, -9.7922, -12.9596, -11.6526, -10.4782],
+    ],
+    "ar1": [
+        [-12.6931, -14.2767, -10.6574, -9.871, -13.731, -11.9877, -11.6173],
+        [-10.8679, -7.4365, -16.0069, -13.444, -12.5652, -12.8211, -12.9321],
+        [-11.0551, -10.6531, -11.3752, -11.77, -10.3952, -11.6785, -7.5281],
     ],
     "padir": [
-        [-7.5614, -10.1124, -4.0572, -7.7229, -8.454, -10.5362, -0.0958],
-        [-9.0666, -6.4987, -6.9844, -11.1378, -0.08, -10.3162, -10.3385],
-        [-6.4519, -8.9944, -7.7699, -8.8725, -8.413, -10.8124, -0.0966],
+        [-10.0406, -9.0657, -9.0087, -13.2722, -7.6657, -11.1251, -0.0585],
+        [-9.4304, -5.7213, -14.1405, -11.2413, -0.0735, -9.6826, -9.636],
+        [-9.8654, -9.9765, -6.6427, -7.907, -11.0203, -11.3467, -0.0772],
     ],
 }
 GOLDEN_LENGTH_LOG_PROBS = {
-    "padir": [-2.1529, -14.1746, -4.2323],
+    "padir": [-9.1946, -7.941, -1.4816],
 }
 
 

@@ -13,8 +13,8 @@
   layer of its own in the copy, so the table the inputs read stays fp32. The output
   projection is the largest matrix of the small models (8,000 x 256) and was a quarter of
   PaDIR's int8 time at batch 1 while it stayed fp32 (torch profiler, T=4 B=5); BLEU on
-  `val` with it quantised: docs/RESULTS.md, "Speed of the released models". Embeddings, LayerNorms
-  and attention stay fp32. CPU only (PyTorch's int8 kernels).
+  `val` with it quantised: docs/history/laptop-run/RESULTS.md, "Speed of the released
+  models". Embeddings, LayerNorms and attention stay fp32. CPU only (PyTorch's int8 kernels).
 
 Copies are made once per model and precision by the caller (see
 :meth:`gmlm.translation.Translator.model_at`); the fp32 model is never changed.
