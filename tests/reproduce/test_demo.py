@@ -24,6 +24,7 @@ from gmlm.reproduce.pipeline import _Clock, run_reproduce
 from gmlm.reproduce.stage_record import StageRecord
 from gmlm.reproduce.stand_in import EXAMPLES, ExampleTranslations
 from gmlm.reproduce.summary import attention_sentence, final_lines
+from gmlm.training.checkpoint import checkpoint_fingerprint
 from tests.helpers.corpora import write_lines
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -221,7 +222,49 @@ def test_a_given_checkpoint_of_the_wrong_kind_or_depth(
         "checkpoint": "checkpoints/multi30k-de-en/ar",
         "trained": False,
         "step": 3000,
+        "fingerprint": checkpoint_fingerprint(RELEASED / "ar"),
     }
+
+
+def test_a_given_checkpoint_replaced_on_disk_redoes_what_read_it(tmp_path: Path) -> None:
+    """A repository update replaces a released model: rerunning the demo in the same folder
+    redoes the stages that read it, with fresh translations, and leaves the others alone."""
+    ar = tmp_path / "ar"
+    shutil.copytree(RELEASED / "ar", ar)
+    overrides = [f"ar.checkpoint={ar}", f"padir.checkpoint={RELEASED / 'padir'}"]
+    overrides += [f"data.corpus=multi30k:{tmp_path / 'none'}", f"data.tokenizer={ar / 'tokenizer'}"]
+    cfg = load_reproduce_config("demo", [*overrides, "threads=1", "theory.enabled=false"])
+    out = tmp_path / "demo"
+    first = ["theory", "data", "teacher", "distill", "ar", "ar1", "padir"]
+    run_reproduce(cfg, out, first, progress=False, log=lambda _m: None)
+    # Later stages as a finished run leaves them (their work is not what is tested here).
+    for name in ("calibrate", "evaluate", "bench", "attention", "report"):
+        StageRecord(stage=name, seconds=0.0, finished="x", host="x", summary={}).write(
+            out / "stages" / f"{name}.json"
+        )
+    for key in ("ar-beam1", "ar-beam5", "padir-T4-B5"):
+        (out / "eval" / f"{key}.txt").parent.mkdir(exist_ok=True)
+        (out / "eval" / f"{key}.txt").write_text("old\n", encoding="utf-8")
+    messages: list[str] = []
+    run_reproduce(cfg, out, ["ar"], progress=False, log=messages.append)
+    assert not any("changed" in m for m in messages)  # the same checkpoint: nothing redone
+
+    (ar / "decoding.json").write_text(
+        '{"settings": {"length_penalty": 1.0}, "chosen_on": "by hand"}', encoding="utf-8"
+    )
+    run_reproduce(cfg, out, ["ar"], progress=False, log=messages.append)
+    # attention reads PaDIR's checkpoint and the calibration, which covers every student
+    redo = "redoing ar, calibrate, evaluate, bench, attention, report"
+    assert f"[ar] the given checkpoint changed since this run used it: {redo}" in messages
+    assert sorted(p.name for p in (out / "eval").glob("*.txt")) == ["padir-T4-B5.txt"]
+    assert StageRecord.read(out / "stages" / "ar.json").fingerprint == checkpoint_fingerprint(ar)
+    # A record from a gmlm before digests counts as changed.
+    record = StageRecord.read(out / "stages" / "padir.json")
+    dataclasses.replace(record, summary={"checkpoint": "x"}).write(out / "stages" / "padir.json")
+    messages.clear()
+    run_reproduce(cfg, out, ["padir"], progress=False, log=messages.append)
+    assert any(m.startswith("[padir] the given checkpoint changed") for m in messages)
+    assert StageRecord.read(out / "stages" / "padir.json").fingerprint is not None
 
 
 def test_time_left_scales_with_the_pace_so_far() -> None:

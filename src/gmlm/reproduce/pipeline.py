@@ -37,7 +37,7 @@ from gmlm.errors import GmlmError
 from gmlm.io import make_dirs
 from gmlm.provenance import host
 from gmlm.reproduce import stages
-from gmlm.reproduce.config import STAGES, ReproduceConfig
+from gmlm.reproduce.config import STAGES, ReproduceConfig, trained_stage
 from gmlm.reproduce.stage_record import StageRecord
 from gmlm.reproduce.stand_in import stand_in_reason
 
@@ -252,6 +252,7 @@ def run_reproduce(
         torch.set_num_threads(cfg.threads)
     ctx = stages.Context(cfg, out, progress, log)
     redo = list(redo)
+    redo += [name for name in _changed_given(cfg, out, log) if name in only and name not in redo]
     if "data" in only and stage_done(out, "data") and _stand_in_outdated(cfg, out):
         log(
             f"[data] the test set is there now ({cfg.data.corpus}): preparing it and redoing "
@@ -294,6 +295,41 @@ def run_reproduce(
         ).write(out / "stages" / f"{name}.json")
         log(f"[{name}] finished in {seconds / 60:.1f} min")
     return out
+
+
+def _changed_given(cfg: ReproduceConfig, out: Path, log: Callable[[str], None]) -> list[str]:
+    """The finished stages to redo because a checkpoint given to a training stage
+    (`ar.checkpoint=DIR`, as the demo's released models) is not the one the stage recorded: a
+    repository update replaced the released models, say. That stage, every finished stage that
+    read it (directly or not) and the report; the evaluation's saved translations of the
+    changed models are removed, so that they are made again. A record without a digest (from a
+    gmlm before digests) counts as changed."""
+    from gmlm.training.checkpoint import checkpoint_fingerprint, resolve_checkpoint
+
+    changed = []
+    for name in ("teacher", "ar", "ar1", "padir"):
+        given = trained_stage(cfg, name).checkpoint
+        record = StageRecord.read_if_present(out / "stages" / f"{name}.json")
+        if not given or record is None or not Path(given).exists():
+            continue  # nothing given, not run yet, or the stage itself reports the missing folder
+        if record.fingerprint != checkpoint_fingerprint(resolve_checkpoint(given)):
+            changed.append(name)
+    if not changed:
+        return []
+    redo = list(changed)
+    for name in STAGES:  # pipeline order: a stage's inputs come before it
+        if name not in redo and stage_done(out, name) and set(NEEDS[name]) & set(redo):
+            redo.append(name)
+    if stage_done(out, "report") and "report" not in redo:
+        redo.append("report")
+    for name in changed:
+        for saved in (out / "eval").glob(f"{name}-*.txt"):
+            saved.unlink()
+    log(
+        f"[{', '.join(changed)}] the given checkpoint changed since this run used it: redoing "
+        f"{', '.join(redo)}"
+    )
+    return redo
 
 
 def check_before_start(cfg: ReproduceConfig, todo: Sequence[str]) -> None:

@@ -9,6 +9,9 @@ from typing import Any
 from gmlm.records import Record
 
 STAND_IN = "stand_in"  # the data stage's summary key: why the examples stood in (StageRecord)
+# A training stage's summary key when it was given a checkpoint: the checkpoint's digest
+# (`gmlm.training.checkpoint.checkpoint_fingerprint`) when the stage used it.
+FINGERPRINT = "fingerprint"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -17,7 +20,7 @@ class StageRecord(Record):
     time), the `host`, and the stage's `summary`. The summary stays a dict: each stage returns
     a few numbers of its own shape for people to read (pairs per split, best checkpoint, BLEU
     per system); the report reads only the trainer's total time, `train_seconds`, and the
-    data stage's `stand_in`."""
+    data stage's `stand_in`, and the pipeline a given checkpoint's `fingerprint`."""
 
     stage: str
     seconds: float
@@ -36,4 +39,11 @@ class StageRecord(Record):
         """Why the data stage prepared gmlm's example sentences instead of the corpus (a
         sentence for people; data stage only), or None when it prepared the corpus."""
         value = self.summary.get(STAND_IN)
+        return value if isinstance(value, str) and value else None
+
+    @property
+    def fingerprint(self) -> str | None:
+        """The digest of the checkpoint a training stage was given, as it was when the stage
+        used it; None for a trained one, or one recorded before gmlm kept digests."""
+        value = self.summary.get(FINGERPRINT)
         return value if isinstance(value, str) and value else None

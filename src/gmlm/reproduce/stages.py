@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from gmlm.errors import GmlmError
 from gmlm.io import atomic_write_text
 from gmlm.reproduce.config import ReproduceConfig, TrainStage, checkpoint_dir, trained_stage
-from gmlm.reproduce.stage_record import STAND_IN
+from gmlm.reproduce.stage_record import FINGERPRINT, STAND_IN
 from gmlm.reproduce.stand_in import (
     EXAMPLES,
     ExampleTranslations,
@@ -255,7 +255,12 @@ def train_run(ctx: Context, name: str, stage: TrainStage, data_dir: Path) -> dic
 
 def given_checkpoint(ctx: Context, name: str, path: Path) -> dict[str, Any]:
     """A training stage with a given checkpoint: check it is one of the stage's kind."""
-    from gmlm.training.checkpoint import load_json, read_config, resolve_checkpoint
+    from gmlm.training.checkpoint import (
+        checkpoint_fingerprint,
+        load_json,
+        read_config,
+        resolve_checkpoint,
+    )
 
     if not path.exists():
         raise GmlmError(
@@ -271,7 +276,12 @@ def given_checkpoint(ctx: Context, name: str, path: Path) -> dict[str, Any]:
     check_decoder_layers(name, config.model.n_decoder_layers, f"{name}.checkpoint={path}")
     meta = load_json(folder / "meta.json") if (folder / "meta.json").is_file() else {}
     ctx.log(f"  using the given {kind} model {folder} (trained for {meta.get('step', '?')} steps)")
-    return {"checkpoint": str(folder), "trained": False, "step": meta.get("step")}
+    return {
+        "checkpoint": str(folder),
+        "trained": False,
+        "step": meta.get("step"),
+        FINGERPRINT: checkpoint_fingerprint(folder),
+    }
 
 
 def _plain_best(best: dict[str, Any]) -> dict[str, Any]:

@@ -25,6 +25,7 @@ replaced, atomically, by one that records the outcome.)
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import tempfile
@@ -287,6 +288,21 @@ def load_for_inference(path: str | Path, device: str | torch.device = "cpu") -> 
     model.to(device).eval()
     decoding = read_decoding_defaults(ckpt, cfg.kind, cfg.model)
     return LoadedModel(cfg.kind, model, tokenizer, cfg, ckpt, decoding)
+
+
+def checkpoint_fingerprint(folder: Path) -> str:
+    """A digest of what decides a checkpoint's translations: its weights, its tokenizer and its
+    decoding defaults (decoding.json, if any); equal digests, equal outputs."""
+    digest = hashlib.sha256()
+    for name in (MODEL_FILE, "tokenizer/tokenizer.model", DECODING_FILE):
+        path = folder / name
+        digest.update(name.encode() + b"\0")
+        if path.is_file():
+            with path.open("rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+        digest.update(b"\0")
+    return "sha256:" + digest.hexdigest()
 
 
 def check_resume_compatible(saved: TrainConfig, new: TrainConfig, where: Path) -> None:
