@@ -29,8 +29,9 @@ presets: {presets}
   paper       the paper's model sizes on WMT14 (needs the hf extra and a GPU)
 
 Rerunning the same command resumes: finished stages are skipped, an interrupted training or
-distillation continues from its checkpoint. Outputs: OUT/REPORT.md, OUT/stages/*.json (time
-each stage took), and one folder per stage.
+distillation continues from its checkpoint, and a checkpoint given to a stage that changed on
+disk since (the released models after an update) redoes the stages that read it. Outputs:
+OUT/REPORT.md, OUT/stages/*.json (time each stage took), and one folder per stage.
 """
 
 
