@@ -253,9 +253,13 @@ def test_a_given_checkpoint_replaced_on_disk_redoes_what_read_it(tmp_path: Path)
         '{"settings": {"length_penalty": 1.0}, "chosen_on": "by hand"}', encoding="utf-8"
     )
     run_reproduce(cfg, out, ["ar"], progress=False, log=messages.append)
-    # attention reads PaDIR's checkpoint and the calibration, which covers every student
-    redo = "redoing ar, calibrate, evaluate, bench, attention, report"
+    # attention reads PaDIR's checkpoint and the calibration, which covers every student; the
+    # stages outside --stages lose their records, so that the next whole run redoes them.
+    later = "calibrate, evaluate, bench, attention, report"
+    redo = f"redoing ar; {later} will run again without --stages"
     assert f"[ar] the given checkpoint changed since this run used it: {redo}" in messages
+    for name in later.split(", "):
+        assert not (out / "stages" / f"{name}.json").exists()
     assert sorted(p.name for p in (out / "eval").glob("*.txt")) == ["padir-T4-B5.txt"]
     assert StageRecord.read(out / "stages" / "ar.json").fingerprint == checkpoint_fingerprint(ar)
     # A record from a gmlm before digests counts as changed.
@@ -263,7 +267,7 @@ def test_a_given_checkpoint_replaced_on_disk_redoes_what_read_it(tmp_path: Path)
     dataclasses.replace(record, summary={"checkpoint": "x"}).write(out / "stages" / "padir.json")
     messages.clear()
     run_reproduce(cfg, out, ["padir"], progress=False, log=messages.append)
-    assert any(m.startswith("[padir] the given checkpoint changed") for m in messages)
+    assert "[padir] the given checkpoint changed since this run used it: redoing padir" in messages
     assert StageRecord.read(out / "stages" / "padir.json").fingerprint is not None
 
 

@@ -8,10 +8,11 @@ Pure ``init`` / ``step`` / ``finish`` functions over a small frozen state, plus 
         state = refinement_step(model, state, options)         # one decoder pass over them
     results = refinement_finish(state, options)                # post-process, pick the best
 
-Candidates: the top ``length_beam`` predicted lengths N of each sentence, each also moved by
-every ``length_offsets`` entry, each started from ``random_starts`` different initial
-hypotheses (N - 1 random ordinary tokens then EOS, or [MASK] tokens); K = length_beam *
-(1 + len(length_offsets)) * random_starts candidates per sentence, sharing the encoding.
+Candidates: the top ``length_beam`` predicted lengths N of each sentence (each first moved by
+``length_shift``), each also moved by every ``length_offsets`` entry, each started from
+``random_starts`` different initial hypotheses (N - 1 random ordinary tokens then EOS, or
+[MASK] tokens); K = length_beam * (1 + len(length_offsets)) * random_starts candidates per
+sentence, sharing the encoding.
 
 Randomness, so that a sentence's result never depends on its batch: each sentence has its
 own generator, and its K initial hypotheses are drawn from it alone, as one draw

@@ -252,7 +252,7 @@ def run_reproduce(
         torch.set_num_threads(cfg.threads)
     ctx = stages.Context(cfg, out, progress, log)
     redo = list(redo)
-    redo += [name for name in _changed_given(cfg, out, log) if name in only and name not in redo]
+    redo += [name for name in _changed_given(cfg, out, only, log) if name not in redo]
     if "data" in only and stage_done(out, "data") and _stand_in_outdated(cfg, out):
         log(
             f"[data] the test set is there now ({cfg.data.corpus}): preparing it and redoing "
@@ -297,13 +297,16 @@ def run_reproduce(
     return out
 
 
-def _changed_given(cfg: ReproduceConfig, out: Path, log: Callable[[str], None]) -> list[str]:
-    """The finished stages to redo because a checkpoint given to a training stage
+def _changed_given(
+    cfg: ReproduceConfig, out: Path, only: Sequence[str], log: Callable[[str], None]
+) -> list[str]:
+    """The finished stages of `only` to redo because a checkpoint given to a training stage
     (`ar.checkpoint=DIR`, as the demo's released models) is not the one the stage recorded: a
     repository update replaced the released models, say. That stage, every finished stage that
     read it (directly or not) and the report; the evaluation's saved translations of the
-    changed models are removed, so that they are made again. A record without a digest (from a
-    gmlm before digests) counts as changed."""
+    changed models are removed, so that they are made again, and so are the records of those
+    stages outside `only`, so that the next run without --stages runs them. A record without a
+    digest (from a gmlm before digests) counts as changed."""
     from gmlm.training.checkpoint import checkpoint_fingerprint, resolve_checkpoint
 
     changed = []
@@ -325,11 +328,15 @@ def _changed_given(cfg: ReproduceConfig, out: Path, log: Callable[[str], None]) 
     for name in changed:
         for saved in (out / "eval").glob(f"{name}-*.txt"):
             saved.unlink()
+    later = [name for name in redo if name not in only]
+    for name in later:
+        (out / "stages" / f"{name}.json").unlink()
     log(
         f"[{', '.join(changed)}] the given checkpoint changed since this run used it: redoing "
-        f"{', '.join(redo)}"
+        f"{', '.join(name for name in redo if name in only)}"
+        + (f"; {', '.join(later)} will run again without --stages" if later else "")
     )
-    return redo
+    return [name for name in redo if name in only]
 
 
 def check_before_start(cfg: ReproduceConfig, todo: Sequence[str]) -> None:
