@@ -36,16 +36,14 @@ from tqdm import tqdm
 from gmlm import provenance
 from gmlm.analysis.loading import load_padir
 from gmlm.analysis.results import AblationResult, AblationRow, AblationSettings
-from gmlm.data.binarized import load_dataset
+from gmlm.analysis.split_decoding import decode_scored, read_pairs
 from gmlm.decoding.options import (
     ABLATION_VARIANTS,
     Precision,
     RefinementOptions,
     parse_variant,
 )
-from gmlm.errors import GmlmError
-from gmlm.evaluation.bleu import default_tokenizer
-from gmlm.evaluation.summary import Quality, quality_row
+from gmlm.evaluation.summary import Quality
 
 DEFAULT = "default"
 BOOTSTRAP_SAMPLES = 1000
@@ -123,15 +121,7 @@ def decoding_ablation(
         rows_options.append((variant, changes, variant_options))
 
     started = time.perf_counter()
-    prepared = load_dataset(data)
-    if split not in prepared.splits:
-        raise GmlmError(f"{prepared.root}: no split {split!r}; it has {', '.join(prepared.splits)}")
-    sources = prepared.read_text(split, "src")
-    references = prepared.read_text(split, "tgt")
-    in_split = len(references)
-    if sentences is not None:
-        sources, references = sources[:sentences], references[:sentences]
-    tokenize = default_tokenizer(prepared.stats().get("tgt_lang"))
+    pairs = read_pairs(data, split, sentences)
     precision: Precision = "bf16" if bf16 else "fp32"
 
     decoded: list[Decoded] = []
@@ -139,27 +129,21 @@ def decoding_ablation(
     for variant, changes, row_options in tqdm(
         rows_options, desc="ablation", unit="decoding", disable=None if progress else True
     ):
-        start = time.perf_counter()
-        hypotheses = translator.translate(
-            sources,
-            row_options,
-            batch_size=batch_size,
-            seed=seed,
-            precision=precision,
-            on_over_length="split",
-            origin=f"{prepared.root}/{split}.src.txt",
+        row = decode_scored(
+            translator, pairs, row_options, batch_size=batch_size, seed=seed, precision=precision
         )
-        seconds = time.perf_counter() - start
-        quality, signatures = quality_row(hypotheses, references, tokenize)
-        signature = signature or signatures.bleu
-        decoded.append(Decoded(variant, changes, hypotheses, seconds, quality))
+        decoded.append(Decoded(variant, changes, row.hypotheses, row.seconds, row.quality))
+        signature = signature or row.bleu_signature
         if log is not None:
-            log(f"  {variant:44s} BLEU {quality.bleu:6.2f}  ({seconds:.0f} s)")
+            log(f"  {variant:44s} BLEU {row.quality.bleu:6.2f}  ({row.seconds:.0f} s)")
 
     default = decoded[0]
     differ = [i for i, d in enumerate(decoded) if i and d.hypotheses != default.hypotheses]
     tested, bootstrap = paired_bootstrap(
-        default.hypotheses, [decoded[i].hypotheses for i in differ], references, tokenize
+        default.hypotheses,
+        [decoded[i].hypotheses for i in differ],
+        pairs.references,
+        pairs.tokenize,
     )
     p_values = dict(zip(differ, tested, strict=True))
     rows = tuple(
@@ -178,15 +162,15 @@ def decoding_ablation(
         checkpoint=str(checkpoint),
         data=str(data),
         split=split,
-        in_split=in_split,
-        sentences=len(references),
+        in_split=pairs.in_split,
+        sentences=len(pairs.references),
         rows=rows,
         settings=AblationSettings(
             decoding={k: v for k, v in dataclasses.asdict(base).items() if k not in NOT_OUTPUT},
             batch_size=batch_size,
             seed=seed,
             bf16=bf16,
-            tokenize=tokenize,
+            tokenize=pairs.tokenize,
             bleu_signature=signature,
             bootstrap=bootstrap,
             device=str(translator.device),

@@ -23,7 +23,6 @@ replaced.
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,12 +30,10 @@ from typing import Any
 from tqdm import tqdm
 
 from gmlm.analysis.results import Calibration, CalibrationRow
-from gmlm.data.binarized import load_dataset
+from gmlm.analysis.split_decoding import decode_scored, read_pairs
 from gmlm.decoding.checkpoint_defaults import write_decoding_defaults
-from gmlm.decoding.options import OPTIONS
+from gmlm.decoding.options import CALIBRATION_MIN_GAIN, OPTIONS
 from gmlm.errors import GmlmError
-from gmlm.evaluation.bleu import default_tokenizer
-from gmlm.evaluation.summary import quality_row
 from gmlm.training.checkpoint import resolve_checkpoint
 
 
@@ -56,7 +53,7 @@ def calibrate(
     setting: str,
     values: Sequence[float],
     decoding: dict[str, Any] | None = None,
-    min_gain: float = 0.2,
+    min_gain: float = CALIBRATION_MIN_GAIN,
     sentences: int | None = None,
     batch_size: int = 64,
     device: str = "auto",
@@ -87,14 +84,7 @@ def calibrate(
     # every value checked before the first decoding
     options = [translator.options(cls(), **(decoding or {}), **{setting: v}) for v in grid]
 
-    prepared = load_dataset(data)
-    if split not in prepared.splits:
-        raise GmlmError(f"{prepared.root}: no split {split!r}; it has {', '.join(prepared.splits)}")
-    sources = prepared.read_text(split, "src")
-    references = prepared.read_text(split, "tgt")
-    if sentences is not None:
-        sources, references = sources[:sentences], references[:sentences]
-    tokenize = default_tokenizer(prepared.stats().get("tgt_lang"))
+    pairs = read_pairs(data, split, sentences)
     rows = []
     signature = ""
     for value, row_options in tqdm(
@@ -103,34 +93,26 @@ def calibrate(
         unit="decoding",
         disable=None if progress else True,
     ):
-        start = time.perf_counter()
-        hypotheses = translator.translate(
-            sources,
-            row_options,
-            batch_size=batch_size,
-            on_over_length="split",
-            origin=f"{prepared.root}/{split}.src.txt",
-        )
-        seconds = time.perf_counter() - start
-        quality, signatures = quality_row(hypotheses, references, tokenize)
-        signature = signature or signatures.bleu
+        row = decode_scored(translator, pairs, row_options, batch_size=batch_size)
+        signature = signature or row.bleu_signature
+        quality = row.quality
         rows.append(
             CalibrationRow(
                 value=value,
                 bleu=quality.bleu,
                 length_ratio=quality.length_ratio,
-                seconds=round(seconds, 2),
+                seconds=round(row.seconds, 2),
             )
         )
         if log is not None:
             log(
                 f"  {setting}={value:<6g} BLEU {quality.bleu:6.2f}  length ratio "
-                f"{quality.length_ratio:.3f}  ({seconds:.0f} s)"
+                f"{quality.length_ratio:.3f}  ({row.seconds:.0f} s)"
             )
     result = Calibration(
         checkpoint=str(checkpoint),
         split=split,
-        sentences=len(references),
+        sentences=len(pairs.references),
         setting=setting,
         decoding=dict(decoding or {}),
         default=default,

@@ -25,6 +25,8 @@ from gmlm.cli.flags import (
 from gmlm.cli.options import add_option_flags, option_overrides
 from gmlm.decoding.options import (
     ABLATION_VARIANTS,
+    CALIBRATION_GRIDS,
+    CALIBRATION_MIN_GAIN,
     FLOAT_PRECISIONS,
     RefinementOptions,
     parse_variant,
@@ -132,22 +134,28 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sentences", type=int, help="only the first N sentences (default: all)")
     p.add_argument(
         "--setting",
-        help="the decoding setting to choose (default: length_shift for PaDIR, "
-        "length_penalty for AR checkpoints)",
+        help="the decoding setting to choose (default: "
+        + ", ".join(f"{name} for {kind}" for kind, (name, _) in CALIBRATION_GRIDS.items())
+        + " checkpoints)",
     )
     p.add_argument(
         "--values",
         type=number_list,
         help="comma-separated values to try, with = before a leading minus (--values=-1,0,1); "
-        "the default value is added (default: -1,0,1,2 for length_shift, 0.6,1.0,1.4 for "
-        "length_penalty)",
+        "the default value is added (default: "
+        + "; ".join(
+            f"{name}: {','.join(f'{v:g}' for v in values)}"
+            for name, values in CALIBRATION_GRIDS.values()
+        )
+        + ")",
     )
     p.add_argument("--beam", type=int, default=5, help="AR checkpoints: the beam size (default: 5)")
     p.add_argument(
         "--min-gain",
         type=float,
-        default=0.2,
-        help="BLEU the best value must gain over the default to be kept (default: 0.2)",
+        default=CALIBRATION_MIN_GAIN,
+        help="BLEU the best value must gain over the default to be kept (default: "
+        f"{CALIBRATION_MIN_GAIN:g})",
     )
     p.add_argument(
         "--dry-run", action="store_true", help="score the values but leave decoding.json alone"
@@ -210,10 +218,6 @@ def run_ablation(args: argparse.Namespace) -> int:
     )
 
 
-# The setting `gmlm analyze calibrate` chooses by default, and its grid, per model kind.
-CALIBRATED = {"padir": ("length_shift", (-1, 0, 1, 2)), "ar": ("length_penalty", (0.6, 1.0, 1.4))}
-
-
 def number_list(text: str) -> tuple[float, ...]:
     """Comma-separated numbers, each an int where it is written as one (1, -2) else a float."""
     try:
@@ -229,7 +233,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     from gmlm.training.checkpoint import read_config, resolve_checkpoint
 
     kind = read_config(resolve_checkpoint(args.checkpoint)).kind
-    setting, values = CALIBRATED[kind]
+    setting, values = CALIBRATION_GRIDS[kind]
     if args.setting not in (None, setting):
         if args.values is None:
             raise GmlmError(f"--setting {args.setting}: give the values to try with --values")

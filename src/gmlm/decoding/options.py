@@ -335,6 +335,16 @@ def decoding_options(
     return result
 
 
+# What `gmlm analyze calibrate` and the reproduce `calibrate` stage choose on validation data by
+# default, per model kind, and the values they try (the class default is always added): the
+# setting that decides how long that kind's outputs come out.
+CALIBRATION_GRIDS: dict[str, tuple[str, tuple[float, ...]]] = {
+    "padir": ("length_shift", (-1, 0, 1, 2)),
+    "ar": ("length_penalty", (0.6, 1.0, 1.4)),
+}
+# The BLEU the best value must gain over the default to be kept (the rule of gmlm's defaults).
+CALIBRATION_MIN_GAIN = 0.2
+
 # The decoding ablation's variants (`gmlm analyze ablation`, the reproduce stage `ablation`):
 # each switches off one of the choices the defaults make, or tries the other setting the
 # paper or the authors' code uses, or a cheaper pruning schedule (fewer candidate-passes:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Literal
 
 from gmlm.config import PRESET_DIR, ConfigError, load_config
-from gmlm.decoding.options import ABLATION_VARIANTS
+from gmlm.decoding.options import ABLATION_VARIANTS, CALIBRATION_GRIDS, CALIBRATION_MIN_GAIN
 
 PRESETS_DIR = PRESET_DIR / "reproduce"
 
@@ -129,10 +129,14 @@ class CalibrateStage:
     split: str = "valid"
     sentences: int = 0  # the first N sentences of the split; 0: all of it
     batch_size: int = 64
-    length_shifts: list[int] = field(default_factory=lambda: [-1, 0, 1, 2])
-    length_penalties: list[float] = field(default_factory=lambda: [0.6, 1.0, 1.4])
+    length_shifts: list[int] = field(
+        default_factory=lambda: [int(v) for v in CALIBRATION_GRIDS["padir"][1]]
+    )
+    length_penalties: list[float] = field(
+        default_factory=lambda: [float(v) for v in CALIBRATION_GRIDS["ar"][1]]
+    )
     ar_beam: int = 5
-    min_gain: float = 0.2
+    min_gain: float = CALIBRATION_MIN_GAIN
 
 
 @dataclass

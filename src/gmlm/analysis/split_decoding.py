@@ -1,0 +1,73 @@
+"""What the validation-split analyses share (`gmlm.analysis.ablation`,
+`gmlm.analysis.calibration`): a prepared split's sentence pairs, and one decoding of them,
+timed and scored as the evaluation scores it."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gmlm.data.binarized import load_dataset
+from gmlm.decoding.options import DecodingOptions
+from gmlm.errors import GmlmError
+from gmlm.evaluation.bleu import default_tokenizer
+from gmlm.evaluation.summary import Quality, quality_row
+from gmlm.translation.translator import Translator
+
+
+@dataclass(frozen=True)
+class SplitPairs:
+    """The sources and references of a split (or its first sentences), the pairs in the whole
+    split, the sacrebleu tokenizer of its target language and the source file's name."""
+
+    sources: list[str]
+    references: list[str]
+    in_split: int
+    tokenize: str
+    origin: str
+
+
+@dataclass(frozen=True)
+class ScoredDecoding:
+    """One decoding of the pairs: its translations, wall seconds, scores and BLEU signature."""
+
+    hypotheses: list[str]
+    seconds: float
+    quality: Quality
+    bleu_signature: str
+
+
+def read_pairs(data: str | Path, split: str, sentences: int | None) -> SplitPairs:
+    """The pairs of `split` of the prepared dataset `data`, the first `sentences` if given."""
+    prepared = load_dataset(data)
+    if split not in prepared.splits:
+        raise GmlmError(f"{prepared.root}: no split {split!r}; it has {', '.join(prepared.splits)}")
+    sources = prepared.read_text(split, "src")
+    references = prepared.read_text(split, "tgt")
+    in_split = len(references)
+    if sentences is not None:
+        sources, references = sources[:sentences], references[:sentences]
+    return SplitPairs(
+        sources=sources,
+        references=references,
+        in_split=in_split,
+        tokenize=default_tokenizer(prepared.stats().get("tgt_lang")),
+        origin=f"{prepared.root}/{split}.src.txt",
+    )
+
+
+def decode_scored(
+    translator: Translator, pairs: SplitPairs, options: DecodingOptions, **translate: Any
+) -> ScoredDecoding:
+    """`translator.translate` of the sources with `options` (over-long lines split at sentence
+    punctuation, as the evaluation does; `translate`: its other keywords), scored against the
+    references."""
+    start = time.perf_counter()
+    hypotheses = translator.translate(
+        pairs.sources, options, on_over_length="split", origin=pairs.origin, **translate
+    )
+    seconds = time.perf_counter() - start
+    quality, signatures = quality_row(hypotheses, pairs.references, pairs.tokenize)
+    return ScoredDecoding(hypotheses, seconds, quality, signatures.bleu)
