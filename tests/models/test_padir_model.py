@@ -3,6 +3,7 @@ import torch
 
 from gmlm.errors import GmlmError
 from gmlm.models import PadirModel, initial_hypothesis, padir_loss
+from gmlm.models.padir import ordinary_argmax
 from gmlm.nn import ModelConfig, preset
 from tests.helpers.reversal import reversal_pairs
 
@@ -252,3 +253,22 @@ def test_folded_padding_trains_the_relative_bias_as_before() -> None:
     assert model.self_attention_bias is not None
     assert model.self_attention_bias.table.weight.grad is not None
     assert model.self_attention_bias.table.weight.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_ordinary_argmax_takes_the_first_of_tied_maxima(dtype: torch.dtype) -> None:
+    """Ties are common in bf16 logits: the lowest ordinary id wins, as argmax's would."""
+    g = torch.Generator().manual_seed(0)
+    # Integer-valued logits in a narrow range: many positions have tied maxima.
+    logits = torch.randint(0, 4, (3, 7, CONFIG.vocab_size), generator=g).to(dtype)
+    logits[..., : CONFIG.n_special] = 9.0  # special ids would win everywhere
+    content = torch.ones(3, 7, dtype=torch.bool)
+    content[:, -1] = False
+    is_eos = ~content
+    tokens = ordinary_argmax(logits, content, is_eos, CONFIG)
+    ordinary = logits[..., CONFIG.n_special :].float()
+    is_max = ordinary == ordinary.amax(-1, keepdim=True)
+    assert int(is_max.sum(-1).min()) > 1  # every position is a tie
+    first = is_max.int().argmax(-1) + CONFIG.n_special  # first True
+    assert torch.equal(tokens[:, :-1], first[:, :-1])
+    assert torch.all(tokens[:, -1] == EOS)

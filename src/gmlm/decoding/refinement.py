@@ -73,7 +73,8 @@ a sentence's result still does not depend on its batch. Pruning after the last p
 keeping all K, changes nothing.
 
 The default schedule, prune after pass 2 keeping 2, was chosen on the 1,014 sentences of the
-Multi30k val split with the released PaDIR, T = 4, B = 5 (`gmlm translate --prune-after A
+Multi30k val split with the PaDIR released first (the laptop run,
+docs/history/laptop-run/RESULTS.md), T = 4, B = 5 (`gmlm translate --prune-after A
 --prune-keep K`, then `gmlm evaluate`), as the fastest within 0.2 BLEU of no pruning; batch-1
 median latency over 50 test sentences, one thread, all schedules interleaved in one run on a
 shared CPU (noisy; compare within the column):
@@ -98,11 +99,13 @@ tokens are the default replacement, but stutter remasking sits behind a flag tha
 to off; we enable it because the paper's inference includes it.) Two defaults depart
 from the paper, chosen on validation data: pruning after pass 2 to each sentence's best 2
 candidates (see above), and candidates are selected by their *mean* token log-probability.
-The selection rules, with the released Multi30k PaDIR, T = 4, B = 5, no pruning, on the
+The selection rules, with that same earlier PaDIR, T = 4, B = 5, no pruning, on the
 1,014 sentences of the Multi30k val split (`gmlm translate ... --selection S
 --length-weight W`, then `gmlm evaluate`): sum 30.56 BLEU (length ratio 0.849), mean
 31.65 (0.881), changed 30.51 (0.849); with length_weight 0.5: sum 31.44, mean 30.43,
-changed 31.41.
+changed 31.41. The multi30k reproduction's PaDIR confirmed both defaults on val (its
+decoding ablation, docs/RESULTS.md): mean selection 0.70 BLEU over sum, and no pruning only
+0.16 over the default schedule.
 """
 
 from __future__ import annotations
@@ -124,6 +127,7 @@ from gmlm.models.padir import (
     DecoderPositions,
     PadirModel,
     initial_hypothesis,
+    ordinary_argmax,
     stutter_positions,
 )
 from gmlm.nn.attention import KVCache
@@ -398,12 +402,8 @@ def refinement_step(
         positions=known,
     )
     logits = out.logits.float()
-    # The best ordinary token (special ids come first) and its log-probability, without
-    # materialising (A, W, V) log-probabilities: on CPU that costs as much as a decoder layer.
-    best = logits[..., config.n_special :].argmax(-1) + config.n_special
-    predicted = torch.where(content, best, torch.where(is_eos, config.eos_id, config.pad_id)).to(
-        hyp.dtype
-    )
+    # The best ordinary token (special ids are never output) and its log-probability.
+    predicted = ordinary_argmax(logits, content, is_eos, config).to(hyp.dtype)
     chosen = logits.gather(2, predicted.unsqueeze(2)).squeeze(2) - logits.logsumexp(-1)
     chosen = chosen.masked_fill(padding, 0.0)
 
