@@ -11,14 +11,15 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 
-def load(checkpoint: str | Path, device: str = "auto") -> Translator:
-    """A Translator for a trained checkpoint: ``gmlm.load(path).translate(["Hallo Welt."])``.
+def load(checkpoint: str | Path, device: str = "auto", cuda_graphs: bool = False) -> Translator:
+    """A Translator for a trained checkpoint: ``gmlm.load(path).translate(["Hallo Welt."])``;
+    `cuda_graphs`: decoder passes by CUDA graph, on a GPU (:class:`gmlm.Translator`).
 
     Imports torch and the models on first use, so ``import gmlm`` stays light.
     """
     from gmlm.translation.translator import load as load_translator
 
-    return load_translator(checkpoint, device)
+    return load_translator(checkpoint, device, cuda_graphs)
 
 
 def __getattr__(name: str) -> Any:

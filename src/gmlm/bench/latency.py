@@ -36,6 +36,16 @@ Its times are taken
 inside the worker, so the pipe to it is not counted; its systems are interleaved with the
 others like any system.
 
+On a GPU the warm-up translates *every* timed sentence once (each way, each system and
+precision), whatever ``warmup`` says: the first use of a shape there pays for memory the
+caching allocator does not hold yet and for kernel selection (measured on an H100: with 10
+warm-up sentences, bf16 PaDIR T=4 B=5's model-only p99 was 513 ms against 52 ms end-to-end
+for the same sentences right after), so the timed pass measures a warmed-up server.
+``cuda_graphs=True`` (`gmlm bench --device cuda --cuda-graphs`) runs every torch system's
+decoder passes by CUDA graph (:mod:`gmlm.decoding.cuda_graphs`), each shape captured during
+that warm-up, so the timed pass replays graphs only. Batch size 1 only: larger batches
+would meet new shapes while timed.
+
 Fairness: one process (and the CTranslate2 workers), one fixed thread count, the same
 sentences for every system. Systems are interleaved: sentence by sentence for latency (each
 sentence runs through every system before the next, in an order that rotates by one system
@@ -64,6 +74,7 @@ from tqdm import tqdm
 
 from gmlm import provenance
 from gmlm.bench.result import (
+    GRAPHS_NOTE,
     BenchResult,
     BenchRow,
     CheckpointInfo,
@@ -150,11 +161,11 @@ def percentiles(values: Sequence[float]) -> Percentiles:
 
 
 def _load(
-    path: str | Path, role: str, kind: str, device: str, clock: Clock
+    path: str | Path, role: str, kind: str, device: str, clock: Clock, cuda_graphs: bool = False
 ) -> tuple[Translator, float]:
     flag = f"--{role}"
     start = clock()
-    translator = load(path, device=device)
+    translator = load(path, device=device, cuda_graphs=cuda_graphs)
     seconds = clock() - start
     if translator.kind != kind:
         expected = "an autoregressive" if kind == "ar" else "a PaDIR"
@@ -246,9 +257,10 @@ def _latency(
     clock: Clock,
 ) -> Latencies:
     """Per-sentence batch-1 seconds, model-only and end-to-end, output tokens and the
-    end-to-end translations; `tick` is called after each sentence. texts[i] is line lines[i]
-    of the split, which keys PaDIR's initial tokens, so both ways and the throughput batches
-    decode the same thing."""
+    end-to-end translations; `tick` is called after each sentence of the warm-up (its first
+    `warmup` sentences) and of the timed pass. texts[i] is line lines[i] of the split, which
+    keys PaDIR's initial tokens, so both ways and the throughput batches decode the same
+    thing."""
     model: dict[str, list[float]] = {s.name: [] for s in systems}
     e2e: dict[str, list[float]] = {s.name: [] for s in systems}
     translations: dict[str, list[str]] = {s.name: [] for s in systems}
@@ -385,6 +397,7 @@ def run_bench(
     length_beams: Sequence[int] = DEFAULT_LENGTH_BEAMS,
     device: str = "cpu",
     ctranslate2: bool = False,
+    cuda_graphs: bool = False,
     json_out: str | Path | None = None,
     progress: bool = False,
     log: Log | None = None,
@@ -395,9 +408,15 @@ def run_bench(
     `json_out`, writes it there as JSON (atomically). `progress`: a tqdm bar (stderr);
     `log` gets a message as each phase starts; `clock` reads the time in seconds (tests pass
     a fake one to check the statistics against known durations). `ctranslate2`: add the
-    CTranslate2 rows of `ar` (needs the extra ``gmlm[ctranslate2]``)."""
+    CTranslate2 rows of `ar` (needs the extra ``gmlm[ctranslate2]``). `cuda_graphs`: decoder
+    passes by CUDA graph, warmed up on every timed sentence (module docstring)."""
     say: Log = log or (lambda _msg: None)
     _check_settings(sentences, threads, precisions, batch_sizes, warmup)
+    if cuda_graphs and tuple(batch_sizes) != (1,):
+        raise GmlmError(
+            f"--cuda-graphs times batch-1 latency only (batch sizes {list(batch_sizes)} would "
+            "capture new graphs while timed): pass --batch-sizes 1"
+        )
     if ctranslate2 and device != "cpu":
         raise GmlmError(
             f"--ctranslate2 times CTranslate2 on the CPU; with --device {device} the rows "
@@ -419,7 +438,7 @@ def run_bench(
             if path is not None
         ]
         for role, path, kind in roles:
-            translators[role], load_s[role] = _load(path, role, kind, device, clock)
+            translators[role], load_s[role] = _load(path, role, kind, device, clock, cuda_graphs)
         lines, ids = _inputs(texts, translators, sentences)
         if not lines:
             raise GmlmError(f"{data}: split '{split}' has no sentence every model can take")
@@ -439,6 +458,8 @@ def run_bench(
             for role, worker in workers:
                 systems += ctranslate2_systems(role, translators[role], worker)
         results: list[BenchRow] = []
+        if device != "cpu":  # every shape met before the timed pass (module docstring)
+            warmup = len(lines)
         per_precision = min(warmup, len(lines)) + len(lines)
         per_precision += sum(-(-len(lines) // size) for size in batch_sizes if size > 1)
         bar = tqdm(
@@ -504,6 +525,8 @@ def run_bench(
             python=provenance.python_version(),
             cpu=provenance.cpu_model(),
             device=device,
+            gpu=_gpu_name(device),
+            cuda_graphs=_graphs_note(cuda_graphs, translators),
             precisions=tuple(precisions),
             split=split,
             sentences=len(lines),
@@ -530,6 +553,17 @@ def run_bench(
     if json_out is not None:
         result.write(Path(json_out))
     return result
+
+
+def _gpu_name(device: str) -> str | None:
+    return torch.cuda.get_device_name(torch.device(device)) if device != "cpu" else None
+
+
+def _graphs_note(used: bool, translators: dict[str, Translator]) -> str | None:
+    if not used:
+        return None
+    count = sum(t.cuda_graph_count() for t in translators.values())
+    return f"{GRAPHS_NOTE}; {count} graphs captured in all"
 
 
 def _bleu_note(split: str, sentences: int, signature: str) -> str:

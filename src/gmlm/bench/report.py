@@ -23,12 +23,14 @@ def settings_lines(result: BenchResult) -> list[str]:
     s = result.settings
     lines = [
         f"threads {s.threads}, torch {s.torch}, gmlm {s.gmlm}, python {s.python}, "
-        f"CPU {s.cpu}, device {s.device}",
+        f"CPU {s.cpu}, device {s.device}" + (f" ({s.gpu})" if s.gpu else ""),
         f"precisions {', '.join(s.precisions)}; {s.sentences} sentences of split "
         f"'{s.split}' (mean {s.mean_source_tokens} source tokens); warm-up "
         f"{s.warmup} sentences per system and precision; batch sizes "
         f"{', '.join(str(b) for b in s.batch_sizes)}",
     ]
+    if s.cuda_graphs:
+        lines.append(f"CUDA graphs: {s.cuda_graphs}")
     for role, info in s.checkpoints.items():
         lines.append(
             f"{role}: {info.path} ({info.decoder_layers} decoder layer(s), loaded in "

@@ -46,13 +46,21 @@ class Ctranslate2Info(Record):
     backend: str | None = field(default=None, metadata=OMIT_NONE)
 
 
+GRAPHS_NOTE = (
+    "every torch system's decoder passes replayed as CUDA graphs (gmlm.decoding.cuda_graphs), "
+    "each shape captured during the warm-up, which covers every timed sentence on a GPU, so "
+    "the timed pass replays graphs only"
+)
+
+
 @dataclass(frozen=True, kw_only=True)
 class SpeedSettings(Record):
     """How the numbers were made: provenance (threads .. device) and the benchmark's settings;
     `checkpoints` by role (ar, padir, teacher, ar1); `ar1` says whether --ar1 was measured,
     `ctranslate2` what ran the CTranslate2 rows, or why there are none (absent in files
     written before gmlm bench had them); `bleu` how the rows' BLEU was scored, or why not
-    (absent in files written before the rows had one)."""
+    (absent in files written before the rows had one); `gpu`: the GPU's name on a CUDA
+    device; `cuda_graphs`: how CUDA graphs ran (both absent when not used)."""
 
     threads: int
     torch: str
@@ -60,6 +68,8 @@ class SpeedSettings(Record):
     python: str
     cpu: str
     device: str
+    gpu: str | None = field(default=None, metadata=OMIT_NONE)
+    cuda_graphs: str | None = field(default=None, metadata=OMIT_NONE)
     precisions: tuple[str, ...]
     split: str
     sentences: int

@@ -9,7 +9,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from gmlm.cli.flags import add_device, add_json, add_output, int_list, precision_list, show
+from gmlm.cli.flags import (
+    add_cuda_graphs,
+    add_device,
+    add_json,
+    add_output,
+    int_list,
+    precision_list,
+    show,
+)
 from gmlm.cli.options import documented_fields
 from gmlm.decoding.options import PRECISIONS, RefinementOptions
 
@@ -92,11 +100,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--warmup",
         type=int,
         default=DEFAULT_WARMUP,
-        help=f"untimed sentences per system and precision first (default: {DEFAULT_WARMUP})",
+        help=f"untimed sentences per system and precision first (default: {DEFAULT_WARMUP}; "
+        "on a GPU every timed sentence, so that each shape is met before timing)",
     )
     add_sweep(p, "--steps", "steps", (1, 2, 4, 10))
     add_sweep(p, "--length-beams", "length_beam", (1, 5))
     add_device(p, default="cpu")
+    add_cuda_graphs(
+        p,
+        "for every torch system, captured during the warm-up (every timed sentence on a "
+        "GPU), so that the timed pass only replays graphs; batch size 1 only (--batch-sizes 1)",
+    )
     p.add_argument(
         "--ctranslate2",
         action="store_true",
@@ -151,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
         length_beams=args.length_beams,
         device=args.device,
         ctranslate2=args.ctranslate2,
+        cuda_graphs=args.cuda_graphs,
         json_out=args.output,
         log=lambda msg: print(msg, file=sys.stderr, flush=True),
     )

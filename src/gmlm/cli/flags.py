@@ -131,6 +131,15 @@ def add_device(parser: argparse.ArgumentParser, default: str = "auto") -> None:
     )
 
 
+def add_cuda_graphs(parser: argparse.ArgumentParser, help: str) -> None:
+    parser.add_argument(
+        "--cuda-graphs",
+        action="store_true",
+        help="replay each decoder pass as a CUDA graph (needs --device cuda; one graph per "
+        f"shape, captured the first time it is met) {help}",
+    )
+
+
 def add_precision(
     parser: argparse.ArgumentParser,
     help: str,

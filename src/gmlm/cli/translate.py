@@ -15,6 +15,7 @@ from pathlib import Path
 from gmlm.cli.flags import (
     add_batch_size,
     add_checkpoint,
+    add_cuda_graphs,
     add_device,
     add_output,
     add_precision,
@@ -47,6 +48,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_output(p, "translations file (default: stdout)")
     add_batch_size(p, 32, "sentences per batch")
     add_device(p)
+    add_cuda_graphs(p, "(faster at small batch sizes on a GPU)")
     add_precision(
         p,
         "fp32, bf16 weights and activations, or int8 dynamic quantisation of the Linear "
@@ -89,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     lines, origin = read_input(args.input)
     if args.input is not None and args.output is not None and _same_file(args.input, args.output):
         raise GmlmError(f"--output {args.output} is the input file; choose another path")
-    translator = load(args.checkpoint, device=args.device)
+    translator = load(args.checkpoint, device=args.device, cuda_graphs=args.cuda_graphs)
     if translator.defaults:
         shown = " ".join(f"{k}={v}" for k, v in translator.defaults.items())
         print(f"gmlm: the checkpoint's decoding defaults (decoding.json): {shown}", file=sys.stderr)

@@ -29,7 +29,9 @@ checkpoint's kind; a name neither kind has is one that lists the valid names.
 
 ``precision`` ("fp32", "bf16" or "int8", :mod:`gmlm.translation.precision`) picks the arithmetic;
 the bf16 and int8 copies of the model are made on first use and kept. Decoding runs under
-``torch.inference_mode``.
+``torch.inference_mode``. ``cuda_graphs=True`` (a model on a CUDA device) replays each decoder
+pass as a CUDA graph (:mod:`gmlm.decoding.cuda_graphs`; the first sentence of each new shape
+pays for its capture).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from gmlm.data.cleaning import normalize
 from gmlm.data.lengths import SHOWN, OverLengthError, encode_inputs
 from gmlm.data.tokenizer import Tokenizer
 from gmlm.decoding.autoregressive import beam_search, greedy_search
+from gmlm.decoding.cuda_graphs import graph_count, graphed
 from gmlm.decoding.options import (
     DecodingOptions,
     Precision,
@@ -71,7 +74,8 @@ class Translator:
     """A model of `kind` ("ar" or "padir") with its tokenizer; `config` defaults to the
     model's own. The model is put in eval mode and stays on its device. `defaults`: decoding
     settings that replace the options class's defaults (a checkpoint's decoding.json, see
-    :mod:`gmlm.decoding.checkpoint_defaults`); explicit settings still win."""
+    :mod:`gmlm.decoding.checkpoint_defaults`); explicit settings still win. `cuda_graphs`:
+    decoder passes by CUDA graph (see the module docstring; the model must be on a GPU)."""
 
     def __init__(
         self,
@@ -80,6 +84,7 @@ class Translator:
         tokenizer: Tokenizer,
         config: ModelConfig | None = None,
         defaults: dict[str, Any] | None = None,
+        cuda_graphs: bool = False,
     ) -> None:
         expected = {"ar": AutoregressiveModel, "padir": PadirModel}.get(kind)
         if expected is None:
@@ -99,6 +104,13 @@ class Translator:
         self.tokenizer = tokenizer
         self.config = config
         self._copies: dict[str, AutoregressiveModel | PadirModel] = {}
+        self._graphed: dict[str, AutoregressiveModel | PadirModel] = {}
+        self.cuda_graphs = cuda_graphs
+        if cuda_graphs and self.device.type != "cuda":
+            raise GmlmError(
+                f"CUDA graphs need a model on a CUDA device, but it is on {self.device}; use "
+                '--device cuda (Python: gmlm.load(..., device="cuda")), or leave them out'
+            )
         self.defaults: dict[str, Any] = dict(defaults or {})
         decoding_options(kind, config, None, self.defaults)  # fail here, not at first use
 
@@ -108,13 +120,23 @@ class Translator:
 
     def model_at(self, precision: Precision) -> AutoregressiveModel | PadirModel:
         """The model at `precision`: the fp32 model itself, or its bf16 or int8 copy, made on
-        first use and kept (see :mod:`gmlm.translation.precision`)."""
+        first use and kept (see :mod:`gmlm.translation.precision`); with cuda_graphs, its
+        graphed copy (:func:`gmlm.decoding.cuda_graphs.graphed`), also kept."""
         check_precision(precision)
-        if precision == "fp32":
-            return self.model
-        if precision not in self._copies:
-            self._copies[precision] = at_precision(self.model, precision)
-        return self._copies[precision]
+        model = self.model
+        if precision != "fp32":
+            if precision not in self._copies:
+                self._copies[precision] = at_precision(self.model, precision)
+            model = self._copies[precision]
+        if not self.cuda_graphs:
+            return model
+        if precision not in self._graphed:
+            self._graphed[precision] = graphed(model)
+        return self._graphed[precision]
+
+    def cuda_graph_count(self) -> int:
+        """How many CUDA graphs (decoder pass shapes) the graphed copies hold so far."""
+        return graph_count(list(self._graphed.values()))
 
     def options(
         self, options: DecodingOptions | None = None, /, **overrides: Any
@@ -358,15 +380,18 @@ def resolve_device(name: str) -> torch.device:
     raise GmlmError(f"device {name!r}: choose auto, cpu, cuda or cuda:N")
 
 
-def load(checkpoint: str | Path, device: str = "auto") -> Translator:
-    """A :class:`Translator` for a checkpoint folder (or a run folder's best checkpoint)."""
+def load(checkpoint: str | Path, device: str = "auto", cuda_graphs: bool = False) -> Translator:
+    """A :class:`Translator` for a checkpoint folder (or a run folder's best checkpoint);
+    `cuda_graphs`: see :class:`Translator`."""
     from gmlm.training.checkpoint import load_for_inference
 
     loaded = load_for_inference(checkpoint, device=resolve_device(device))
     model = loaded.model
     if not isinstance(model, (AutoregressiveModel, PadirModel)):
         raise GmlmError(f"{checkpoint}: holds a {type(model).__name__}, not a translation model")
-    return Translator(loaded.kind, model, loaded.tokenizer, loaded.model_config, loaded.decoding)
+    return Translator(
+        loaded.kind, model, loaded.tokenizer, loaded.model_config, loaded.decoding, cuda_graphs
+    )
 
 
 __all__ = ["OverLengthPolicy", "Translator", "load", "resolve_device"]

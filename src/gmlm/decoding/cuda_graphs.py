@@ -1,0 +1,299 @@
+"""CUDA graphs for decoding on a GPU: each decoder pass replayed as one graph launch.
+
+At batch 1 a GPU spends most of a decoder pass launching kernels (hundreds per pass, each a
+few microseconds of work); a CUDA graph records a pass's kernels once and replays them with
+one launch. :func:`graphed` gives a model whose ``decode`` (PaDIR: one refinement pass) or
+``decode_step`` (AR: one step on the key/value cache) replays a graph instead; everything else
+(the encoder, the search, the host-side bookkeeping) stays eager, so the decoding rules are
+those of :mod:`gmlm.decoding.refinement` and :mod:`gmlm.decoding.autoregressive` unchanged.
+
+A graph has fixed shapes and addresses. Each runner keeps one graph per *signature* and
+copies a call's tensors into that graph's static input buffers before the replay:
+
+* PaDIR pass: (rows, width, source width, dtype), with the hypothesis width and the source
+  width each rounded up to a multiple of ``multiple`` (8): the extra positions are padding
+  (masked keys; their outputs are cut off), so a few graphs cover every sentence. A masked
+  key changes no softmax, so the logits equal the eager pass's up to float rounding (the
+  wider matrix products may be blocked differently): the same caveat as batching
+  (:mod:`gmlm.translation.translator`). The decoder's position information for each padded
+  width is made once and kept (the weights of an inference copy never change).
+* AR step: (rows, new tokens, cached positions, source width rounded up, dtype); the cache
+  length is exact (it is the causal attention's width), so a graph serves one step index.
+  The cross-attention memory's buffers are shared by the graphs of one (rows, source width),
+  and copied only when the memory changes (once per sentence, not per step).
+
+A signature seen for the first time is captured then (one eager warm-up call on a side
+stream, then the capture), which costs far more than a replay: latency measurements warm up
+on every timed sentence first (`gmlm bench --cuda-graphs`). All graphs of a runner share one
+memory pool, so a replay may overwrite the outputs of any earlier replay of the runner: the
+decoding loops consume each pass's outputs (logits, a step's new cache) before the next
+call, which is all this needs. Calls the graphs do not cover run eagerly: PaDIR passes that
+return attention weights or take an encoder output instead of a projected memory.
+
+``capture=False`` keeps the static buffers and padding but calls the pass directly instead
+of replaying a graph: what a graph would compute, on any device (the tests check the
+padding on a CPU with it).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import torch
+from torch import Tensor
+
+from gmlm.errors import GmlmError
+from gmlm.models.autoregressive import AutoregressiveModel, DecoderCache
+from gmlm.models.padir import DecoderPositions, PadirModel
+from gmlm.nn.attention import KVCache
+from gmlm.nn.layers import DecoderOutput, EncoderOutput
+
+Model = TypeVar("Model", bound=AutoregressiveModel | PadirModel)
+
+MULTIPLE = 8
+"""Hypothesis and source widths are rounded up to a multiple of this (see the docstring)."""
+
+
+def _rounded(width: int, multiple: int) -> int:
+    return -(-width // multiple) * multiple
+
+
+@dataclass
+class _Recording:
+    """One signature's static inputs, the call that reads them, and its outputs: the graph
+    replayed (or, without capture, the call made) by :meth:`run`."""
+
+    inputs: tuple[Tensor, ...]
+    call: Callable[[], tuple[Tensor, ...]]
+    outputs: tuple[Tensor, ...] = ()
+    graph: torch.cuda.CUDAGraph | None = None
+
+    def record(self, capture: bool, pool: Any) -> None:
+        if not capture:
+            return
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # lazy initialisation happens outside the graph
+            self.call()
+        torch.cuda.current_stream().wait_stream(side)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph, pool=pool):
+            self.outputs = self.call()
+
+    def run(self) -> tuple[Tensor, ...]:
+        if self.graph is None:
+            return self.call()
+        self.graph.replay()
+        return self.outputs
+
+
+@dataclass
+class _Memory:
+    """Static cross-attention buffers (padded source width) shared by a runner's graphs of
+    one (rows, width, dtype), and the memory last copied into them."""
+
+    keys: list[Tensor]
+    values: list[Tensor]
+    padding_mask: Tensor
+    source: KVCache | None = field(default=None)
+
+    @classmethod
+    def like(cls, memory: KVCache, width: int) -> _Memory:
+        def buffer(t: Tensor) -> Tensor:
+            return t.new_zeros((*t.shape[:2], width, *t.shape[3:]))
+
+        mask = memory.padding_mask
+        assert mask is not None
+        return cls(
+            [buffer(k) for k in memory.keys],
+            [buffer(v) for v in memory.values],
+            mask.new_ones((mask.shape[0], width)),
+        )
+
+    def load(self, memory: KVCache) -> None:
+        """Copy `memory` in (its source positions first, the rest padding), unless it is the
+        memory copied last."""
+        if self.source is memory:
+            return
+        mask = memory.padding_mask
+        assert mask is not None
+        width = mask.shape[1]
+        for buffer, tensor in zip(
+            (*self.keys, *self.values), (*memory.keys, *memory.values), strict=True
+        ):
+            buffer[:, :, :width].copy_(tensor)
+        self.padding_mask[:, :width].copy_(mask)
+        self.padding_mask[:, width:].fill_(True)
+        self.source = memory
+
+    def cache(self) -> KVCache:
+        return KVCache(self.keys, self.values, self.padding_mask)
+
+
+class _Runner:
+    """What both runners share: the recordings by signature, one memory pool, the memory
+    buffers by (rows, padded source width, dtype)."""
+
+    def __init__(self, capture: bool, multiple: int) -> None:
+        if multiple < 1:
+            raise GmlmError(f"multiple={multiple} must be at least 1")
+        self.capture = capture
+        self.multiple = multiple
+        self.pool = torch.cuda.graph_pool_handle() if capture else None
+        self.recordings: dict[tuple[object, ...], _Recording] = {}
+        self.memories: dict[tuple[object, ...], _Memory] = {}
+
+    @property
+    def graphs(self) -> int:
+        """How many signatures have been recorded (graphs captured, with capture)."""
+        return len(self.recordings)
+
+    def memory(self, memory: KVCache) -> tuple[_Memory, int]:
+        """The static buffers for `memory`, loaded with it, and their padded width."""
+        if memory.padding_mask is None:
+            raise GmlmError("graphed decoding needs the memory's source padding mask")
+        rows, width = memory.padding_mask.shape
+        padded = _rounded(width, self.multiple)
+        key = (rows, padded, memory.keys[0].dtype)
+        if key not in self.memories:
+            self.memories[key] = _Memory.like(memory, padded)
+        buffers = self.memories[key]
+        buffers.load(memory)
+        return buffers, padded
+
+    def recording(self, key: tuple[object, ...], make: Callable[[], _Recording]) -> _Recording:
+        recording = self.recordings.get(key)
+        if recording is None:
+            recording = make()
+            recording.record(self.capture, self.pool)
+            self.recordings[key] = recording
+        return recording
+
+
+class PadirGraphs(_Runner):
+    """``decode`` and ``positions`` of a PaDIR model, by padded signature (module docstring)."""
+
+    def __init__(self, model: PadirModel, capture: bool = True, multiple: int = MULTIPLE) -> None:
+        super().__init__(capture, multiple)
+        self.model = model
+        self.known: dict[int, DecoderPositions] = {}
+
+    def positions(self, length: int, project: bool = False) -> DecoderPositions:
+        """The model's positions for `length`, with projections, made once per length."""
+        if length not in self.known:
+            self.known[length] = self.model.positions(length, project=True)
+        return self.known[length]
+
+    def decode(
+        self,
+        memory: EncoderOutput | KVCache,
+        hyp: Tensor,
+        padding_mask: Tensor | None = None,
+        return_attention: bool = False,
+        positions: DecoderPositions | None = None,
+    ) -> DecoderOutput:
+        """:meth:`PadirModel.decode` by graph (`positions` are made here, at the padded
+        width); eager with `return_attention` or an encoder output."""
+        if return_attention or not isinstance(memory, KVCache):
+            return self.model.decode(memory, hyp, padding_mask, return_attention, positions)
+        if padding_mask is None:
+            padding_mask = hyp == self.model.config.pad_id
+        rows, width = hyp.shape
+        buffers, source_width = self.memory(memory)
+        padded = _rounded(width, self.multiple)
+        key = (rows, padded, source_width, buffers.keys[0].dtype)
+        recording = self.recording(key, lambda: self._recording(buffers, rows, padded))
+        static_hyp, static_padding = recording.inputs
+        static_hyp[:, :width].copy_(hyp)
+        static_hyp[:, width:].fill_(self.model.config.pad_id)
+        static_padding[:, :width].copy_(padding_mask)
+        static_padding[:, width:].fill_(True)
+        (logits,) = recording.run()
+        return DecoderOutput(logits[:, :width])
+
+    def _recording(self, buffers: _Memory, rows: int, width: int) -> _Recording:
+        device = buffers.padding_mask.device
+        hyp = torch.full((rows, width), self.model.config.pad_id, device=device)
+        padding = torch.ones((rows, width), dtype=torch.bool, device=device)
+        positions = self.positions(width)
+        cross = buffers.cache()
+
+        def call() -> tuple[Tensor, ...]:
+            out = self.model.decode(cross, hyp, padding_mask=padding, positions=positions)
+            return (out.logits,)
+
+        return _Recording((hyp, padding), call)
+
+
+class AutoregressiveGraphs(_Runner):
+    """``decode_step`` of an autoregressive model, by signature (module docstring)."""
+
+    def __init__(
+        self, model: AutoregressiveModel, capture: bool = True, multiple: int = MULTIPLE
+    ) -> None:
+        super().__init__(capture, multiple)
+        self.model = model
+
+    def decode_step(self, tokens: Tensor, cache: DecoderCache) -> tuple[Tensor, DecoderCache]:
+        """:meth:`AutoregressiveModel.decode_step` by graph."""
+        buffers, source_width = self.memory(cache.cross)
+        rows, count = tokens.shape
+        past = cache.past.length
+        key = (rows, count, past, source_width, buffers.keys[0].dtype)
+        recording = self.recording(key, lambda: self._recording(buffers, tokens, cache.past))
+        static_tokens, *static_past = recording.inputs
+        static_tokens.copy_(tokens)
+        for buffer, tensor in zip(static_past, (*cache.past.keys, *cache.past.values), strict=True):
+            buffer.copy_(tensor)
+        logits, *new_past = recording.run()
+        layers = len(new_past) // 2
+        return logits, DecoderCache(cache.cross, KVCache(new_past[:layers], new_past[layers:]))
+
+    def _recording(self, buffers: _Memory, tokens: Tensor, past: KVCache) -> _Recording:
+        static_tokens = torch.zeros_like(tokens)
+        keys = [torch.zeros_like(k) for k in past.keys]
+        values = [torch.zeros_like(v) for v in past.values]
+        cross = buffers.cache()
+
+        def call() -> tuple[Tensor, ...]:
+            cache = DecoderCache(cross, KVCache(keys, values))
+            logits, new = self.model.decode_step(static_tokens, cache)
+            return (logits, *new.past.keys, *new.past.values)
+
+        return _Recording((static_tokens, *keys, *values), call)
+
+
+def graphed(model: Model, capture: bool = True, multiple: int = MULTIPLE) -> Model:
+    """A shallow copy of `model` (sharing its weights) whose decoder pass runs by CUDA graph
+    (see the module docstring); the model must be on a CUDA device when `capture`. The copy's
+    ``graphs`` attribute is its runner (``graphs.graphs``: how many signatures it recorded).
+    The weights must not change while the copy is in use (graphs read them in place)."""
+    device = next(model.parameters()).device
+    if capture and device.type != "cuda":
+        raise GmlmError(
+            f"CUDA graphs need the model on a CUDA device, but it is on {device}; use "
+            "--device cuda, or leave out --cuda-graphs"
+        )
+    clone = copy.copy(model)
+    runner: PadirGraphs | AutoregressiveGraphs
+    if isinstance(model, PadirModel):
+        runner = PadirGraphs(model, capture, multiple)
+        setattr(clone, "decode", runner.decode)  # noqa: B010 (an instance attribute)
+        setattr(clone, "positions", runner.positions)  # noqa: B010
+    else:
+        runner = AutoregressiveGraphs(model, capture, multiple)
+        setattr(clone, "decode_step", runner.decode_step)  # noqa: B010
+    object.__setattr__(clone, "graphs", runner)
+    return clone
+
+
+def graph_count(models: Sequence[object]) -> int:
+    """Signatures recorded by the graphed copies among `models` (0 for plain models)."""
+    return sum(
+        runner.graphs
+        for runner in (getattr(m, "graphs", None) for m in models)
+        if isinstance(runner, _Runner)
+    )

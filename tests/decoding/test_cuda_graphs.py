@@ -1,0 +1,93 @@
+"""The CUDA-graph runners' static buffers and padding, checked on a CPU: with capture=False
+a runner calls the pass on its padded static buffers instead of replaying a graph, i.e.
+computes what its graph would (the graphs themselves run in tests/test_cuda.py, on a GPU)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import torch
+
+from gmlm.bench import run_bench
+from gmlm.data.tokenizer import Tokenizer
+from gmlm.decoding import RefinementOptions
+from gmlm.decoding.autoregressive import SearchOptions, beam_search, greedy_search
+from gmlm.decoding.cuda_graphs import graph_count, graphed
+from gmlm.decoding.refinement import refine, sentence_generators
+from gmlm.errors import GmlmError
+from gmlm.models import AutoregressiveModel, PadirModel
+from gmlm.translation.translator import Translator
+from tests.helpers.reversal import CONFIG
+
+
+def _refined(model: PadirModel, src: torch.Tensor, **settings: object) -> list[list[int]]:
+    options = RefinementOptions(**settings)  # type: ignore[arg-type]
+    generators = sentence_generators(0, range(src.shape[0]))
+    return [r.raw for r in refine(model, src, options, generators)]
+
+
+@pytest.mark.parametrize("multiple", [1, 5, 8])
+def test_padded_padir_passes_decode_as_the_model(
+    trained_padir: PadirModel, reversal: tuple[torch.Tensor, torch.Tensor], multiple: int
+) -> None:
+    src, _ = reversal
+    copy = graphed(trained_padir, capture=False, multiple=multiple)
+    for settings in ({}, {"steps": 10, "length_beam": 3}, {"prune_after": 1, "prune_keep": 1}):
+        for rows in (src[:1], src[3:4], src):  # batch 1 and a batch, several widths
+            assert _refined(copy, rows, **settings) == _refined(trained_padir, rows, **settings)
+    assert graph_count([copy]) > 1  # several signatures met, each padded to the multiple
+
+
+def test_padded_pass_logits_match_with_relative_bias(
+    reversal: tuple[torch.Tensor, torch.Tensor],
+) -> None:
+    """An untrained model with relative position bias (its padding is folded into the bias):
+    the padded pass's logits are the unpadded pass's at every real position."""
+    torch.manual_seed(0)
+    model = PadirModel(dataclasses.replace(CONFIG, relative_bias=True)).eval()
+    src, tgt = reversal
+    copy = graphed(model, capture=False, multiple=8)
+    with torch.inference_mode():
+        memory = model.cross_memory(model.encode(src))
+        hyp = tgt[:, :5]  # content, EOS and padding at width 5 (padded to 8 inside)
+        expected = model.decode(memory, hyp).logits
+        got = copy.decode(memory, hyp).logits
+    assert got.shape == expected.shape
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_static_ar_steps_decode_as_the_model(
+    trained_ar: AutoregressiveModel, reversal: tuple[torch.Tensor, torch.Tensor], beam: int
+) -> None:
+    src, _ = reversal
+    copy = graphed(trained_ar, capture=False, multiple=8)
+    search = greedy_search if beam == 1 else beam_search
+    options = SearchOptions(beam=beam)
+    for rows in (src[:1], src[5:6], src):
+        expected, got = search(trained_ar, rows, options), search(copy, rows, options)
+        assert _tokens(got) == _tokens(expected)
+    assert graph_count([copy]) > 1
+
+
+def _tokens(found: list) -> list:  # type: ignore[type-arg]
+    """Output ids of greedy (one hypothesis per sentence) or beam search (n-best lists)."""
+    return [[h.tokens for h in x] if isinstance(x, list) else x.tokens for x in found]
+
+
+def test_graphs_need_a_cuda_model(trained_padir: PadirModel, trained_ar: AutoregressiveModel):
+    for model in (trained_padir, trained_ar):
+        with pytest.raises(GmlmError, match="CUDA graphs need the model on a CUDA device"):
+            graphed(model)
+
+
+def test_translator_and_bench_refuse_graphs_where_they_cannot_run(
+    tokenizer: Tokenizer, tmp_path: Path
+) -> None:
+    model = PadirModel(dataclasses.replace(CONFIG, vocab_size=tokenizer.vocab_size))
+    with pytest.raises(GmlmError, match="--device cuda"):
+        Translator("padir", model, tokenizer, cuda_graphs=True)
+    with pytest.raises(GmlmError, match="--batch-sizes 1"):
+        run_bench(tmp_path, tmp_path, tmp_path, cuda_graphs=True, batch_sizes=(1, 8))

@@ -1,0 +1,113 @@
+"""The CUDA path, on a machine with a GPU (skipped with the reason elsewhere): the shipped
+Multi30k models translate on the GPU as on the CPU, CUDA graphs change no output, a tiny
+training run trains and resumes on the GPU, and `gmlm bench` runs there with graphs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+import gmlm
+from gmlm.bench import run_bench
+from gmlm.data.binarized import load_dataset
+from gmlm.training.config import load_train_config
+from gmlm.training.trainer import Trainer
+from tests.helpers.checkpoints import write_checkpoint
+from tests.helpers.released_golden import RELEASED
+
+pytestmark = pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="no CUDA device here: the GPU tests need one"
+)
+
+SOURCES = [
+    "Ein Mann fährt Fahrrad.",
+    "Zwei Hunde spielen im Schnee.",
+    "Eine Frau mit einem roten Hut sitzt auf einer Bank.",
+    "Ein kleines Mädchen in einem rosa Kleid klettert eine Treppe hinauf.",
+    "Drei Männer stehen vor einem Gebäude und unterhalten sich.",
+    "Ein Junge springt in einen See.",
+]
+SETTINGS = {"ar": [{"beam": 1}, {"beam": 5}], "padir": [{}, {"steps": 10, "length_beam": 1}]}
+
+
+@pytest.mark.parametrize("name", ["ar", "padir"])
+def test_cuda_translates_as_the_cpu(name: str) -> None:
+    """fp32 on the GPU against fp32 on the CPU: the same outputs (float rounding differs,
+    which could only move a near-tie)."""
+    cpu = gmlm.load(RELEASED / name, device="cpu")
+    cuda = gmlm.load(RELEASED / name, device="cuda")
+    for settings in SETTINGS[name]:
+        expected = cpu.translate(SOURCES, **settings)
+        assert cuda.translate(SOURCES, **settings) == expected
+        assert cuda.translate(SOURCES, batch_size=1, **settings) == expected
+
+
+@pytest.mark.parametrize("name", ["ar", "padir", "ar1"])
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_cuda_graphs_change_no_output(name: str, precision: str) -> None:
+    eager = gmlm.load(RELEASED / name, device="cuda")
+    graphs = gmlm.load(RELEASED / name, device="cuda", cuda_graphs=True)
+    for settings in SETTINGS["padir" if name == "padir" else "ar"]:
+        expected = eager.translate(SOURCES, batch_size=1, precision=precision, **settings)
+        for _ in range(2):  # captured, then replayed
+            got = graphs.translate(SOURCES, batch_size=1, precision=precision, **settings)
+            assert got == expected
+        # A batch: other signatures, the source memory padded across sentences.
+        batched = graphs.translate(SOURCES, batch_size=4, precision=precision, **settings)
+        assert batched == eager.translate(SOURCES, batch_size=4, precision=precision, **settings)
+    assert graphs.cuda_graph_count() > 0
+
+
+def test_training_runs_and_resumes_on_cuda(word_task_data: Path, tmp_path: Path) -> None:
+    def train(steps: int) -> object:
+        cfg = load_train_config(
+            "tiny-padir",
+            [
+                f"data={word_task_data}",
+                f"out={tmp_path / 'run'}",
+                "device=cuda",
+                "log_every=1",
+                "valid_every=10",
+                "valid_sentences=8",
+                f"max_steps={steps}",
+            ],
+        )
+        messages: list[str] = []
+        result = Trainer(cfg, progress=False, log=messages.append).run()
+        return result, messages
+
+    first, _ = train(20)
+    second, messages = train(40)
+    assert (first.step, second.step) == (20, 40)  # type: ignore[attr-defined]
+    assert any("resumed" in m for m in messages), messages
+    rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    losses = [r["loss"] for r in rows if "loss" in r]
+    assert len(losses) == 40 and all(loss == loss for loss in losses)  # finite, no NaN
+    assert sum(losses[-5:]) < sum(losses[:5])
+    translator = gmlm.load(tmp_path / "run", device="cuda")
+    assert len(translator.translate(["a b c"])) == 1
+
+
+def test_bench_with_cuda_graphs(word_task_data: Path, tmp_path: Path) -> None:
+    tokenizer = load_dataset(word_task_data).tokenizer
+    ar = write_checkpoint(tmp_path / "ar", "ar", tokenizer)
+    padir = write_checkpoint(tmp_path / "padir", "padir", tokenizer)
+    result = run_bench(
+        ar,
+        padir,
+        word_task_data,
+        sentences=3,
+        precisions=("fp32", "bf16"),
+        batch_sizes=(1,),
+        steps=(4,),
+        length_beams=(5,),
+        device="cuda",
+        cuda_graphs=True,
+    )
+    settings = result.settings
+    assert settings.gpu and settings.cuda_graphs and "graphs captured" in settings.cuda_graphs
+    assert settings.warmup == 3  # every timed sentence
+    assert {r.system for r in result.results} == {"padir T=4 B=5", "ar greedy", "ar beam5"}
