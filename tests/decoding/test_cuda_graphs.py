@@ -91,3 +91,27 @@ def test_translator_and_bench_refuse_graphs_where_they_cannot_run(
         Translator("padir", model, tokenizer, cuda_graphs=True)
     with pytest.raises(GmlmError, match="--batch-sizes 1"):
         run_bench(tmp_path, tmp_path, tmp_path, cuda_graphs=True, batch_sizes=(1, 8))
+
+
+@pytest.mark.parametrize("kind", ["ar", "padir"])
+def test_padded_encoder_and_position_cap(
+    kind: str, reversal: tuple[torch.Tensor, torch.Tensor]
+) -> None:
+    """The graphed encoder pads the source (width 7 -> 10 here) and cuts it back; a width
+    rounded past the position table (31 -> 35 > max_target_len 32) is capped at the table."""
+    torch.manual_seed(0)
+    model = (PadirModel if kind == "padir" else AutoregressiveModel)(CONFIG).eval()
+    copy = graphed(model, capture=False, multiple=5)
+    src, _ = reversal
+    with torch.inference_mode():
+        expected, got = model.encode(src), copy.encode(src)
+        torch.testing.assert_close(got.memory, expected.memory, rtol=1e-5, atol=1e-5)
+        assert torch.equal(got.padding_mask, expected.padding_mask)
+        if isinstance(model, PadirModel):
+            torch.testing.assert_close(
+                model.length_logits(got), model.length_logits(expected), rtol=1e-5, atol=1e-5
+            )
+            memory = model.cross_memory(expected)
+            hyp = torch.randint(CONFIG.n_special, CONFIG.vocab_size, (src.shape[0], 31))
+            logits = copy.decode(memory, hyp).logits
+            torch.testing.assert_close(logits, model.decode(memory, hyp).logits)

@@ -1,17 +1,24 @@
-"""CUDA graphs for decoding on a GPU: each decoder pass replayed as one graph launch.
+"""CUDA graphs for decoding on a GPU: the encoder and each decoder pass replayed as one
+graph launch each.
 
 At batch 1 a GPU spends most of a decoder pass launching kernels (hundreds per pass, each a
 few microseconds of work); a CUDA graph records a pass's kernels once and replays them with
-one launch. :func:`graphed` gives a model whose ``decode`` (PaDIR: one refinement pass) or
-``decode_step`` (AR: one step on the key/value cache) replays a graph instead; everything else
-(the encoder, the search, the host-side bookkeeping) stays eager, so the decoding rules are
-those of :mod:`gmlm.decoding.refinement` and :mod:`gmlm.decoding.autoregressive` unchanged.
+one launch. :func:`graphed` gives a model whose ``encode``, and ``decode`` (PaDIR: one
+refinement pass) or ``decode_step`` (AR: one step on the key/value cache), replay graphs;
+everything else (the cross-attention projections, the search, the host-side bookkeeping)
+stays eager, so the decoding rules are those of :mod:`gmlm.decoding.refinement` and
+:mod:`gmlm.decoding.autoregressive` unchanged.
 
 A graph has fixed shapes and addresses. Each runner keeps one graph per *signature* and
 copies a call's tensors into that graph's static input buffers before the replay:
 
+* encoder: (rows, source width rounded up to a multiple of ``multiple``, 8), the extra
+  positions padding (masked keys, outputs cut off); the source's padding mask is made and
+  checked eagerly first (the check reads it on the host, which a graph cannot);
+
 * PaDIR pass: (rows, width, source width, dtype), with the hypothesis width and the source
-  width each rounded up to a multiple of ``multiple`` (8): the extra positions are padding
+  width each rounded up to a multiple of ``multiple`` (never past the model's position
+  table): the extra positions are padding
   (masked keys; their outputs are cut off), so a few graphs cover every sentence. A masked
   key changes no softmax, so the logits equal the eager pass's up to float rounding (the
   wider matrix products may be blocked differently): the same caveat as batching
@@ -47,9 +54,9 @@ from torch import Tensor
 
 from gmlm.errors import GmlmError
 from gmlm.models.autoregressive import AutoregressiveModel, DecoderCache
-from gmlm.models.padir import DecoderPositions, PadirModel
+from gmlm.models.padir import DecoderPositions, PadirEncoderOutput, PadirModel
 from gmlm.nn.attention import KVCache
-from gmlm.nn.layers import DecoderOutput, EncoderOutput
+from gmlm.nn.layers import DecoderOutput, EncoderOutput, source_padding_mask
 
 Model = TypeVar("Model", bound=AutoregressiveModel | PadirModel)
 
@@ -134,12 +141,15 @@ class _Memory:
 
 
 class _Runner:
-    """What both runners share: the recordings by signature, one memory pool, the memory
-    buffers by (rows, padded source width, dtype)."""
+    """What both runners share: the model, the recordings by signature, one memory pool,
+    the memory buffers by (rows, padded source width, dtype), the encoder by graph."""
 
-    def __init__(self, capture: bool, multiple: int) -> None:
+    def __init__(
+        self, model: AutoregressiveModel | PadirModel, capture: bool, multiple: int
+    ) -> None:
         if multiple < 1:
             raise GmlmError(f"multiple={multiple} must be at least 1")
+        self.base = model
         self.capture = capture
         self.multiple = multiple
         self.pool = torch.cuda.graph_pool_handle() if capture else None
@@ -164,6 +174,40 @@ class _Runner:
         buffers.load(memory)
         return buffers, padded
 
+    def padded(self, width: int, limit: int) -> int:
+        """`width` rounded up to the multiple, at most `limit` (a position table's size)."""
+        return max(width, min(_rounded(width, self.multiple), limit))
+
+    def encode(self, src: Tensor) -> EncoderOutput:
+        """The model's ``encode`` of src (B, S), by graph (module docstring)."""
+        config = self.base.config
+        mask = source_padding_mask(src, config.pad_id)
+        rows, width = src.shape
+        padded = self.padded(width, config.max_source_len)
+        key = ("encode", rows, padded)
+        recording = self.recording(key, lambda: self._encoder(rows, padded, src.device))
+        static_src, static_mask = recording.inputs
+        static_src[:, :width].copy_(src)
+        static_src[:, width:].fill_(config.pad_id)
+        static_mask[:, :width].copy_(mask)
+        static_mask[:, width:].fill_(True)
+        memory, *length_state = recording.run()
+        if length_state:
+            return PadirEncoderOutput(memory[:, :width], mask, length_state[0])
+        return EncoderOutput(memory[:, :width], mask)
+
+    def _encoder(self, rows: int, width: int, device: torch.device) -> _Recording:
+        src = torch.full((rows, width), self.base.config.pad_id, device=device)
+        mask = torch.ones((rows, width), dtype=torch.bool, device=device)
+
+        def call() -> tuple[Tensor, ...]:
+            enc = self.base.encode_masked(src, mask)
+            if isinstance(enc, PadirEncoderOutput):
+                return enc.memory, enc.length_state
+            return (enc.memory,)
+
+        return _Recording((src, mask), call)
+
     def recording(self, key: tuple[object, ...], make: Callable[[], _Recording]) -> _Recording:
         recording = self.recordings.get(key)
         if recording is None:
@@ -177,7 +221,7 @@ class PadirGraphs(_Runner):
     """``decode`` and ``positions`` of a PaDIR model, by padded signature (module docstring)."""
 
     def __init__(self, model: PadirModel, capture: bool = True, multiple: int = MULTIPLE) -> None:
-        super().__init__(capture, multiple)
+        super().__init__(model, capture, multiple)
         self.model = model
         self.known: dict[int, DecoderPositions] = {}
 
@@ -203,7 +247,7 @@ class PadirGraphs(_Runner):
             padding_mask = hyp == self.model.config.pad_id
         rows, width = hyp.shape
         buffers, source_width = self.memory(memory)
-        padded = _rounded(width, self.multiple)
+        padded = self.padded(width, self.model.config.max_target_len)
         key = (rows, padded, source_width, buffers.keys[0].dtype)
         recording = self.recording(key, lambda: self._recording(buffers, rows, padded))
         static_hyp, static_padding = recording.inputs
@@ -234,7 +278,7 @@ class AutoregressiveGraphs(_Runner):
     def __init__(
         self, model: AutoregressiveModel, capture: bool = True, multiple: int = MULTIPLE
     ) -> None:
-        super().__init__(capture, multiple)
+        super().__init__(model, capture, multiple)
         self.model = model
 
     def decode_step(self, tokens: Tensor, cache: DecoderCache) -> tuple[Tensor, DecoderCache]:
@@ -286,6 +330,7 @@ def graphed(model: Model, capture: bool = True, multiple: int = MULTIPLE) -> Mod
     else:
         runner = AutoregressiveGraphs(model, capture, multiple)
         setattr(clone, "decode_step", runner.decode_step)  # noqa: B010
+    setattr(clone, "encode", runner.encode)  # noqa: B010
     object.__setattr__(clone, "graphs", runner)
     return clone
 

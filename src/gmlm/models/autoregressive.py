@@ -139,7 +139,11 @@ class AutoregressiveModel(nn.Module):
 
     def encode(self, src: Tensor) -> EncoderOutput:
         """src: (B, S) right-padded token ids -> memory (B, S, D) and padding mask (B, S)."""
-        padding_mask = source_padding_mask(src, self.config.pad_id)
+        return self.encode_masked(src, source_padding_mask(src, self.config.pad_id))
+
+    def encode_masked(self, src: Tensor, padding_mask: Tensor) -> EncoderOutput:
+        """:meth:`encode` with src's padding mask (B, S) made and checked already: no host
+        sync, so a CUDA graph can record it (:mod:`gmlm.decoding.cuda_graphs`)."""
         memory = self.encoder(self.embeddings.embed_source(src), padding_mask)
         return EncoderOutput(memory, padding_mask)
 

@@ -307,7 +307,11 @@ class PadirModel(nn.Module):
 
     def encode(self, src: Tensor) -> PadirEncoderOutput:
         """src: (B, S) right-padded ids, without [LENGTH] (added here)."""
-        padding_mask = source_padding_mask(src, self.config.pad_id)
+        return self.encode_masked(src, source_padding_mask(src, self.config.pad_id))
+
+    def encode_masked(self, src: Tensor, padding_mask: Tensor) -> PadirEncoderOutput:
+        """:meth:`encode` with src's padding mask (B, S) made and checked already: no host
+        sync, so a CUDA graph can record it (:mod:`gmlm.decoding.cuda_graphs`)."""
         length_token = torch.full_like(src[:, :1], self.config.length_id)
         tokens = torch.cat([length_token, src], dim=1)
         full_mask = torch.cat([torch.zeros_like(padding_mask[:, :1]), padding_mask], dim=1)
