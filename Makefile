@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-slow lint bench speed clean
+.PHONY: install demo test test-slow lint bench speed speed-gpu clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -59,6 +59,18 @@ speed: $(STAMP)
 	  --data runs/demo/data --sentences 200 --warmup 10 --threads $(SPEED_THREADS) --precision $(SPEED_PRECISION) \
 	  --steps 4,10 --length-beams 1,5 --batch-sizes 1,8 --ctranslate2 \
 	  --output runs/speed/bench.json --markdown runs/speed/bench.md
+
+# The GPU speed tables of docs/RESULTS.md (docs/RESULTS-gpu/): batch 1, fp32 and bf16, eager
+# and with CUDA graphs, on a machine with a CUDA torch (see TORCH_SPEC above).
+SPEED_GPU_SETTINGS = --ar checkpoints/multi30k-de-en/ar --padir checkpoints/multi30k-de-en/padir \
+	  --ar1 checkpoints/multi30k-de-en/ar1 --data runs/demo/data --sentences 100 --threads 2 \
+	  --device cuda --precision fp32,bf16 --steps 4,10 --length-beams 5 --batch-sizes 1
+speed-gpu: $(STAMP)
+	$(BIN)/gmlm reproduce --preset demo --out runs/demo --stages data data.corpus=multi30k:$(MULTI30K)
+	$(BIN)/gmlm bench $(SPEED_GPU_SETTINGS) --output runs/speed-gpu/bench-eager.json \
+	  --markdown runs/speed-gpu/bench-eager.md
+	$(BIN)/gmlm bench $(SPEED_GPU_SETTINGS) --cuda-graphs --output runs/speed-gpu/bench-graphs.json \
+	  --markdown runs/speed-gpu/bench-graphs.md
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache
