@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from gmlm.bench import run_bench
+from gmlm.cli.main import main
 from gmlm.data.tokenizer import Tokenizer
 from gmlm.decoding import RefinementOptions
 from gmlm.decoding.autoregressive import SearchOptions, beam_search, greedy_search
@@ -19,6 +20,7 @@ from gmlm.decoding.refinement import refine, sentence_generators
 from gmlm.errors import GmlmError
 from gmlm.models import AutoregressiveModel, PadirModel
 from gmlm.translation.translator import Translator
+from tests.helpers.checkpoints import write_checkpoint
 from tests.helpers.reversal import CONFIG
 
 
@@ -115,3 +117,16 @@ def test_padded_encoder_and_position_cap(
             hyp = torch.randint(CONFIG.n_special, CONFIG.vocab_size, (src.shape[0], 31))
             logits = copy.decode(memory, hyp).logits
             torch.testing.assert_close(logits, model.decode(memory, hyp).logits)
+
+
+def test_cli_cuda_graphs_on_a_cpu_is_a_clean_error(
+    tokenizer: Tokenizer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    checkpoint = write_checkpoint(tmp_path / "padir", "padir", tokenizer)
+    source = tmp_path / "in.txt"
+    source.write_text("ein Satz\n")
+    argv = ["translate", "--checkpoint", str(checkpoint), "--input", str(source)]
+    assert main([*argv, "--device", "cpu", "--cuda-graphs"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gmlm: error: CUDA graphs need a model on a CUDA device")
+    assert err.count("\n") == 1
