@@ -135,8 +135,8 @@ def add_cuda_graphs(parser: argparse.ArgumentParser, help: str) -> None:
     parser.add_argument(
         "--cuda-graphs",
         action="store_true",
-        help="replay each decoder pass as a CUDA graph (needs --device cuda; one graph per "
-        f"shape, captured the first time it is met) {help}",
+        help="replay the encoder and each decoder pass or step as CUDA graphs (needs --device "
+        f"cuda; one graph per shape, captured the first time it is met) {help}",
     )
 
 

@@ -48,7 +48,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_output(p, "translations file (default: stdout)")
     add_batch_size(p, 32, "sentences per batch")
     add_device(p)
-    add_cuda_graphs(p, "(faster at small batch sizes on a GPU)")
+    add_cuda_graphs(
+        p,
+        "- it pays where shapes repeat, e.g. one sentence at a time "
+        "(--batch-size 1; on an H100 2.5-3.3x faster than eager once warm, docs/RESULTS.md), not "
+        "on a short file whose batches each meet new shapes",
+    )
     add_precision(
         p,
         "fp32, bf16 weights and activations, or int8 dynamic quantisation of the Linear "
