@@ -12,14 +12,13 @@ stays eager, so the decoding rules are those of :mod:`gmlm.decoding.refinement` 
 A graph has fixed shapes and addresses. Each runner keeps one graph per *signature* and
 copies a call's tensors into that graph's static input buffers before the replay:
 
-* encoder: (rows, source width rounded up to a multiple of ``multiple``, 8), the extra
-  positions padding (masked keys, outputs cut off); the source's padding mask is made and
-  checked eagerly first (the check reads it on the host, which a graph cannot);
-
+* encoder: (rows, source width rounded up to a multiple of ``multiple``, default 8), the
+  extra positions padding (masked keys, outputs cut off); the source's padding mask is made
+  and checked eagerly first (the check reads it on the host, which a graph cannot);
 * PaDIR pass: (rows, width, source width, dtype), with the hypothesis width and the source
-  width each rounded up to a multiple of ``multiple`` (never past the model's position
-  table): the extra positions are padding
-  (masked keys; their outputs are cut off), so a few graphs cover every sentence. A masked
+  width each rounded up to a multiple of ``multiple`` (a width is never rounded past the
+  model's position table): the extra positions are padding (masked keys; their outputs are
+  cut off), so a few graphs cover every sentence. A masked
   key changes no softmax, so the logits equal the eager pass's up to float rounding (the
   wider matrix products may be blocked differently): the same caveat as batching
   (:mod:`gmlm.translation.translator`). The decoder's position information for each padded
@@ -33,9 +32,10 @@ A signature seen for the first time is captured then (one eager warm-up call on 
 stream, then the capture), which costs far more than a replay: latency measurements warm up
 on every timed sentence first (`gmlm bench --cuda-graphs`). All graphs of a runner share one
 memory pool, so a replay may overwrite the outputs of any earlier replay of the runner: the
-decoding loops consume each pass's outputs (logits, a step's new cache) before the next
-call, which is all this needs. Calls the graphs do not cover run eagerly: PaDIR passes that
-return attention weights or take an encoder output instead of a projected memory.
+decoding loops consume each call's outputs (the encoding, a pass's logits, a step's new
+cache) before the next call, which is all this needs. Calls the graphs do not cover run
+eagerly: PaDIR passes that return attention weights or take an encoder output instead of a
+projected memory.
 
 ``capture=False`` keeps the static buffers and padding but calls the pass directly instead
 of replaying a graph: what a graph would compute, on any device (the tests check the
