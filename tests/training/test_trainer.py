@@ -21,6 +21,7 @@ from gmlm.errors import GmlmError
 from gmlm.provenance import cpu_model
 from gmlm.training import checkpoint as ckpt
 from gmlm.training.config import OptimConfig, load_train_config
+from gmlm.training.distributed import process_device
 from gmlm.training.objective import LossModule
 from gmlm.training.optim import lr_at
 from gmlm.training.throughput import ThroughputReport, measure_throughput, precision_verdict
@@ -310,7 +311,8 @@ def test_cli_prints_resolved_config(word_task_data, tmp_path, capsys):
 
 
 def test_two_process_data_parallel_matches_one_process(word_task_data, tmp_path):
-    # Same global batches (8 sentences: 4 per process vs 8 in one), fp32, no dropout.
+    # Same global batches (8 sentences: 4 per process vs 8 in one), fp32, no dropout; on the
+    # CPU (gloo) also where CUDA is present: one GPU cannot serve two processes.
     common = [
         "--config",
         "tiny-ar",
@@ -321,6 +323,7 @@ def test_two_process_data_parallel_matches_one_process(word_task_data, tmp_path)
         "valid_every=8",
         "precision=fp32",
         "max_tokens=100000",
+        "device=cpu",
     ]
     single = subprocess.run(
         [
@@ -651,3 +654,18 @@ def test_sigterm_message_and_a_second_signal_stops_at_once(word_task_data, tmp_p
             assert stop.name == "SIGINT"
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(1)  # the handler raises here, at the latest
+
+
+def test_each_process_of_a_cuda_run_needs_a_gpu_of_its_own(monkeypatch):
+    """Under torchrun a CUDA device becomes the local rank's GPU; a rank beyond the visible
+    GPUs is a clean error before the process group is joined (checked without a GPU)."""
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert process_device(torch.device("cuda:0")) == torch.device("cuda:1")
+    assert process_device(torch.device("cpu")) == torch.device("cpu")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(GmlmError, match=r"but 1 is visible: .*--nproc_per_node 1.*device=cpu"):
+        process_device(torch.device("cuda:0"))
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert process_device(torch.device("cuda:0")) == torch.device("cuda:0")

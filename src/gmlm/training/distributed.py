@@ -26,15 +26,32 @@ class DistInfo:
         return self.rank == 0
 
 
-def pick_device(name: str, local_rank: int = 0) -> torch.device:
+def pick_device(name: str) -> torch.device:
+    """The device a `device=` setting names: auto (the first GPU when CUDA is available, else
+    the CPU), cpu, cuda or cuda:N."""
     if name == "auto":
-        return (
-            torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
-        )
+        return torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
     device = torch.device(name)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise GmlmError(f"device={name} requested but CUDA is not available; use device=cpu")
     return device
+
+
+def process_device(device: torch.device) -> torch.device:
+    """This process's device: under `torchrun` with several processes, a CUDA device becomes
+    the GPU of the process's local rank, and a rank with no GPU of its own is an error (before
+    joining the process group, where it would fail deep inside NCCL); else `device`."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or device.type != "cuda":
+        return device
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    count = torch.cuda.device_count()
+    if local_rank >= count:
+        raise GmlmError(
+            f"process {local_rank} of this node needs a GPU of its own, but {count} "
+            f"{'is' if count == 1 else 'are'} visible: start at most {count} per node "
+            f"(torchrun --nproc_per_node {count}), or train on the CPU with device=cpu"
+        )
+    return torch.device(f"cuda:{local_rank}")
 
 
 def init_distributed(device: torch.device) -> DistInfo:

@@ -55,6 +55,7 @@ from gmlm.training.distributed import (
     barrier,
     init_distributed,
     pick_device,
+    process_device,
     shutdown,
 )
 from gmlm.training.objective import LossModule, objective
@@ -119,10 +120,8 @@ class Trainer:
         check_data_fits(cfg, self.data)
         self.cfg = cfg
         self.run_dir = Path(cfg.out)
-        self.device = pick_device(cfg.device)
+        self.device = process_device(pick_device(cfg.device))
         self.dist = init_distributed(self.device)
-        if self.dist.active and self.device.type == "cuda":
-            self.device = torch.device(f"cuda:{self.dist.local_rank}")
         self.dtype = resolve_precision(cfg, self.device)
         self.log = log if self.dist.is_main else (lambda _msg: None)
         self.progress = progress and self.dist.is_main
