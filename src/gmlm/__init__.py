@@ -13,7 +13,7 @@ __version__ = "0.1.0"
 
 def load(checkpoint: str | Path, device: str = "auto", cuda_graphs: bool = False) -> Translator:
     """A Translator for a trained checkpoint: ``gmlm.load(path).translate(["Hallo Welt."])``;
-    `cuda_graphs`: decoder passes by CUDA graph, on a GPU (:class:`gmlm.Translator`).
+    `cuda_graphs`: the encoder and decoder by CUDA graphs, on a GPU (:class:`gmlm.Translator`).
 
     Imports torch and the models on first use, so ``import gmlm`` stays light.
     """

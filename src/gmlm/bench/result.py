@@ -47,7 +47,8 @@ class Ctranslate2Info(Record):
 
 
 GRAPHS_NOTE = (
-    "every torch system's decoder passes replayed as CUDA graphs (gmlm.decoding.cuda_graphs), "
+    "every torch system's encoder and decoder passes or steps replayed as CUDA graphs "
+    "(gmlm.decoding.cuda_graphs), "
     "each shape captured during the warm-up, which covers every timed sentence on a GPU, so "
     "the timed pass replays graphs only"
 )

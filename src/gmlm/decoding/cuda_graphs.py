@@ -47,7 +47,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import torch
 from torch import Tensor
@@ -66,6 +66,14 @@ MULTIPLE = 8
 
 def _rounded(width: int, multiple: int) -> int:
     return -(-width // multiple) * multiple
+
+
+def _put(buffer: Tensor, values: Tensor, pad: int | bool) -> None:
+    """Copy `values` (rows, W) into the first W columns of the static `buffer` (rows, W'),
+    W <= W', and fill the rest with `pad` (what an earlier, wider call left there goes)."""
+    width = values.shape[1]
+    buffer[:, :width].copy_(values)
+    buffer[:, width:].fill_(pad)
 
 
 @dataclass
@@ -132,24 +140,21 @@ class _Memory:
             (*self.keys, *self.values), (*memory.keys, *memory.values), strict=True
         ):
             buffer[:, :, :width].copy_(tensor)
-        self.padding_mask[:, :width].copy_(mask)
-        self.padding_mask[:, width:].fill_(True)
+        _put(self.padding_mask, mask, True)
         self.source = memory
 
     def cache(self) -> KVCache:
         return KVCache(self.keys, self.values, self.padding_mask)
 
 
-class _Runner:
+class _Runner(Generic[Model]):
     """What both runners share: the model, the recordings by signature, one memory pool,
     the memory buffers by (rows, padded source width, dtype), the encoder by graph."""
 
-    def __init__(
-        self, model: AutoregressiveModel | PadirModel, capture: bool, multiple: int
-    ) -> None:
+    def __init__(self, model: Model, capture: bool = True, multiple: int = MULTIPLE) -> None:
         if multiple < 1:
             raise GmlmError(f"multiple={multiple} must be at least 1")
-        self.base = model
+        self.model = model
         self.capture = capture
         self.multiple = multiple
         self.pool = torch.cuda.graph_pool_handle() if capture else None
@@ -180,28 +185,26 @@ class _Runner:
 
     def encode(self, src: Tensor) -> EncoderOutput:
         """The model's ``encode`` of src (B, S), by graph (module docstring)."""
-        config = self.base.config
+        config = self.model.config
         mask = source_padding_mask(src, config.pad_id)
         rows, width = src.shape
         padded = self.padded(width, config.max_source_len)
         key = ("encode", rows, padded)
         recording = self.recording(key, lambda: self._encoder(rows, padded, src.device))
         static_src, static_mask = recording.inputs
-        static_src[:, :width].copy_(src)
-        static_src[:, width:].fill_(config.pad_id)
-        static_mask[:, :width].copy_(mask)
-        static_mask[:, width:].fill_(True)
+        _put(static_src, src, config.pad_id)
+        _put(static_mask, mask, True)
         memory, *length_state = recording.run()
         if length_state:
             return PadirEncoderOutput(memory[:, :width], mask, length_state[0])
         return EncoderOutput(memory[:, :width], mask)
 
     def _encoder(self, rows: int, width: int, device: torch.device) -> _Recording:
-        src = torch.full((rows, width), self.base.config.pad_id, device=device)
+        src = torch.full((rows, width), self.model.config.pad_id, device=device)
         mask = torch.ones((rows, width), dtype=torch.bool, device=device)
 
         def call() -> tuple[Tensor, ...]:
-            enc = self.base.encode_masked(src, mask)
+            enc = self.model.encode_masked(src, mask)
             if isinstance(enc, PadirEncoderOutput):
                 return enc.memory, enc.length_state
             return (enc.memory,)
@@ -217,12 +220,11 @@ class _Runner:
         return recording
 
 
-class PadirGraphs(_Runner):
+class PadirGraphs(_Runner[PadirModel]):
     """``decode`` and ``positions`` of a PaDIR model, by padded signature (module docstring)."""
 
     def __init__(self, model: PadirModel, capture: bool = True, multiple: int = MULTIPLE) -> None:
         super().__init__(model, capture, multiple)
-        self.model = model
         self.known: dict[int, DecoderPositions] = {}
 
     def positions(self, length: int, project: bool = False) -> DecoderPositions:
@@ -251,10 +253,8 @@ class PadirGraphs(_Runner):
         key = (rows, padded, source_width, buffers.keys[0].dtype)
         recording = self.recording(key, lambda: self._recording(buffers, rows, padded))
         static_hyp, static_padding = recording.inputs
-        static_hyp[:, :width].copy_(hyp)
-        static_hyp[:, width:].fill_(self.model.config.pad_id)
-        static_padding[:, :width].copy_(padding_mask)
-        static_padding[:, width:].fill_(True)
+        _put(static_hyp, hyp, self.model.config.pad_id)
+        _put(static_padding, padding_mask, True)
         (logits,) = recording.run()
         return DecoderOutput(logits[:, :width])
 
@@ -272,14 +272,8 @@ class PadirGraphs(_Runner):
         return _Recording((hyp, padding), call)
 
 
-class AutoregressiveGraphs(_Runner):
+class AutoregressiveGraphs(_Runner[AutoregressiveModel]):
     """``decode_step`` of an autoregressive model, by signature (module docstring)."""
-
-    def __init__(
-        self, model: AutoregressiveModel, capture: bool = True, multiple: int = MULTIPLE
-    ) -> None:
-        super().__init__(model, capture, multiple)
-        self.model = model
 
     def decode_step(self, tokens: Tensor, cache: DecoderCache) -> tuple[Tensor, DecoderCache]:
         """:meth:`AutoregressiveModel.decode_step` by graph."""
@@ -311,10 +305,11 @@ class AutoregressiveGraphs(_Runner):
 
 
 def graphed(model: Model, capture: bool = True, multiple: int = MULTIPLE) -> Model:
-    """A shallow copy of `model` (sharing its weights) whose decoder pass runs by CUDA graph
-    (see the module docstring); the model must be on a CUDA device when `capture`. The copy's
-    ``graphs`` attribute is its runner (``graphs.graphs``: how many signatures it recorded).
-    The weights must not change while the copy is in use (graphs read them in place)."""
+    """A shallow copy of `model` (sharing its weights) whose encoder and decoder pass or step
+    run by CUDA graph (see the module docstring); the model must be on a CUDA device when
+    `capture`. The copy's ``graphs`` attribute is its runner (``graphs.graphs``: how many
+    signatures it recorded). The weights must not change while the copy is in use (graphs
+    read them in place)."""
     device = next(model.parameters()).device
     if capture and device.type != "cuda":
         raise GmlmError(

@@ -29,9 +29,9 @@ checkpoint's kind; a name neither kind has is one that lists the valid names.
 
 ``precision`` ("fp32", "bf16" or "int8", :mod:`gmlm.translation.precision`) picks the arithmetic;
 the bf16 and int8 copies of the model are made on first use and kept. Decoding runs under
-``torch.inference_mode``. ``cuda_graphs=True`` (a model on a CUDA device) replays each decoder
-pass as a CUDA graph (:mod:`gmlm.decoding.cuda_graphs`; the first sentence of each new shape
-pays for its capture).
+``torch.inference_mode``. ``cuda_graphs=True`` (a model on a CUDA device) replays the encoder
+and each decoder pass or step as CUDA graphs (:mod:`gmlm.decoding.cuda_graphs`; the first
+sentence of each new shape pays for its capture).
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ class Translator:
     model's own. The model is put in eval mode and stays on its device. `defaults`: decoding
     settings that replace the options class's defaults (a checkpoint's decoding.json, see
     :mod:`gmlm.decoding.checkpoint_defaults`); explicit settings still win. `cuda_graphs`:
-    decoder passes by CUDA graph (see the module docstring; the model must be on a GPU)."""
+    the model runs by CUDA graphs (see the module docstring; it must be on a GPU)."""
 
     def __init__(
         self,
@@ -135,7 +135,7 @@ class Translator:
         return self._graphed[precision]
 
     def cuda_graph_count(self) -> int:
-        """How many CUDA graphs (decoder pass shapes) the graphed copies hold so far."""
+        """How many CUDA graphs (encoder and decoder shapes) the graphed copies hold so far."""
         return graph_count(list(self._graphed.values()))
 
     def options(
