@@ -59,6 +59,8 @@ def _coerce(value: Any, tp: Any, path: str) -> Any:
             raise ConfigError(f"{path}: {value!r} is not one of {list(args)}")
         return value
     if origin in (list, tuple, Sequence):
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and args:
+            value = [value]  # one item for a list setting: a list of one (prune_keep=2)
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"{path}: expected a list, got {value!r}")
         item_tp = args[0] if args else Any

@@ -125,6 +125,14 @@ def test_padir_grid_rows_equal_translate_and_the_choice_reaches_every_user(
     assert main([*args, "--output", str(out), "--device", "cpu", "--batch-size", "8"]) == 0
     assert out.read_text(encoding="utf-8").splitlines() == expected
     assert f"decoding defaults (decoding.json): length_shift={shift}" in capsys.readouterr().err
+    # So does gmlm analyze's default row (its flags override decoding.json, as translate's do).
+    ablation = ["analyze", "ablation", "--checkpoint", str(folder), "--data", str(word_task_data)]
+    ablation += ["--sentences", str(SENTENCES), "--batch-size", "8", "--device", "cpu"]
+    assert main([*ablation, "--variant", "length_shift=0", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert rows[0]["bleu"] == round(corpus_scores(expected, references)["bleu"].score, 2)
+    plain = translator.translate(sources, batch_size=8)
+    assert rows[1]["bleu"] == round(corpus_scores(plain, references)["bleu"].score, 2)
     exported = export_checkpoint(folder, tmp_path / "exported", torch.bfloat16)
     assert (exported / DECODING_FILE).read_text() == written.read_text()
     assert gmlm.load(exported, device="cpu").defaults == {"length_shift": shift}

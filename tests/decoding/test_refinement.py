@@ -14,6 +14,7 @@ from gmlm.decoding.refinement import (
     RefinementState,
     candidate_lengths,
     least_confident,
+    log_probs_of,
     output_mask,
     refine,
     refinement_finish,
@@ -35,6 +36,7 @@ PLAIN = RefinementOptions(
     dedup_final=False,
     early_stop=False,
     selection="sum",
+    prune_after=0,
 )
 
 
@@ -83,6 +85,20 @@ def test_one_pass_is_one_forward_argmax(
         assert result.score == pytest.approx(float(sums[sentence].max()), abs=1e-5)
         row = sentence * 3 + result.candidate
         assert result.tokens == expected[row, : result.length - 1].tolist()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_token_log_probs_are_the_float32_log_softmax_of_the_logits(dtype: torch.dtype) -> None:
+    """The fused scoring (one log_softmax in float32) against the plain definition, on
+    logits of the model's dtype: the logits as float32, minus their logsumexp."""
+    torch.manual_seed(0)
+    logits = (torch.randn(3, 7, 50) * 4).to(dtype)
+    tokens = torch.randint(0, 50, (3, 7))
+    got = log_probs_of(logits, tokens)
+    full = logits.float()
+    expected = full.gather(2, tokens.unsqueeze(2)).squeeze(2) - full.logsumexp(-1)
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-5)
 
 
 def test_length_penalty_changes_the_selection_score(
@@ -225,7 +241,8 @@ def fixed_predictions(
 ) -> list[torch.Tensor]:
     """Make model.decode return logits whose argmax is predictions[call] (a content
     sequence; EOS and padding are set by the decoder), or, where an entry is -1, the input
-    token at that position. Returns the inputs it was given."""
+    token at that position; at 100 above the rest, so every chosen log-probability is 0.0 exactly
+    in float32 (exact ties, whatever the scoring's rounding). Returns the inputs it was given."""
     inputs: list[torch.Tensor] = []
 
     def decode(memory, hyp, **kw):  # type: ignore[no-untyped-def]
@@ -234,7 +251,7 @@ def fixed_predictions(
         width = wanted.numel()
         tokens = hyp.clone()
         tokens[:, :width] = torch.where(wanted >= 0, wanted, hyp[:, :width])
-        logits = torch.nn.functional.one_hot(tokens, CONFIG.vocab_size).float() * 10.0
+        logits = torch.nn.functional.one_hot(tokens, CONFIG.vocab_size).float() * 100.0
         return DecoderOutput(logits)
 
     monkeypatch.setattr(model, "decode", decode)
@@ -528,17 +545,20 @@ def test_same_seed_same_output_and_scores_are_log_probabilities(
     assert all(len(r.candidate_scores) == 5 for r in a)
 
 
-def expected_survivors(state: RefinementState, options: RefinementOptions) -> list[list[int]]:
-    """Per sentence, the candidates pruning keeps, by a plain loop over the final choice's
-    scores: identical hypotheses count once (at their lowest index), then best score first,
-    the lower index first on equal scores."""
+def expected_survivors(
+    state: RefinementState, options: RefinementOptions, keep: int
+) -> list[list[int]]:
+    """Per sentence, the `keep` candidates pruning keeps, by a plain loop over the final
+    choice's scores: identical hypotheses count once (at their lowest index), then best score
+    first, the lower index first on equal scores; candidates pruned already never."""
     k = state.candidates
     survivors = []
     for sentence, result in enumerate(refinement_finish(state, options)):
         rows = [state.tokens[sentence * k + i].tolist() for i in range(k)]
         distinct = [i for i in range(k) if rows[i] not in rows[:i]]
-        ranked = sorted(distinct, key=lambda i: (-result.candidate_scores[i], i))
-        survivors.append(sorted(ranked[: options.prune_keep]))
+        alive = [i for i in distinct if not state.pruned[sentence * k + i]]
+        ranked = sorted(alive, key=lambda i: (-result.candidate_scores[i], i))
+        survivors.append(sorted(ranked[:keep]))
     return survivors
 
 
@@ -560,7 +580,7 @@ def test_pruning_keeps_the_best_candidates_and_runs_only_them(
     state = refinement_init(trained_padir, src, base, seeded(src))
     for _ in range(after):
         state = refinement_step(trained_padir, state, base)
-    survivors = expected_survivors(state, pruning)
+    survivors = expected_survivors(state, pruning, keep)
     full = run(trained_padir, src, base)
     rows = record_decode_rows(trained_padir, monkeypatch)
     pruned = run(trained_padir, src, pruning)
@@ -591,6 +611,41 @@ def test_pruning_keeps_the_best_candidates_and_runs_only_them(
         assert all(
             math.isinf(a.candidate_scores[i]) for i in range(k) if kept[sentence * k + i] == 0
         )
+
+
+def test_pruning_in_stages_prunes_the_survivors_again(
+    trained_padir: PadirModel, reversal: tuple[torch.Tensor, torch.Tensor]
+) -> None:
+    """prune_keep (4, 2) after pass 1: the one-stage (4,) run up to pass 2, whose survivors
+    are then ranked again and cut to 2; those run on exactly as in the one-stage run."""
+    src, k = reversal[0], 6
+    one = RefinementOptions(steps=4, length_beam=3, random_starts=2, prune_after=1, prune_keep=4)
+    two = dataclasses.replace(one, prune_keep=(4, 2))
+    state = refinement_init(trained_padir, src, one, seeded(src))
+    for _ in range(2):
+        state = refinement_step(trained_padir, state, one)
+    second = expected_survivors(state, one, 2)
+    one_run, two_run = run(trained_padir, src, one), run(trained_padir, src, two)
+
+    kept = torch.zeros(len(second), k, dtype=torch.bool)
+    for sentence, chosen in enumerate(second):
+        kept[sentence, chosen] = True
+    kept = kept.flatten()
+    assert torch.equal(two_run.pruned, ~kept)
+    assert (state.pruned.view(-1, k).sum(1) == 2).all()  # the first stage kept 4 of 6 ...
+    assert (two_run.pruned.view(-1, k).sum(1) == 4).all()  # ... the second 2 of those
+    assert torch.equal(two_run.tokens[kept], one_run.tokens[kept])
+    cut = kept.logical_not() & state.pruned.logical_not()  # pruned after pass 2
+    assert torch.equal(two_run.tokens[cut], state.tokens[cut])
+    assert torch.equal(two_run.passes[cut], state.passes[cut])  # 2, or 1 if it had stopped
+
+
+@pytest.mark.parametrize("keep", [(), (2, 3), (0,), (3, 0)])
+def test_pruning_counts_must_be_positive_and_not_increase(keep: tuple[int, ...]) -> None:
+    from gmlm.decoding.options import decoding_options
+
+    with pytest.raises(GmlmError, match="prune_keep"):
+        decoding_options("padir", CONFIG, None, {"prune_keep": keep})
 
 
 @pytest.mark.parametrize(("after", "keep"), [(0, 1), (4, 1), (6, 1), (1, 6), (2, 9)])

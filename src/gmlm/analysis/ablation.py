@@ -42,6 +42,7 @@ from gmlm.decoding.options import (
     Precision,
     RefinementOptions,
     parse_variant,
+    pruning_text,
 )
 from gmlm.evaluation.summary import Quality
 
@@ -195,8 +196,9 @@ def render_ablation_markdown(result: AblationResult) -> str:
         f"{result.sentences} pairs of split '{result.split}'"
         + (f" (the first of {result.in_split})" if result.sentences < result.in_split else "")
         + f"; default decoding T={d.get('steps')} B={d.get('length_beam')}, selection "
-        f"{d.get('selection')}, stutter remask {d.get('stutter_remask')}, pruning after pass "
-        f"{d.get('prune_after')} to {d.get('prune_keep')} ({'bf16' if s.bf16 else 'fp32'}, "
+        f"{d.get('selection')}, stutter remask {d.get('stutter_remask')}, pruning "
+        f"{pruning_text(d.get('prune_after', 0), d.get('prune_keep'))} "
+        f"({'bf16' if s.bf16 else 'fp32'}, "
         f"seed {s.seed}, batch {s.batch_size}). Each variant changes only the settings named; "
         "p: paired bootstrap against the default (none where the translations are the "
         "default's, line for line) "

@@ -87,7 +87,13 @@ from gmlm.bench.result import (
 )
 from gmlm.data.binarized import load_dataset
 from gmlm.data.lengths import encode_inputs
-from gmlm.decoding.options import PRECISIONS, DecodingOptions, Precision, RefinementOptions
+from gmlm.decoding.options import (
+    PRECISIONS,
+    DecodingOptions,
+    Precision,
+    RefinementOptions,
+    pruning_text,
+)
 from gmlm.errors import GmlmError
 from gmlm.evaluation.bleu import corpus_scores
 from gmlm.export.ctranslate2 import COMPUTE_TYPES, export_ctranslate2
@@ -195,6 +201,16 @@ def make_systems(
                 options = translators[role].options(beam=beam)
                 systems.append(System(f"{role} {label}", role, translators[role], options))
     return systems
+
+
+def padir_note(options: DecodingOptions) -> str:
+    """PaDIR's decoding settings that the system names (T, B) leave out, in words."""
+    assert isinstance(options, RefinementOptions)
+    return (
+        f"pruning {pruning_text(options.prune_after, options.prune_keep)}; length shift "
+        f"{options.length_shift}; selection {options.selection}; stutter remasking "
+        f"{options.stutter_remask}"
+    )
 
 
 def ctranslate2_systems(role: str, translator: Translator, worker: Ct2Worker) -> list[System]:
@@ -545,6 +561,7 @@ def run_bench(
             ctranslate2=_ctranslate2_info(ctranslate2, workers, backend),
             fairness=FAIRNESS,
             bleu=_bleu_note(split, len(lines), next(iter(bleu.values())).signature),
+            padir_decoding=padir_note(translators["padir"].options()),
         ),
         systems=tuple(dict.fromkeys(s.name for s in systems)),  # CTranslate2's: 1 per precision
         results=tuple(results),

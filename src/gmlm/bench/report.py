@@ -46,6 +46,8 @@ def settings_lines(result: BenchResult) -> list[str]:
     lines.append(f"fairness: {s.fairness}")
     if s.bleu is not None:
         lines.append(f"BLEU: {s.bleu}")
+    if s.padir_decoding is not None:
+        lines.append(f"PaDIR decoding besides T and B: {s.padir_decoding}")
     return lines
 
 

@@ -61,7 +61,8 @@ class SpeedSettings(Record):
     `ctranslate2` what ran the CTranslate2 rows, or why there are none (absent in files
     written before gmlm bench had them); `bleu` how the rows' BLEU was scored, or why not
     (absent in files written before the rows had one); `gpu`: the GPU's name on a CUDA
-    device; `cuda_graphs`: how CUDA graphs ran (both absent when not used)."""
+    device; `cuda_graphs`: how CUDA graphs ran (both absent when not used); `padir_decoding`:
+    PaDIR's settings besides T and B (absent in files written before it was recorded)."""
 
     threads: int
     torch: str
@@ -82,6 +83,7 @@ class SpeedSettings(Record):
     ctranslate2: Ctranslate2Info | str | None = field(default=None, metadata=OMIT_NONE)
     fairness: str
     bleu: str | None = field(default=None, metadata=OMIT_NONE)
+    padir_decoding: str | None = field(default=None, metadata=OMIT_NONE)
 
 
 @dataclass(frozen=True, kw_only=True)

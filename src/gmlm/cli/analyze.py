@@ -256,14 +256,16 @@ def run_calibrate(args: argparse.Namespace) -> int:
 
 
 def common_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """The keyword arguments of `common_arguments` and the decoding flags, as both analyses
-    name them."""
+    """The keyword arguments of `common_arguments` and the decoding flags, as the analyses
+    name them. The flags given are overrides of the checkpoint's decoding defaults (its
+    decoding.json over the options' defaults), as in `gmlm translate`: not an options object,
+    which would replace those defaults."""
     return {
+        **option_overrides(args, DECODING.values()),
         "checkpoint": args.checkpoint,
         "data": args.data,
         "split": args.split,
         "sentences": args.sentences,
-        "options": RefinementOptions(**option_overrides(args, DECODING.values())),
         "batch_size": args.batch_size,
         "bf16": args.precision == "bf16",
         "seed": args.seed,

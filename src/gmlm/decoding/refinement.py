@@ -63,16 +63,17 @@ filtering; we score before it, because otherwise a candidate gains from every po
 model left unchanged, i.e. from the positions it is least sure of (on a small reversal task
 this picked a wrong-length candidate for most sentences).
 
-Pruning (``prune_after`` = t > 0, ``prune_keep`` = k): after pass t, each sentence's
-candidates are ranked by the same score as the final choice (their last argmax and its
-log-probabilities, identical hypotheses as one candidate at their lowest index, equal scores
-to the lower index) and all but the best k leave the batch like stopped ones, so the later
-passes run (and pad to the width of) the survivors alone; a pruned candidate keeps its
-tokens of pass t but can no longer be chosen. It ranks a sentence's own candidates only, so
-a sentence's result still does not depend on its batch. Pruning after the last pass, or
-keeping all K, changes nothing.
+Pruning (``prune_after`` = t > 0, ``prune_keep`` = k_1, k_2, ...): after pass t, each
+sentence's candidates are ranked by the same score as the final choice (their last argmax and
+its log-probabilities, identical hypotheses as one candidate at their lowest index, equal
+scores to the lower index) and all but the best k_1 leave the batch like stopped ones, so the
+later passes run (and pad to the width of) the survivors alone; after pass t + 1 the best k_2
+of those stay, and so on (the counts may not increase). A pruned candidate keeps its tokens
+of the pass it was pruned after but can no longer be chosen. Pruning ranks a sentence's own
+candidates only, so a sentence's result still does not depend on its batch. Pruning after
+the last pass, or keeping all K, changes nothing.
 
-The default schedule, prune after pass 2 keeping 2, was chosen on the 1,014 sentences of the
+The first schedule, prune after pass 2 keeping 2, was chosen on the 1,014 sentences of the
 Multi30k val split with the PaDIR released first (the laptop run,
 docs/history/laptop-run/RESULTS.md), T = 4, B = 5 (`gmlm translate --prune-after A
 --prune-keep K`, then `gmlm evaluate`), as the fastest within 0.2 BLEU of no pruning; batch-1
@@ -88,8 +89,12 @@ shared CPU (noisy; compare within the column):
     after 3, keep 1          31.54   0.878          220      462
     after 3, keep 2          31.74   0.878          219      492
 
-Pruning after pass 1 costs 1-2.7 BLEU: one pass's scores do not yet tell the candidates
-apart, and the mean score then favours short ones (the length ratio falls).
+Pruning after pass 1 to 1 or 2 candidates costs 1-2.7 BLEU there: one pass's scores do not
+yet tell the candidates apart well, and the mean score then favours short ones (the length
+ratio falls). Keeping 3 after pass 1 and 2 after pass 2 (the default since) runs 12
+candidate-passes where 2-then-2 runs 14, and lost nothing against it with the shipped
+Multi30k PaDIR on the val split (the decoding ablation in docs/RESULTS.md, which gives the
+figures and the command).
 
 Defaults follow the paper and docs/DESIGN.md section 3: T = 4 passes, 5 lengths, one random
 start, no offsets, random initial tokens (the model config's choice), stutter remasking from
@@ -97,15 +102,16 @@ the previous iteration's tokens, dropping unchanged initial tokens and final stu
 length penalty, no Mask-Predict remasking. (In the authors' release, previous-iteration
 tokens are the default replacement, but stutter remasking sits behind a flag that defaults
 to off; we enable it because the paper's inference includes it.) Two defaults depart
-from the paper, chosen on validation data: pruning after pass 2 to each sentence's best 2
-candidates (see above), and candidates are selected by their *mean* token log-probability.
+from the paper, chosen on validation data: pruning (after pass 1 to each sentence's best 3
+candidates, after pass 2 to its best 2; see above), and candidates are selected by their
+*mean* token log-probability.
 The selection rules, with that same earlier PaDIR, T = 4, B = 5, no pruning, on the
 1,014 sentences of the Multi30k val split (`gmlm translate ... --selection S
 --length-weight W`, then `gmlm evaluate`): sum 30.56 BLEU (length ratio 0.849), mean
 31.65 (0.881), changed 30.51 (0.849); with length_weight 0.5: sum 31.44, mean 30.43,
 changed 31.41. The multi30k reproduction's PaDIR confirmed both defaults on val (its
 decoding ablation, docs/RESULTS.md): mean selection 0.70 BLEU over sum, and no pruning only
-0.16 over the default schedule.
+0.16 over the schedule of the time (after pass 2, keep 2).
 """
 
 from __future__ import annotations
@@ -369,6 +375,19 @@ def next_input(
     return nxt
 
 
+def log_probs_of(logits: Tensor, tokens: Tensor) -> Tensor:
+    """(N, W) float32 log-probabilities of `tokens` (N, W) under `logits` (N, W, V).
+
+    One fused ``log_softmax`` (accumulating in float32 whatever the logits' dtype), then a
+    gather, rather than ``logits.float()`` and ``logsumexp``: torch's logsumexp is composite
+    (max, subtract, exp, sum, log, add, each a pass over the (N, W, V) logits). On bf16
+    logits (5, 14, 8000), 2 threads, an AMD EPYC Zen 4, the scoring (with the argmax) took
+    1.34 ms per pass before and 0.45 after (one-off timing); it was about 15% of PaDIR's
+    batch-1 time on long sentences. Equal to the old value up to float32 rounding."""
+    log_probs = torch.log_softmax(logits, -1, dtype=torch.float32)
+    return log_probs.gather(2, tokens.unsqueeze(2)).squeeze(2)
+
+
 def _put(buffer: Tensor, rows: Tensor, values: Tensor) -> Tensor:
     """A copy of `buffer` with rows `rows` overwritten by `values`, which may be narrower
     than `buffer` in every dimension after the first (the rest of those rows stays)."""
@@ -401,11 +420,10 @@ def refinement_step(
         return_attention=options.return_attention,
         positions=known,
     )
-    logits = out.logits.float()
-    # The best ordinary token (special ids are never output) and its log-probability.
-    predicted = ordinary_argmax(logits, content, is_eos, config).to(hyp.dtype)
-    chosen = logits.gather(2, predicted.unsqueeze(2)).squeeze(2) - logits.logsumexp(-1)
-    chosen = chosen.masked_fill(padding, 0.0)
+    # The best ordinary token (special ids are never output) and its log-probability,
+    # from the model's logits as they are (bf16 under bf16: the same argmax as in fp32).
+    predicted = ordinary_argmax(out.logits, content, is_eos, config).to(hyp.dtype)
+    chosen = log_probs_of(out.logits, predicted).masked_fill(padding, 0.0)
 
     step = state.step + 1
     final = step >= options.steps
@@ -430,9 +448,10 @@ def refinement_step(
         cross_attention = _put(cross_attention, rows, weights)
     token_log_probs = _put(state.token_log_probs, rows, chosen)
     pruned = state.pruned
-    if step == options.prune_after and not final and options.prune_keep < state.candidates:
+    survivors = pruning_keep(step, options)
+    if survivors is not None and not final and survivors < state.candidates:
         scores = candidate_scores(tokens, token_log_probs, state, options)
-        pruned = pruned | prune_losers(scores, tokens, pruned, state.candidates, options.prune_keep)
+        pruned = pruned | prune_losers(scores, tokens, pruned, state.candidates, survivors)
         done = done | pruned[rows]
     keep = (~done).nonzero().squeeze(1)
     memory = state.memory if keep.numel() == rows.numel() else state.memory.select(keep)
@@ -455,6 +474,15 @@ def refinement_step(
         cross_attention=cross_attention,
         positions={**state.positions, width: known},
     )
+
+
+def pruning_keep(step: int, options: RefinementOptions) -> int | None:
+    """How many candidates per sentence pruning keeps after pass `step` (1-based): the
+    prune_keep entry of that pass (the first at pass prune_after), or None (no pruning)."""
+    stage = step - options.prune_after
+    if options.prune_after == 0 or not 0 <= stage < len(options.prune_keep):
+        return None
+    return options.prune_keep[stage]
 
 
 def prune_losers(scores: Tensor, tokens: Tensor, pruned: Tensor, k: int, keep: int) -> Tensor:
