@@ -426,3 +426,37 @@ def test_an_unwritable_output_fails_before_any_timing(
     args += ["--data", str(word_task_data), flag, str(tmp_path)]  # a folder, not a file
     assert main(args) != 0
     assert f"{flag} {tmp_path} is a folder" in capsys.readouterr().err
+
+
+def test_padir_decoding_flags_reach_every_padir_system(
+    checkpoints: dict[str, Path],
+    word_task_data: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`gmlm bench --prune-after 0 --selection sum`: every PaDIR system decodes with those
+    settings on top of its swept T and B, the AR systems are untouched, and the settings
+    line says what PaDIR ran with."""
+    seen: list[RefinementOptions | SearchOptions] = []
+    real_translate_ids = Translator.translate_ids
+
+    def recording(translator, sources, options, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(options)
+        return real_translate_ids(translator, sources, options, **kwargs)
+
+    monkeypatch.setattr(Translator, "translate_ids", recording)
+    args = ["bench", "--ar", str(checkpoints["ar"]), "--padir", str(checkpoints["padir"])]
+    args += ["--data", str(word_task_data), "--sentences", "2", "--warmup", "0"]
+    args += ["--threads", "1", "--precision", "fp32", "--batch-sizes", "1", "--steps", "2,3"]
+    args += ["--length-beams", "2", "--prune-after", "0", "--selection", "sum", "--json"]
+    assert main(args) == 0
+    padir = [o for o in seen if isinstance(o, RefinementOptions)]
+    assert {(o.steps, o.length_beam) for o in padir} == {(2, 2), (3, 2)}
+    assert all(o.prune_after == 0 and o.selection == "sum" for o in padir)
+    assert any(isinstance(o, SearchOptions) for o in seen)
+    settings = json.loads(capsys.readouterr().out.splitlines()[-1])["settings"]
+    assert settings["padir_decoding"].startswith("pruning none; length shift 0; selection sum")
+    with pytest.raises(GmlmError, match="steps is swept"):
+        run_bench(
+            checkpoints["ar"], checkpoints["padir"], word_task_data, padir_options={"steps": 2}
+        )

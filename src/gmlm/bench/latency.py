@@ -63,7 +63,7 @@ import json
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -186,13 +186,15 @@ def make_systems(
     translators: dict[str, Translator],
     steps: Sequence[int] = DEFAULT_STEPS,
     length_beams: Sequence[int] = DEFAULT_LENGTH_BEAMS,
+    padir_options: Mapping[str, Any] | None = None,
 ) -> list[System]:
-    """PaDIR T x B settings, then greedy and beam 5 of each AR model present."""
+    """PaDIR T x B settings (each with `padir_options`), then greedy and beam 5 of each AR
+    model present."""
     systems = []
     padir = translators["padir"]
     for t in steps:
         for b in length_beams:
-            options = padir.options(steps=t, length_beam=b)
+            options = padir.options(steps=t, length_beam=b, **(padir_options or {}))
             systems.append(System(f"padir T={t} B={b}", "padir", padir, options))
     for role in AR_ROLES:
         if role in translators:
@@ -411,6 +413,7 @@ def run_bench(
     warmup: int = DEFAULT_WARMUP,
     steps: Sequence[int] = DEFAULT_STEPS,
     length_beams: Sequence[int] = DEFAULT_LENGTH_BEAMS,
+    padir_options: Mapping[str, Any] | None = None,
     device: str = "cpu",
     ctranslate2: bool = False,
     cuda_graphs: bool = False,
@@ -425,7 +428,10 @@ def run_bench(
     `log` gets a message as each phase starts; `clock` reads the time in seconds (tests pass
     a fake one to check the statistics against known durations). `ctranslate2`: add the
     CTranslate2 rows of `ar` (needs the extra ``gmlm[ctranslate2]``). `cuda_graphs`: decoder
-    passes by CUDA graph, warmed up on every timed sentence (module docstring)."""
+    passes by CUDA graph, warmed up on every timed sentence (module docstring).
+    `padir_options`: PaDIR decoding settings (field name -> value, as
+    :meth:`Translator.translate` takes them) of every PaDIR system, besides the swept
+    `steps` and `length_beams`; default: the checkpoint's."""
     say: Log = log or (lambda _msg: None)
     _check_settings(sentences, threads, precisions, batch_sizes, warmup)
     if cuda_graphs and tuple(batch_sizes) != (1,):
@@ -437,6 +443,12 @@ def run_bench(
         raise GmlmError(
             f"--ctranslate2 times CTranslate2 on the CPU; with --device {device} the rows "
             "would not compare: use --device cpu, or leave out --ctranslate2"
+        )
+    swept = sorted({"steps", "length_beam"} & set(padir_options or {}))
+    if swept:
+        raise GmlmError(
+            f"padir_options: {', '.join(swept)} is swept, one system per value: give it as "
+            "steps= or length_beams= (--steps, --length-beams)"
         )
     prepared = load_dataset(data)
     texts = prepared.read_text(split, "src")
@@ -461,7 +473,7 @@ def run_bench(
         chosen = [texts[i] for i in lines]
         targets = prepared.read_text(split, "tgt")
         references = [targets[i] for i in lines]
-        systems = make_systems(translators, steps, length_beams)
+        systems = make_systems(translators, steps, length_beams, padir_options)
         if ctranslate2:
             converted = {"ar": ar, **({"ar1": ar1} if ar1 is not None else {})}
             say(f"converting {', '.join(converted)} to CTranslate2 and starting their workers")
@@ -561,7 +573,7 @@ def run_bench(
             ctranslate2=_ctranslate2_info(ctranslate2, workers, backend),
             fairness=FAIRNESS,
             bleu=_bleu_note(split, len(lines), next(iter(bleu.values())).signature),
-            padir_decoding=padir_note(translators["padir"].options()),
+            padir_decoding=padir_note(translators["padir"].options(**(padir_options or {}))),
         ),
         systems=tuple(dict.fromkeys(s.name for s in systems)),  # CTranslate2's: 1 per precision
         results=tuple(results),

@@ -18,7 +18,7 @@ from gmlm.cli.flags import (
     precision_list,
     show,
 )
-from gmlm.cli.options import documented_fields
+from gmlm.cli.options import add_option_flags, documented_fields, option_overrides
 from gmlm.decoding.options import PRECISIONS, RefinementOptions
 
 DESCRIPTION = """\
@@ -105,6 +105,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     add_sweep(p, "--steps", "steps", (1, 2, 4, 10))
     add_sweep(p, "--length-beams", "length_beam", (1, 5))
+    add_option_flags(
+        p.add_argument_group(
+            "PaDIR decoding of every PaDIR system (as gmlm translate; default: the "
+            "checkpoint's, e.g. --prune-after 0 times unpruned decoding)"
+        ),
+        {"PaDIR decoding": RefinementOptions},
+        exclude=SWEPT,
+    )
     add_device(p, default="cpu")
     add_cuda_graphs(
         p,
@@ -127,6 +135,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     add_json(p, "print only the JSON line, not the settings and tables")
     p.set_defaults(func=run)
+
+
+# The PaDIR settings swept by --steps and --length-beams, one system per value.
+SWEPT = ("steps", "length_beam")
 
 
 def add_sweep(p: argparse.ArgumentParser, flag: str, name: str, default: tuple[int, ...]) -> None:
@@ -163,6 +175,11 @@ def run(args: argparse.Namespace) -> int:
         warmup=args.warmup,
         steps=args.steps,
         length_beams=args.length_beams,
+        padir_options={
+            name: value
+            for name, value in option_overrides(args, [RefinementOptions]).items()
+            if name not in SWEPT
+        },
         device=args.device,
         ctranslate2=args.ctranslate2,
         cuda_graphs=args.cuda_graphs,
