@@ -3,7 +3,7 @@ import torch
 
 from gmlm.errors import GmlmError
 from gmlm.models import PadirModel, initial_hypothesis, padir_loss
-from gmlm.models.padir import ordinary_argmax
+from gmlm.models.padir import POSITIONS_KEPT, DecoderPositions, ordinary_argmax
 from gmlm.nn import ModelConfig, preset
 from tests.helpers.reversal import reversal_pairs
 
@@ -272,3 +272,48 @@ def test_ordinary_argmax_takes_the_first_of_tied_maxima(dtype: torch.dtype) -> N
     first = is_max.int().argmax(-1) + CONFIG.n_special  # first True
     assert torch.equal(tokens[:, :-1], first[:, :-1])
     assert torch.all(tokens[:, -1] == EOS)
+
+
+def _same_positions(a: DecoderPositions, b: DecoderPositions) -> bool:
+    tensors = [(a.table, b.table), (a.self_bias, b.self_bias)]
+    tensors += [(a.positional_bias, b.positional_bias)]
+    assert a.positional_qk is not None and b.positional_qk is not None
+    pairs = zip(a.positional_qk, b.positional_qk, strict=True)
+    tensors += [pair for qa, qb in pairs for pair in zip(qa, qb, strict=True)]
+    return all(torch.equal(x, y) for x, y in tensors if x is not None and y is not None)
+
+
+def test_inference_positions_are_kept_until_a_weight_they_use_changes() -> None:
+    model = make_model(BIASED).eval()
+    with torch.no_grad():
+        kept = model.positions(7, project=True)
+        assert model.positions(7, project=True) is kept  # made once, then reused
+        assert _same_positions(kept, model._make_positions(7, project=True))
+        for name, weight in (
+            ("positional query", model.layers[1].positional.attn.q_proj.weight),
+            ("relative bias", model.self_attention_bias.table.weight),  # type: ignore[union-attr]
+            ("position table", model.target_positions.table.weight),
+        ):
+            weight.add_(0.5)  # in place, as an optimizer step: the version counter moves
+            again = model.positions(7, project=True)
+            assert again is not kept and not _same_positions(again, kept), name
+            assert _same_positions(again, model._make_positions(7, project=True)), name
+            kept = again
+    with torch.inference_mode():  # a copy in another dtype: new weights, new positions
+        half = make_model(BIASED).eval().to(torch.bfloat16)
+        assert half.positions(7, project=True).table.dtype == torch.bfloat16
+    # Training (gradients on) makes them afresh every time.
+    assert model.positions(7, project=True) is not model.positions(7, project=True)
+
+
+def test_at_most_positions_kept_widths_are_kept_least_recently_used_out() -> None:
+    model = make_model(BIASED).eval()
+    with torch.no_grad():
+        first = model.positions(1, project=True)
+        for width in range(2, POSITIONS_KEPT + 1):
+            model.positions(width, project=True)
+        assert model.positions(1, project=True) is first  # used again: now the newest
+        model.positions(POSITIONS_KEPT + 1, project=True)  # drops width 2, the oldest
+        assert model.positions(1, project=True) is first
+        assert len(model._kept_positions) == POSITIONS_KEPT
+        assert 2 not in model._kept_positions
