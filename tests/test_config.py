@@ -118,3 +118,12 @@ def test_damaged_saved_config_names_the_file(tmp_path, text, match):
     path.write_bytes(b"name: \xff\n")
     with pytest.raises(ConfigError, match=r"config\.yaml: not UTF-8 text"):
         load_saved_config(Cfg, path)
+
+
+def test_one_number_for_a_list_setting_is_a_list_of_one():
+    assert from_dict(Optim, {"betas": 0.5}).betas == [0.5]
+    assert from_dict(Optim, {"betas": 1}).betas == [1.0]  # widened like any float
+    with pytest.raises(ConfigError, match="betas"):
+        from_dict(Optim, {"betas": "0.5"})  # a string is not a number
+    with pytest.raises(ConfigError, match="betas"):
+        from_dict(Optim, {"betas": True})
