@@ -221,17 +221,9 @@ class _Runner(Generic[Model]):
 
 
 class PadirGraphs(_Runner[PadirModel]):
-    """``decode`` and ``positions`` of a PaDIR model, by padded signature (module docstring)."""
-
-    def __init__(self, model: PadirModel, capture: bool = True, multiple: int = MULTIPLE) -> None:
-        super().__init__(model, capture, multiple)
-        self.known: dict[int, DecoderPositions] = {}
-
-    def positions(self, length: int, project: bool = False) -> DecoderPositions:
-        """The model's positions for `length`, with projections, made once per length."""
-        if length not in self.known:
-            self.known[length] = self.model.positions(length, project=True)
-        return self.known[length]
+    """``decode`` of a PaDIR model, by padded signature (module docstring). The positions of
+    each padded width are the model's own, kept by the model (PadirModel.positions) and held
+    by the recording's call while its graph lives."""
 
     def decode(
         self,
@@ -262,7 +254,7 @@ class PadirGraphs(_Runner[PadirModel]):
         device = buffers.padding_mask.device
         hyp = torch.full((rows, width), self.model.config.pad_id, device=device)
         padding = torch.ones((rows, width), dtype=torch.bool, device=device)
-        positions = self.positions(width)
+        positions = self.model.positions(width, project=True)
         cross = buffers.cache()
 
         def call() -> tuple[Tensor, ...]:
@@ -321,7 +313,6 @@ def graphed(model: Model, capture: bool = True, multiple: int = MULTIPLE) -> Mod
     if isinstance(model, PadirModel):
         runner = PadirGraphs(model, capture, multiple)
         setattr(clone, "decode", runner.decode)  # noqa: B010 (an instance attribute)
-        setattr(clone, "positions", runner.positions)  # noqa: B010
     else:
         runner = AutoregressiveGraphs(model, capture, multiple)
         setattr(clone, "decode_step", runner.decode_step)  # noqa: B010
