@@ -13,7 +13,7 @@ import sacrebleu
 import torch
 
 from gmlm.bench import format_report, render_markdown, run_bench, speedups
-from gmlm.bench.latency import DEFAULT_SENTENCES, DEFAULT_WARMUP, percentiles
+from gmlm.bench.latency import DEFAULT_SENTENCES, DEFAULT_WARMUP, SWEPT, percentiles
 from gmlm.bench.result import BenchResult, BenchRow, Percentiles, Rates, Speedup
 from gmlm.cli import bench as bench_cli
 from gmlm.cli.main import main
@@ -407,6 +407,7 @@ def test_optional_ar_of_the_wrong_kind_and_bad_settings_are_errors(
 def test_cli_default_sentences_match_the_library() -> None:
     assert bench_cli.DEFAULT_SENTENCES == DEFAULT_SENTENCES
     assert bench_cli.DEFAULT_WARMUP == DEFAULT_WARMUP
+    assert bench_cli.SWEPT == SWEPT
 
 
 @pytest.mark.parametrize("flag", ["--output", "--markdown"])

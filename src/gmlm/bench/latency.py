@@ -66,6 +66,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -182,11 +183,16 @@ def _load(
     return translator, seconds
 
 
+# The PaDIR settings the bench sweeps, one system per value (steps=, length_beams=); the
+# command line's copy is gmlm.cli.bench.SWEPT (kept light: no torch there).
+SWEPT = ("steps", "length_beam")
+
+
 def make_systems(
     translators: dict[str, Translator],
     steps: Sequence[int] = DEFAULT_STEPS,
     length_beams: Sequence[int] = DEFAULT_LENGTH_BEAMS,
-    padir_options: Mapping[str, Any] | None = None,
+    padir_options: Mapping[str, Any] = MappingProxyType({}),
 ) -> list[System]:
     """PaDIR T x B settings (each with `padir_options`), then greedy and beam 5 of each AR
     model present."""
@@ -194,7 +200,7 @@ def make_systems(
     padir = translators["padir"]
     for t in steps:
         for b in length_beams:
-            options = padir.options(steps=t, length_beam=b, **(padir_options or {}))
+            options = padir.options(steps=t, length_beam=b, **padir_options)
             systems.append(System(f"padir T={t} B={b}", "padir", padir, options))
     for role in AR_ROLES:
         if role in translators:
@@ -444,7 +450,8 @@ def run_bench(
             f"--ctranslate2 times CTranslate2 on the CPU; with --device {device} the rows "
             "would not compare: use --device cpu, or leave out --ctranslate2"
         )
-    swept = sorted({"steps", "length_beam"} & set(padir_options or {}))
+    padir_options = dict(padir_options or {})
+    swept = [name for name in SWEPT if name in padir_options]
     if swept:
         raise GmlmError(
             f"padir_options: {', '.join(swept)} is swept, one system per value: give it as "
@@ -573,7 +580,7 @@ def run_bench(
             ctranslate2=_ctranslate2_info(ctranslate2, workers, backend),
             fairness=FAIRNESS,
             bleu=_bleu_note(split, len(lines), next(iter(bleu.values())).signature),
-            padir_decoding=padir_note(translators["padir"].options(**(padir_options or {}))),
+            padir_decoding=padir_note(translators["padir"].options(**padir_options)),
         ),
         systems=tuple(dict.fromkeys(s.name for s in systems)),  # CTranslate2's: 1 per precision
         results=tuple(results),

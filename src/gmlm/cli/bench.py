@@ -137,7 +137,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-# The PaDIR settings swept by --steps and --length-beams, one system per value.
+# The PaDIR settings swept by --steps and --length-beams, one system per value: the
+# library's gmlm.bench.latency.SWEPT (a test keeps them equal; importing it loads torch).
 SWEPT = ("steps", "length_beam")
 
 
