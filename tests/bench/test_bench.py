@@ -13,8 +13,24 @@ import sacrebleu
 import torch
 
 from gmlm.bench import format_report, render_markdown, run_bench, speedups
-from gmlm.bench.latency import DEFAULT_SENTENCES, DEFAULT_WARMUP, SWEPT, percentiles
-from gmlm.bench.result import BenchResult, BenchRow, Percentiles, Rates, Speedup
+from gmlm.bench.latency import (
+    DEFAULT_SENTENCES,
+    DEFAULT_WARMUP,
+    SWEPT,
+    Latencies,
+    length_groups,
+    length_speedups,
+    percentiles,
+)
+from gmlm.bench.result import (
+    BenchResult,
+    BenchRow,
+    LengthGroup,
+    LengthSpeedup,
+    Percentiles,
+    Rates,
+    Speedup,
+)
 from gmlm.cli import bench as bench_cli
 from gmlm.cli.main import main
 from gmlm.data import load_dataset
@@ -208,6 +224,38 @@ def test_speedups_and_percentiles_arithmetic() -> None:
     ]
 
 
+def test_length_groups_are_shares_by_source_length_shortest_first() -> None:
+    assert length_groups([5, 1, 3, 2, 4, 6, 3]) == [[1, 3, 2], [6, 4], [0, 5]]
+    assert length_groups([7, 7]) == [[0], [1]]  # fewer sentences than shares: no empty share
+    assert length_groups([4, 2, 9], count=1) == [[1, 0, 2]]
+
+
+def test_length_speedups_are_ratios_of_medians_within_each_share() -> None:
+    lengths = [5, 1, 3, 2, 4, 6]  # shares: sentences 1, 3 (1-2 tok); 2, 4 (3-4); 0, 5 (5-6)
+    padir = [0.010, 0.001, 0.002, 0.003, 0.004, 0.030]
+    ar = [0.050, 0.002, 0.010, 0.004, 0.008, 0.070]
+    measured = Latencies(
+        model={"p": padir, "a": ar},
+        e2e={"p": [t + 0.001 for t in padir], "a": [t + 0.001 for t in ar]},
+        tokens={"p": 0, "a": 0},
+        translations={"p": [], "a": []},
+    )
+    rows = length_speedups("int8", {"p": "padir", "a": "ar"}, measured, lengths)
+    # Medians in ms: PaDIR 2, 3, 20 (model) and 3, 4, 21 (e2e); AR 3, 9, 60 and 4, 10, 61.
+    assert rows == [
+        LengthSpeedup(
+            precision="int8",
+            padir="p",
+            ar="a",
+            groups=(
+                LengthGroup(min_tokens=1, max_tokens=2, sentences=2, model_p50=1.5, e2e_p50=1.333),
+                LengthGroup(min_tokens=3, max_tokens=4, sentences=2, model_p50=3.0, e2e_p50=2.5),
+                LengthGroup(min_tokens=5, max_tokens=6, sentences=2, model_p50=3.0, e2e_p50=2.905),
+            ),
+        )
+    ]
+
+
 class WorkClock:
     """A fake clock that moves only while a translator works, by known amounts.
 
@@ -335,6 +383,19 @@ def test_statistics_follow_from_known_durations(
         assert row.e2e_p99 == round(a.e2e.p99_ms / p.e2e.p99_ms, 3)
     # Every call of ar beam5 costs 7/5 of padir T=1 B=5's: exactly 1.4 times slower.
     assert speedups[("padir T=1 B=5", "ar beam5")].model_p50 == round(7 / 5, 3)
+    # By length: three shares of one sentence each, shortest source first, the same pairs.
+    assert result.by_length is not None
+    by_length = {(s.padir, s.ar): s.groups for s in result.by_length}
+    assert by_length.keys() == speedups.keys()
+    shortest_first = sorted(sources)
+    for (padir, ar), groups in by_length.items():
+        assert [(g.min_tokens, g.max_tokens, g.sentences) for g in groups] == [
+            (n, n, 1) for n in shortest_first
+        ]
+        for n, group in zip(shortest_first, groups, strict=True):
+            slow, fast = unit(ar) * (WorkClock.CALL + n), unit(padir) * (WorkClock.CALL + n)
+            assert group.model_p50 == round(slow / fast, 3)
+            assert group.e2e_p50 == round((slow + WorkClock.TEXT) / (fast + WorkClock.TEXT), 3)
 
 
 def test_api_with_teacher_and_ar1_returns_the_result_and_renders_markdown(
@@ -370,6 +431,13 @@ def test_api_with_teacher_and_ar1_returns_the_result_and_renders_markdown(
         assert f"| fp32 | {name} |" in markdown
     assert "| fp32 | padir T=4 B=5 | ar1 beam5 |" in markdown
     assert "ar1 greedy" in format_report(result)
+    assert "Speed-up by source length" in markdown and "speed-up by source length" in (
+        format_report(result)
+    )
+    # A file written before the bench timed by length reads, and renders without that table.
+    older = result.to_json()
+    del older["by_length"]
+    assert "by source length" not in render_markdown(BenchResult.from_json(older))
 
 
 @pytest.mark.parametrize(

@@ -53,7 +53,9 @@ per sentence) and batch by batch for throughput, so slow drifts and background l
 systems alike. Every system first translates ``warmup`` sentences untimed in each precision,
 and the garbage collector is off while timing. Speed-ups are ratios of the AR system's
 statistic to the PaDIR setting's (median over median, p99 over p99), each pair from the same
-run.
+run; ``by_length`` gives the median ratios again within each third of the sentences by source
+length (:func:`length_speedups`): a p99 rests on the two slowest sentences of 200, a third on
+about 67, so whether PaDIR's lead grows with the length shows there more steadily.
 """
 
 from __future__ import annotations
@@ -80,6 +82,8 @@ from gmlm.bench.result import (
     BenchRow,
     CheckpointInfo,
     Ctranslate2Info,
+    LengthGroup,
+    LengthSpeedup,
     Percentiles,
     Rates,
     SpeedSettings,
@@ -110,6 +114,8 @@ DEFAULT_BATCH_SIZES = (1, 8, 64)
 DEFAULT_STEPS = (1, 2, 4, 10)
 DEFAULT_LENGTH_BEAMS = (1, 5)
 AR_BEAMS = (1, 5)
+# The speed-ups by source length: within this many shares of the timed sentences (thirds).
+LENGTH_GROUPS = 3
 # The optional AR models come after --ar, in this order, in the systems and tables.
 AR_ROLES = ("ar", "teacher", "ar1")
 CT2_NOTE = (
@@ -404,6 +410,49 @@ def speedups(results: Sequence[BenchRow]) -> list[Speedup]:
     return rows
 
 
+def length_groups(source_lengths: Sequence[int], count: int = LENGTH_GROUPS) -> list[list[int]]:
+    """The sentence indices in `count` shares of nearly equal size by source length, shortest
+    first (equal lengths in index order; fewer shares when there are fewer sentences)."""
+    order = sorted(range(len(source_lengths)), key=lambda i: (source_lengths[i], i))
+    return [part.tolist() for part in np.array_split(np.array(order), count) if len(part)]
+
+
+def length_speedups(
+    precision: str,
+    kinds: Mapping[str, str],
+    measured: Latencies,
+    source_lengths: Sequence[int],
+) -> list[LengthSpeedup]:
+    """For each PaDIR and AR system of `kinds` (name -> "padir" or "ar"): AR median / PaDIR
+    median of the batch-1 latencies within each share of the sentences by source length
+    (:func:`length_groups`), model-only and end-to-end."""
+    groups = length_groups(source_lengths)
+
+    def median_ms(times: list[float], group: list[int]) -> float:
+        return 1000 * statistics.median(times[i] for i in group)
+
+    def ratios(ar: str, padir: str, group: list[int]) -> LengthGroup:
+        model, e2e = measured.model, measured.e2e
+        return LengthGroup(
+            min_tokens=min(source_lengths[i] for i in group),
+            max_tokens=max(source_lengths[i] for i in group),
+            sentences=len(group),
+            model_p50=speedup(median_ms(model[ar], group), median_ms(model[padir], group)),
+            e2e_p50=speedup(median_ms(e2e[ar], group), median_ms(e2e[padir], group)),
+        )
+
+    return [
+        LengthSpeedup(
+            precision=precision,
+            padir=padir,
+            ar=ar,
+            groups=tuple(ratios(ar, padir, group) for group in groups),
+        )
+        for padir in (name for name, kind in kinds.items() if kind == "padir")
+        for ar in (name for name, kind in kinds.items() if kind == "ar")
+    ]
+
+
 def run_bench(
     ar: str | Path,
     padir: str | Path,
@@ -493,6 +542,8 @@ def run_bench(
             for role, worker in workers:
                 systems += ctranslate2_systems(role, translators[role], worker)
         results: list[BenchRow] = []
+        by_length: list[LengthSpeedup] = []
+        source_lengths = [len(x) for x in ids["ar"]]
         if device != "cpu":  # every shape met before the timed pass (module docstring)
             warmup = len(lines)
         per_precision = min(warmup, len(lines)) + len(lines)
@@ -509,6 +560,8 @@ def run_bench(
             active = [s for s in systems if s.worker is None or s.worker.precision == precision]
             say(f"{precision}: batch-1 latency of {len(active)} systems on {len(lines)} sentences")
             measured = _latency(active, chosen, lines, ids, precision, warmup, bar.update, clock)
+            kinds = {system.name: system.kind for system in active}
+            by_length += length_speedups(precision, kinds, measured, source_lengths)
             throughput: dict[int, dict[str, Rates]] = {}
             for size in batch_sizes:
                 if size == 1:
@@ -565,7 +618,7 @@ def run_bench(
             precisions=tuple(precisions),
             split=split,
             sentences=len(lines),
-            mean_source_tokens=round(statistics.mean(len(x) for x in ids["ar"]), 2),
+            mean_source_tokens=round(statistics.mean(source_lengths), 2),
             warmup=warmup,
             batch_sizes=tuple(batch_sizes),
             checkpoints={
@@ -585,6 +638,7 @@ def run_bench(
         systems=tuple(dict.fromkeys(s.name for s in systems)),  # CTranslate2's: 1 per precision
         results=tuple(results),
         speedups=tuple(speedups(results)),
+        by_length=tuple(by_length),
     )
     if json_out is not None:
         result.write(Path(json_out))

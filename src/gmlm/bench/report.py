@@ -3,7 +3,6 @@ terminal, Markdown for REPORT.md. Both render the same rows."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gmlm.bench.result import BenchResult, Ctranslate2Info
@@ -99,6 +98,44 @@ def speedup_table(result: BenchResult) -> Table:
     return Table(header, rows, 3)
 
 
+def length_table(result: BenchResult) -> Table | None:
+    """The speed-ups within each share of the sentences by source length (None in results
+    written before the bench had them); the shares are the same sentences in every row."""
+    if not result.by_length:
+        return None
+    shares = [f"{g.min_tokens}-{g.max_tokens} tok" for g in result.by_length[0].groups]
+    header = [
+        "precision",
+        "PaDIR",
+        "vs AR",
+        *(f"e2e p50 {share}" for share in shares),
+        *(f"model p50 {share}" for share in shares),
+    ]
+    rows = [
+        [
+            s.precision,
+            s.padir,
+            s.ar,
+            *(f"{g.e2e_p50:.2f}x" for g in s.groups),
+            *(f"{g.model_p50:.2f}x" for g in s.groups),
+        ]
+        for s in result.by_length
+    ]
+    return Table(header, rows, 3)
+
+
+def length_note(result: BenchResult) -> str:
+    """What :func:`length_table` shows (for results that have it)."""
+    assert result.by_length
+    sizes = "/".join(str(g.sentences) for g in result.by_length[0].groups)
+    return (
+        "speed-up by source length = AR median / PaDIR median at batch size 1 within each share "
+        f"of the timed sentences by source tokens (the ar model's tokens; {sizes} sentences, "
+        "shortest first): whether PaDIR's lead grows with the length, as it does where a "
+        "decoder pass costs about the same at any length"
+    )
+
+
 def table_text(table: Table) -> str:
     rows = (table.header, *table.rows)
     widths = [max(len(c) for c in column) for column in zip(*rows, strict=True)]
@@ -131,26 +168,36 @@ SPEEDUP_NOTE = (
 
 
 def format_report(result: BenchResult) -> str:
-    """The settings, the latency/throughput table and the speed-up table, for people."""
-    parts: Sequence[str] = (
+    """The settings, the latency/throughput table and the speed-up tables (overall and by
+    source length), for people."""
+    parts: list[str] = [
         "\n".join(f"settings: {line}" for line in settings_lines(result)),
         "batch-1 latency (median, p90, p99) and throughput at each batch size:",
         table_text(latency_table(result)),
         SPEEDUP_NOTE + ":",
         table_text(speedup_table(result)),
-    )
+    ]
+    by_length = length_table(result)
+    if by_length is not None:
+        parts += [length_note(result) + ":", table_text(by_length)]
     return "\n\n".join(parts)
 
 
 def render_markdown(result: BenchResult) -> str:
-    """The same report as Markdown (settings as a list, two tables), e.g. for REPORT.md."""
-    return "\n\n".join(
-        (
-            "\n".join(f"- {line}" for line in settings_lines(result)),
-            "Batch-1 latency (median, p90, p99; ms) and throughput (sentences/s and output "
-            "tokens/s) at each batch size:",
-            table_markdown(latency_table(result)),
-            SPEEDUP_NOTE[0].upper() + SPEEDUP_NOTE[1:] + ":",
-            table_markdown(speedup_table(result)),
-        )
-    )
+    """The same report as Markdown (settings as a list, the tables), e.g. for REPORT.md."""
+    parts = [
+        "\n".join(f"- {line}" for line in settings_lines(result)),
+        "Batch-1 latency (median, p90, p99; ms) and throughput (sentences/s and output "
+        "tokens/s) at each batch size:",
+        table_markdown(latency_table(result)),
+        _sentence(SPEEDUP_NOTE) + ":",
+        table_markdown(speedup_table(result)),
+    ]
+    by_length = length_table(result)
+    if by_length is not None:
+        parts += [_sentence(length_note(result)) + ":", table_markdown(by_length)]
+    return "\n\n".join(parts)
+
+
+def _sentence(note: str) -> str:
+    return note[0].upper() + note[1:]

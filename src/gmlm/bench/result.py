@@ -128,8 +128,35 @@ class Speedup(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class LengthGroup(Record):
+    """The speed-ups over one share of the timed sentences by source length: those whose
+    source has `min_tokens` .. `max_tokens` tokens (`sentences` of them), AR median / PaDIR
+    median of their batch-1 latencies, model-only and end-to-end."""
+
+    min_tokens: int
+    max_tokens: int
+    sentences: int
+    model_p50: float
+    e2e_p50: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class LengthSpeedup(Record):
+    """A speed-up of :class:`Speedup` within each share of the sentences, shortest first."""
+
+    precision: str
+    padir: str
+    ar: str
+    groups: tuple[LengthGroup, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
 class BenchResult(Record):
+    """`by_length`: the speed-ups within shares of the sentences by source length (absent in
+    files written before the bench had them)."""
+
     settings: SpeedSettings
     systems: tuple[str, ...]
     results: tuple[BenchRow, ...]
     speedups: tuple[Speedup, ...]
+    by_length: tuple[LengthSpeedup, ...] | None = field(default=None, metadata=OMIT_NONE)

@@ -40,7 +40,9 @@ against the split's references, so a speed is never shown without the quality it
 (a check of the timed setting on those sentences, not the whole split's published score).
 Systems are interleaved sentence by sentence and batch by batch so background
 load hits all alike. Prints the settings, a table, the speed-up of every PaDIR setting over
-every AR system (median and p99 ratios), and one JSON line last.
+every AR system (median and p99 ratios), the same median ratios within each third of the
+sentences by source length (does PaDIR's lead grow with the length?), and one JSON line
+last.
 
 Cost: time grows linearly with --sentences, the number of systems and the number of
 precisions. Measured: `make speed` (8 systems per precision, 200 sentences, batch sizes 1
