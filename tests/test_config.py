@@ -68,6 +68,11 @@ def test_presets_with_base_and_cycle(tmp_path):
         load_config(Cfg, loop)
     with pytest.raises(ConfigError, match="unknown preset 'nope'"):
         load_config(Cfg, "nope")
+    # A bare base name is a sibling file first (reproduce presets build on reproduce presets).
+    (tmp_path / "sibling.yaml").write_text("steps: 3\n")
+    named = tmp_path / "named.yaml"
+    named.write_text("base: sibling\noptim:\n  lr: 0.25\n")
+    assert (load_config(Cfg, named).steps, load_config(Cfg, named).optim.lr) == (3, 0.25)
 
 
 def test_save_and_reload_round_trip(tmp_path):

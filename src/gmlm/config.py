@@ -194,6 +194,11 @@ def load_preset_dict(name: str | Path, _seen: tuple[str, ...] = ()) -> dict[str,
     base = data.pop("base", None)
     if base is None:
         return data
+    # A bare name is a sibling preset first (a reproduce preset's base is a reproduce preset),
+    # then a training preset.
+    sibling = path.parent / f"{base}.yaml"
+    if Path(str(base)).suffix not in (".yaml", ".yml") and sibling.is_file():
+        base = sibling
     parent = load_preset_dict(base, (*_seen, str(path)))
     return deep_update(parent, data)
 

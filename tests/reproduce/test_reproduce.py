@@ -64,7 +64,9 @@ def test_unknown_preset_stage_and_key():
     assert parse_stages(None) == list(STAGES)
 
 
-@pytest.mark.parametrize("name", ["smoke", "demo", "bible-tiny", "laptop", "multi30k", "paper"])
+@pytest.mark.parametrize(
+    "name", ["smoke", "demo", "bible-tiny", "laptop", "multi30k", "multi30k-en-de", "paper"]
+)
 def test_presets_resolve(name):
     cfg = load_reproduce_config(name)
     assert cfg.preset == name and cfg.description
@@ -80,11 +82,24 @@ def test_presets_resolve(name):
     if cfg.ar1.enabled:  # the AR recipe but for the decoder's depth
         ar1.model.n_decoder_layers = ar.model.n_decoder_layers
         assert to_dict(ar1) == to_dict(ar)
-    # The decoding ablation on validation data: in the parity run, before its evaluation.
-    assert cfg.ablation.enabled == (name == "multi30k")
+    # The decoding ablation on validation data: in the parity runs, before their evaluation.
+    assert cfg.ablation.enabled == name.startswith("multi30k")
     assert cfg.ablation.split == "valid" and all(map(parse_variant, cfg.ablation.variants))
     if name == "multi30k":  # the length analysis as the laptop run's, for comparison
         assert cfg.length.enabled and cfg.length.length_weights == [0.0, 0.5, 1.0]
+
+
+def test_the_en_de_preset_is_the_multi30k_recipe_in_the_other_direction():
+    de_en, en_de = load_reproduce_config("multi30k"), load_reproduce_config("multi30k-en-de")
+    assert en_de.data.corpus == de_en.data.corpus + ":en-de"
+    for name in ("teacher", "ar", "padir", "distill", "calibrate", "ablation", "evaluate"):
+        assert getattr(en_de, name) == getattr(de_en, name), name
+    assert (en_de.ar1.enabled, en_de.bench.enabled, en_de.train_ablation.enabled) == (False,) * 3
+    assert (en_de.targets.bleu_gap, en_de.targets.stutter_ratio, en_de.targets.more_steps) == (
+        1.0,
+        1.0,
+        True,
+    )
 
 
 def test_train_precision_reaches_every_training_stage_and_a_stage_may_override_it(tmp_path):
