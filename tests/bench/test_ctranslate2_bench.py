@@ -82,7 +82,7 @@ def test_an_unknown_ctranslate2_precision_is_an_error(checkpoints: dict[str, Pat
 
 
 def test_worker_reports_a_bad_folder(tmp_path: Path) -> None:
-    with pytest.raises(GmlmError, match=r"CTranslate2 bench worker: .*not a CTranslate2 export"):
+    with pytest.raises(GmlmError, match=r"CTranslate2 worker: .*not a CTranslate2 export"):
         Ct2Worker(tmp_path, threads=1)
 
 

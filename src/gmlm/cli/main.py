@@ -17,6 +17,7 @@ from gmlm.cli import (
     evaluate,
     export,
     reproduce,
+    serve,
     theory,
     throughput,
     train,
@@ -37,6 +38,7 @@ COMMANDS: tuple[ModuleType, ...] = (
     analyze,
     theory,
     reproduce,
+    serve,
 )
 
 

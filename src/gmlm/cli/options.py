@@ -65,7 +65,7 @@ def argument_kwargs(cls: type, f: dataclasses.Field[Any]) -> dict[str, Any]:
         return {"action": "store_const", "const": not f.default}
     if origin is typing.Literal:
         return {"choices": args}
-    if tp in (int, float):
+    if tp in (int, float, str):
         return {"type": tp}
     if origin is tuple and len(args) == 2 and args[1] is Ellipsis and args[0] in (int, float):
         what = "integers" if args[0] is int else "numbers"

@@ -14,6 +14,11 @@ stdin/stdout:
     answer   {"outputs": [[ids]], "model_s": float, "e2e_s": float | null,
               "translation": str | null}
 
+or, for `gmlm serve` (text in, text out, nothing timed):
+
+    request  {"texts": [str], "options": {SearchOptions fields}}
+    answer   {"translations": [str]}
+
 ``model_s`` times :meth:`Ct2Translator.translate_ids` of all sources (ids in, ids out) and
 ``e2e_s`` :meth:`Ct2Translator.translate` of the text (raw text in, text out), both inside
 the worker with the garbage collector off, so the pipe is not counted; ``translation`` is
@@ -86,18 +91,28 @@ class Ct2Worker:
         answer = self._receive()
         return Timing(answer["outputs"], answer["model_s"], answer["e2e_s"], answer["translation"])
 
+    def translate_texts(self, texts: list[str], options: Any) -> list[str]:
+        """Translations of raw `texts` with `options` (SearchOptions), as
+        :meth:`gmlm.export.ctranslate2.Ct2Translator.translate` gives them (the service's
+        CTranslate2 models)."""
+        request = {"texts": texts, "options": dataclasses.asdict(options)}
+        assert self._process.stdin is not None
+        self._process.stdin.write(json.dumps(request) + "\n")
+        self._process.stdin.flush()
+        return list(self._receive()["translations"])
+
     def _receive(self) -> dict[str, Any]:
         assert self._process.stdout is not None
         line = self._process.stdout.readline()
         if not line:
             code = self._process.wait()
             raise GmlmError(
-                f"the CTranslate2 bench worker exited (status {code}) without answering; "
+                f"the CTranslate2 worker process exited (status {code}) without answering; "
                 "its messages are above"
             )
         answer: dict[str, Any] = json.loads(line)
         if "error" in answer:
-            raise GmlmError(f"CTranslate2 bench worker: {answer['error']}")
+            raise GmlmError(f"CTranslate2 worker: {answer['error']}")
         return answer
 
     def close(self) -> None:
@@ -144,6 +159,12 @@ def serve(folder: str, threads: int, precision: str, requests: IO[str], answers:
     for line in requests:
         request = json.loads(line)
         options = SimpleNamespace(**request["options"])
+        if "texts" in request:  # the service: text in, text out, nothing timed
+            try:
+                send({"translations": translator.translate(request["texts"], options)})
+            except GmlmError as err:
+                send({"error": str(err)})
+            continue
         try:
             gc.collect()
             gc.disable()

@@ -1,0 +1,212 @@
+"""The models a service serves, behind one interface: a gmlm checkpoint (AR or PaDIR, in this
+process) or a CTranslate2 export of an AR checkpoint (in a worker process of its own, as the
+bench runs it: CTranslate2's OpenMP runtime and torch's fight over the cores in one process).
+
+A backend checks a request before it is queued (:meth:`Backend.prepare`: the decoding settings,
+each line's length, the rows it would decode) and translates a batch when the batcher calls
+:meth:`Backend.translate`, on the batcher's worker thread. A line's translation is the one
+`gmlm translate` gives it in a file of the request's lines: PaDIR's random tokens are keyed by
+(seed, the line's number in its request), never by its place in a batch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from gmlm.data.lengths import encode_inputs
+from gmlm.data.tokenizer import Tokenizer
+from gmlm.decoding.options import (
+    OPTIONS,
+    DecodingOptions,
+    Precision,
+    RefinementOptions,
+    SearchOptions,
+    decoding_options,
+)
+from gmlm.errors import GmlmError
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A request checked by its backend: the decoding options (hashable: requests with equal
+    keys may share a batch), its lines' source tokens, and the decoder rows it asks for."""
+
+    options: DecodingOptions
+    seed: int
+    tokens: int
+    rows: int
+
+    @property
+    def key(self) -> Hashable:
+        return (self.options, self.seed)
+
+
+class Backend(Protocol):
+    name: str
+    kind: str  # "padir", "ar" or "ctranslate2"
+    source: str  # the folder it serves
+
+    def prepare(self, texts: Sequence[str], settings: Mapping[str, Any], seed: int) -> Prepared: ...
+
+    def translate(
+        self, texts: Sequence[str], lines: Sequence[int], prepared: Prepared
+    ) -> list[str]: ...
+
+    def close(self) -> None: ...
+
+
+def command_line_names(kind: str) -> list[str]:
+    """The decoding settings a request may give: those `gmlm translate` offers as flags."""
+    from gmlm.cli.options import cli_fields
+
+    return [f.name for f in cli_fields(OPTIONS[kind])]
+
+
+def rows_per_sentence(options: DecodingOptions) -> int:
+    """Decoder rows one sentence takes (an upper bound): beams, or PaDIR's candidates."""
+    if isinstance(options, SearchOptions):
+        return options.beam
+    return options.length_beam * (1 + len(options.length_offsets)) * options.random_starts
+
+
+def check_settings(kind: str, settings: Mapping[str, Any]) -> None:
+    allowed = command_line_names(kind)
+    unknown = sorted(set(settings) - set(allowed))
+    if unknown:
+        raise GmlmError(
+            f"unknown decoding setting{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} "
+            f"for this model; its settings are {', '.join(allowed)}"
+        )
+
+
+def check_lines(
+    tokenizer: Tokenizer, texts: Sequence[str], max_source_len: int
+) -> tuple[int, list[list[int]]]:
+    """Source tokens of the request's lines (EOS included) and their ids; a line that does not
+    encode as UTF-8 (a lone surrogate) or is over the model's maximum is a GmlmError."""
+    for i, text in enumerate(texts):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise GmlmError(f"text[{i}] is not valid Unicode (a lone surrogate)") from None
+    encoded = encode_inputs(tokenizer, texts, max_source_len, origin="text")
+    tokens = sum(length for ids, length in zip(encoded.ids, encoded.lengths, strict=True) if ids)
+    return tokens, encoded.ids
+
+
+class TorchBackend:
+    """A gmlm checkpoint decoded in this process at `precision`."""
+
+    def __init__(self, name: str, folder: str, precision: Precision, device: str = "cpu"):
+        from gmlm.translation.translator import load
+
+        self.name = name
+        self.source = folder
+        self.precision: Precision = precision
+        self.translator = load(folder, device=device)
+        self.kind: str = self.translator.kind
+        self.translator.model_at(precision)  # the bf16/int8 copy now, not at first request
+
+    def prepare(self, texts: Sequence[str], settings: Mapping[str, Any], seed: int) -> Prepared:
+        check_settings(self.kind, settings)
+        options = self.translator.options(**settings)
+        tokens, _ = check_lines(
+            self.translator.tokenizer, texts, self.translator.config.max_source_len
+        )
+        return Prepared(options, seed, tokens, rows_per_sentence(options) * len(texts))
+
+    def translate(
+        self, texts: Sequence[str], lines: Sequence[int], prepared: Prepared
+    ) -> list[str]:
+        return self.translator.translate(
+            texts,
+            prepared.options,
+            batch_size=max(1, len(texts)),
+            seed=prepared.seed,
+            precision=self.precision,
+            lines=lines,
+        )
+
+    def close(self) -> None:
+        pass
+
+
+class Ct2Backend:
+    """A CTranslate2 export of an AR checkpoint, decoded in a worker process on `threads`
+    threads at `precision` (fp32 or int8). Its search follows gmlm's rules
+    (:mod:`gmlm.export.ctranslate2`); PaDIR has no CTranslate2 form."""
+
+    kind = "ctranslate2"
+
+    def __init__(self, name: str, folder: str, precision: str, threads: int):
+        from gmlm.export.ctranslate2 import INFO_FILE, Ct2ModelInfo
+        from gmlm.export.ctranslate2_worker import Ct2Worker
+        from gmlm.nn.config import ModelConfig
+
+        self.name = name
+        self.source = folder
+        path = Path(folder)
+        self.tokenizer = Tokenizer.load(path / "tokenizer")
+        import json
+
+        self.info = Ct2ModelInfo.from_json(
+            json.loads((path / INFO_FILE).read_text(encoding="utf-8")), str(path / INFO_FILE)
+        )
+        # What search options are validated against: the limits the export recorded.
+        self.config = ModelConfig(
+            vocab_size=self.tokenizer.vocab_size,
+            max_source_len=self.info.max_source_len,
+            max_target_len=self.info.max_target_len,
+        )
+        self.worker = Ct2Worker(path, threads, "int8" if precision == "int8" else "fp32")
+        self.lock = threading.Lock()  # one request at a time on the worker's pipe
+
+    def prepare(self, texts: Sequence[str], settings: Mapping[str, Any], seed: int) -> Prepared:
+        check_settings("ar", settings)
+        options = decoding_options("ar", self.config, None, settings)
+        tokens, _ = check_lines(self.tokenizer, texts, self.info.max_source_len)
+        return Prepared(options, seed, tokens, rows_per_sentence(options) * len(texts))
+
+    def translate(
+        self, texts: Sequence[str], lines: Sequence[int], prepared: Prepared
+    ) -> list[str]:
+        with self.lock:
+            return self.worker.translate_texts(list(texts), prepared.options)
+
+    def close(self) -> None:
+        self.worker.close()
+
+
+def is_ctranslate2_export(folder: str) -> bool:
+    from gmlm.export.ctranslate2 import is_export
+
+    return is_export(Path(folder))
+
+
+def load_backend(
+    name: str, folder: str, precision: Precision, threads: int, device: str = "cpu"
+) -> Backend:
+    """The backend for `folder`: a CTranslate2 export, or a gmlm checkpoint (or run folder)."""
+    if not Path(folder).exists():
+        raise GmlmError(f"--model {name}={folder}: no such folder")
+    if is_ctranslate2_export(folder):
+        if precision == "bf16":
+            raise GmlmError(
+                f"--model {name}={folder} is a CTranslate2 export: it runs in fp32 or int8, "
+                "not bf16 (--precision)"
+            )
+        return Ct2Backend(name, folder, precision, threads)
+    return TorchBackend(name, folder, precision, device)
+
+
+def options_json(options: DecodingOptions) -> dict[str, Any]:
+    """The decoding settings a response reports (those a request may give)."""
+    kind = "padir" if isinstance(options, RefinementOptions) else "ar"
+    names = command_line_names(kind)
+    values = dataclasses.asdict(options)
+    return {name: values[name] for name in names}

@@ -1,0 +1,72 @@
+"""The service's Prometheus metrics (`GET /metrics`), on a registry of the app's own (two apps
+in one process, as the tests start them, do not share counters)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+# Seconds, from 1 ms to 30 s: batch-1 latencies are tens of milliseconds on a CPU and a few on
+# a GPU; queueing under overload reaches the deadline.
+LATENCY_BUCKETS = (
+    0.001, 0.0025, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75,
+    1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 30.0,
+)  # fmt: skip
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "gmlm_requests",
+            "Translation requests answered, by model and HTTP status",
+            ["model", "status"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "gmlm_request_seconds",
+            "Time from a translation request's arrival to its answer (successful requests)",
+            ["model"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.queue_wait = Histogram(
+            "gmlm_queue_wait_seconds",
+            "Time a request waited in its model's queue before its batch started",
+            ["model"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.decode = Histogram(
+            "gmlm_batch_seconds",
+            "Time the model took to translate one batch",
+            ["model"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.batch_sentences = Histogram(
+            "gmlm_batch_sentences",
+            "Sentences per decoded batch",
+            ["model"],
+            buckets=BATCH_BUCKETS,
+            registry=self.registry,
+        )
+        self.batch_requests = Histogram(
+            "gmlm_batch_requests",
+            "Requests per decoded batch",
+            ["model"],
+            buckets=BATCH_BUCKETS,
+            registry=self.registry,
+        )
+        self.queue_depth = Gauge(
+            "gmlm_queue_sentences",
+            "Sentences waiting in a model's queue",
+            ["model"],
+            registry=self.registry,
+        )
+        self.sentences = Counter(
+            "gmlm_sentences",
+            "Sentences translated",
+            ["model"],
+            registry=self.registry,
+        )

@@ -1,0 +1,325 @@
+"""`gmlm serve` on a real server at an ephemeral loopback port: outputs equal to `gmlm
+translate`'s under concurrent clients, every kind of bad request, overload, deadlines, client
+disconnects, a failing batch, metrics, and SIGTERM under load."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from gmlm.errors import GmlmError
+from gmlm.serve.server import parse_models
+from gmlm.serve.settings import ServeSettings
+from tests.serve.conftest import GatedBackend, running
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def post(url: str, body: object, **kwargs: object) -> httpx.Response:
+    return httpx.post(url + "/v1/translate", json=body, timeout=30, **kwargs)  # type: ignore[arg-type]
+
+
+def test_outputs_equal_gmlm_translate_under_concurrent_clients(tiny_models, word_task_data):
+    from gmlm.data.binarized import load_dataset
+    from gmlm.serve.backends import load_backend
+    from gmlm.translation.translator import load
+
+    # Sentences of different lengths, so that candidate lengths differ inside a batch; the
+    # first 64 test sentences at T=4 and 4 lengths are clear of float near-ties (padir_run).
+    lines = load_dataset(word_task_data).read_text("test", "src")[:48]
+    requests = [lines[i : i + 3] for i in range(0, 48, 3)]  # 16 requests of 3 lines
+    options = {"padir": {"length_beam": 4}, "ar": {"beam": 2}}
+    settings = ServeSettings(max_wait_ms=200, max_batch_sentences=64)
+
+    def backends():
+        return {name: load_backend(name, folder, "fp32", 1) for name, folder in tiny_models.items()}
+
+    async def send_all(url: str, model: str) -> list[dict]:
+        async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+            answers = await asyncio.gather(
+                *(
+                    client.post(
+                        "/v1/translate",
+                        json={"model": model, "text": text, "options": options[model]},
+                    )
+                    for text in requests
+                )
+            )
+        assert [a.status_code for a in answers] == [200] * len(requests), answers[0].text
+        return [a.json() for a in answers]
+
+    with running(backends, settings) as url:
+        for model, folder in tiny_models.items():
+            got = asyncio.run(send_all(url, model))
+            translator = load(folder, device="cpu")
+            # Each request as `gmlm translate` of a file of its lines.
+            want = [translator.translate(text, **options[model]) for text in requests]
+            assert [g["translations"] for g in got] == want, model
+            # The batcher did share batches between requests, and says so.
+            assert max(g["timings"]["batch_requests"] for g in got) > 1
+            assert all(g["timings"]["total_ms"] >= g["timings"]["batch_ms"] for g in got)
+            assert got[0]["options"][next(iter(options[model]))] == 4 if model == "padir" else 2
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "message"),
+    [
+        ("not json", 422, "JSON"),
+        ({"model": "fake", "text": "a string"}, 422, "text: Input should be a valid list"),
+        ({"model": "fake", "text": [1, 2]}, 422, "text.0: Input should be a valid string"),
+        ({"model": "nope", "text": ["a"]}, 422, "unknown model 'nope'; served: fake"),
+        ({"model": "fake", "text": ["a"], "bogus": 1}, 422, "bogus: Extra inputs"),
+        ({"model": "fake", "text": []}, 422, "give at least one sentence"),
+        ({"model": "fake", "text": ["a"] * 9}, 422, "9 lines, more than --max-lines 8"),
+        ({"model": "fake", "text": ["a" * 101]}, 422, r"text\[0\]: 101 characters"),
+        ({"model": "fake", "text": ["BAD"]}, 422, "BAD is refused"),
+        ({"model": "fake", "text": ["a"], "seed": -1}, 422, "seed: Input should be greater"),
+        ({"model": "fake", "text": ["a"], "timeout_s": 0}, 422, "timeout_s"),
+    ],
+)
+def test_bad_requests_get_a_4xx_naming_the_problem(gated, body, status, message):
+    url, _ = gated
+    kwargs = {"content": body} if isinstance(body, str) else {"json": body}
+    answer = httpx.post(
+        url + "/v1/translate", headers={"content-type": "application/json"}, timeout=10, **kwargs
+    )
+    assert answer.status_code == status
+    assert re.search(message, answer.json()["detail"]), answer.json()
+
+
+def test_invalid_utf8_and_oversized_bodies(gated):
+    url, _ = gated
+    answer = httpx.post(
+        url + "/v1/translate",
+        content=b'{"model": "fake", "text": ["\xff"]}',
+        headers={"content-type": "application/json"},
+    )
+    assert answer.status_code == 400 and "not UTF-8" in answer.json()["detail"]
+    big = json.dumps({"model": "fake", "text": ["a" * 50] * 60})  # > 2,000 bytes
+    answer = httpx.post(
+        url + "/v1/translate", content=big, headers={"content-type": "application/json"}
+    )
+    assert answer.status_code == 413 and "--max-body-bytes" in answer.json()["detail"]
+
+    def chunks():  # no Content-Length: counted as it streams in
+        for _ in range(10):
+            yield b" " * 500
+        yield b'{"model": "fake", "text": ["a"]}'
+
+    answer = httpx.post(
+        url + "/v1/translate", content=chunks(), headers={"content-type": "application/json"}
+    )
+    assert answer.status_code == 413
+
+
+@pytest.fixture
+def gated():
+    backend = GatedBackend()
+    settings = ServeSettings(
+        max_lines=8, max_chars=100, max_body_bytes=2000, max_queue_sentences=4,
+        max_batch_sentences=2, max_wait_ms=0, timeout_s=20,
+    )  # fmt: skip
+    with running(lambda: {"fake": backend}, settings) as url:
+        yield url, backend
+
+
+def _in_thread(fn, *args):
+    out: dict[str, object] = {}
+
+    def target():
+        out["answer"] = fn(*args)
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    return thread, out
+
+
+def _queued(url: str) -> float:
+    return _metric(httpx.get(url + "/metrics").text, "gmlm_queue_sentences", "fake")
+
+
+def _started(url: str) -> float:
+    """Batches of the fake model that have begun decoding."""
+    return _metric(httpx.get(url + "/metrics").text, "gmlm_batch_sentences_count", "fake")
+
+
+def _metric(text: str, name: str, model: str) -> float:
+    found = re.search(rf'^{name}\{{model="{model}"\}} (\S+)$', text, re.M)
+    return float(found.group(1)) if found else 0.0
+
+
+def _accepted_sentences(url: str, model: str) -> float:
+    text = httpx.get(url + "/metrics").text
+    started = _metric(text, "gmlm_batch_sentences_sum", model)
+    return started + _metric(text, "gmlm_queue_sentences", model)
+
+
+def _wait_for(condition, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.01)
+
+
+def test_overload_answers_503_at_once_and_recovers(gated):
+    url, backend = gated
+    backend.gate.clear()  # the first batch holds the decoding thread
+    first = _in_thread(post, url, {"model": "fake", "text": ["a", "b"]})
+    _wait_for(lambda: _started(url) == 1)
+    queued = [_in_thread(post, url, {"model": "fake", "text": ["c", "d"]}) for _ in range(2)]
+    _wait_for(lambda: _queued(url) == 4)
+    start = time.monotonic()
+    refused = post(url, {"model": "fake", "text": ["e"]})
+    assert time.monotonic() - start < 1.0
+    assert refused.status_code == 503 and int(refused.headers["Retry-After"]) >= 1
+    assert "at capacity" in refused.json()["detail"]
+    backend.gate.set()
+    for thread, out in [first, *queued]:
+        thread.join(timeout=30)
+        assert out["answer"].status_code == 200  # type: ignore[attr-defined]
+    assert post(url, {"model": "fake", "text": ["f"]}).json()["translations"] == ["F"]
+    metrics = httpx.get(url + "/metrics").text
+    assert 'gmlm_requests_total{model="fake",status="503"} 1.0' in metrics
+    assert 'gmlm_requests_total{model="fake",status="200"} 4.0' in metrics
+    assert 'gmlm_batch_sentences_count{model="fake"} 4.0' in metrics
+    assert "gmlm_request_seconds_bucket" in metrics and "gmlm_queue_wait_seconds_sum" in metrics
+
+
+def test_deadline_gives_504_and_the_expired_work_is_never_decoded(gated):
+    url, backend = gated
+    backend.gate.clear()
+    first = _in_thread(post, url, {"model": "fake", "text": ["a"]})
+    _wait_for(lambda: _started(url) == 1)  # its batch has started and holds the thread
+    late = post(url, {"model": "fake", "text": ["late"], "timeout_s": 0.2})
+    assert late.status_code == 504 and "deadline" in late.json()["detail"]
+    backend.gate.set()
+    first[0].join(timeout=30)
+    assert post(url, {"model": "fake", "text": ["b"]}).status_code == 200
+    assert ["late"] not in backend.batches and _queued(url) == 0
+
+
+def test_a_client_that_leaves_frees_its_queued_work(gated):
+    url, backend = gated
+    backend.gate.clear()
+    first = _in_thread(post, url, {"model": "fake", "text": ["a"]})
+    _wait_for(lambda: _started(url) == 1)
+    with pytest.raises(httpx.TimeoutException):
+        httpx.post(url + "/v1/translate", json={"model": "fake", "text": ["gone"]}, timeout=0.3)
+    _wait_for(lambda: _queued(url) == 0)  # withdrawn while the first batch still runs
+    backend.gate.set()
+    first[0].join(timeout=30)
+    assert post(url, {"model": "fake", "text": ["b"]}).status_code == 200
+    assert ["gone"] not in backend.batches
+
+
+def test_a_failing_batch_fails_its_own_requests_only(gated):
+    url, _ = gated
+    failed = post(url, {"model": "fake", "text": ["FAIL"]})
+    assert failed.status_code == 500 and "this batch fails" in failed.json()["detail"]
+    assert post(url, {"model": "fake", "text": ["ok"]}).json()["translations"] == ["OK"]
+    assert httpx.get(url + "/health").status_code == 200
+
+
+def test_not_ready_until_loaded_then_ready():
+    backend = GatedBackend()
+    loaded = threading.Event()
+
+    def load():
+        loaded.wait(timeout=30)
+        return {"fake": backend}
+
+    with running(load, wait_ready=False) as url:
+        assert httpx.get(url + "/health").json() == {"status": "alive"}
+        assert httpx.get(url + "/ready").status_code == 503
+        assert post(url, {"model": "fake", "text": ["a"]}).status_code == 503
+        loaded.set()
+        _wait_for(lambda: httpx.get(url + "/ready").status_code == 200)
+        assert post(url, {"model": "fake", "text": ["a"]}).json()["translations"] == ["A"]
+        assert httpx.get(url + "/v1/models").json()["models"][0]["name"] == "fake"
+        assert "/v1/translate" in httpx.get(url + "/openapi.json").json()["paths"]
+
+
+def test_real_models_bound_settings_rows_and_lengths(tiny_models):
+    from gmlm.serve.backends import load_backend
+
+    settings = ServeSettings(max_rows=40)
+    with running(lambda: {"ar": load_backend("ar", tiny_models["ar"], "fp32", 1)}, settings) as url:
+        cases = [
+            ({"beam": 100000}, "100000 decoder rows"),
+            ({"beam": 0}, "beam=0 must be >= 1"),
+            ({"steps": 4}, "unknown decoding setting steps"),
+            ({"min_length": 3}, "unknown decoding setting min_length"),  # Python-only setting
+        ]
+        for options, message in cases:
+            answer = post(url, {"model": "ar", "text": ["der Hund"], "options": options})
+            assert answer.status_code == 422 and message in answer.json()["detail"], answer.text
+        long = " ".join(["Hund"] * 200)
+        answer = post(url, {"model": "ar", "text": [long]})
+        assert answer.status_code == 422 and "longer than the model's" in answer.json()["detail"]
+        answer = httpx.post(  # a JSON escape that decodes to a lone surrogate
+            url + "/v1/translate",
+            content=b'{"model": "ar", "text": ["\\ud800"]}',
+            headers={"content-type": "application/json"},
+        )
+        assert answer.status_code == 422 and "lone surrogate" in answer.json()["detail"]
+
+
+def test_parse_models_and_settings_errors(tmp_path):
+    with pytest.raises(GmlmError, match="expected NAME=FOLDER"):
+        parse_models(["padir"])
+    with pytest.raises(GmlmError, match="no such folder"):
+        parse_models([f"x={tmp_path / 'missing'}"])
+    with pytest.raises(GmlmError, match="given twice"):
+        parse_models([f"x={tmp_path}", f"x={tmp_path}"])
+    with pytest.raises(GmlmError, match="--max-batch-sentences 0: must be 1"):
+        ServeSettings(max_batch_sentences=0).validate()
+    with pytest.raises(GmlmError, match="max_wait_ms"):
+        ServeSettings(max_wait_ms=float("nan")).validate()
+
+
+def test_sigterm_under_load_answers_every_accepted_request(tiny_models):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "gmlm", "serve", "--port", "0", "--threads", "1"]
+    command += ["--model", f"padir={tiny_models['padir']}", "--max-wait-ms", "0"]
+    server = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert server.stderr is not None
+        url = re.search(r"listening on (\S+)", server.stderr.readline()).group(1)  # type: ignore[union-attr]
+        assert "ready at" in server.stderr.readline()
+        body = {"model": "padir", "text": ["der Hund läuft über die Katze ."] * 4}
+        sent = [_in_thread(post, url, body) for _ in range(8)]
+        # Every request accepted (queued or decoding or done) before the signal.
+        _wait_for(lambda: _accepted_sentences(url, "padir") == 32, timeout=60)
+        server.send_signal(signal.SIGTERM)
+        for thread, out in sent:
+            thread.join(timeout=60)
+            assert out["answer"].status_code == 200  # type: ignore[attr-defined]
+        assert server.wait(timeout=60) == 0
+        with pytest.raises(httpx.TransportError):
+            httpx.get(url + "/health", timeout=2)
+    finally:
+        if server.poll() is None:
+            server.kill()
+        server.wait()
+
+
+def test_cli_errors_are_one_line(tmp_path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "gmlm", "serve", "--model", f"x={tmp_path}", "--port", "0"],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("gmlm: error:")
+    assert Path(tmp_path).is_dir()
