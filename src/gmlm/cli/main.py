@@ -16,6 +16,7 @@ from gmlm.cli import (
     distill,
     evaluate,
     export,
+    loadtest,
     reproduce,
     serve,
     theory,
@@ -39,6 +40,7 @@ COMMANDS: tuple[ModuleType, ...] = (
     theory,
     reproduce,
     serve,
+    loadtest,
 )
 
 

@@ -3,7 +3,7 @@ in one process, as the tests start them, do not share counters)."""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 
 # Seconds, from 1 ms to 30 s: batch-1 latencies are tens of milliseconds on a CPU and a few on
 # a GPU; queueing under overload reaches the deadline.
@@ -17,6 +17,7 @@ BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        ProcessCollector(registry=self.registry)  # process_resident_memory_bytes, CPU seconds
         self.requests = Counter(
             "gmlm_requests",
             "Translation requests answered, by model and HTTP status",

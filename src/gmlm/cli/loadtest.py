@@ -1,0 +1,119 @@
+"""`gmlm loadtest`: open-loop load on a running `gmlm serve` (the work: gmlm.serve.loadtest)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from gmlm.cli.flags import add_output, comma_list
+from gmlm.errors import GmlmError
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "reproduce" / "examples.de"
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "loadtest",
+        help="open-loop load on a running gmlm serve: latency and capacity per model and rate",
+        description="Send Poisson arrivals at each offered rate to a gmlm service on this "
+        "machine (loopback only) and report, per model and rate, the latency percentiles, the "
+        "achieved throughput, errors by status, the service's queue wait and batch sizes, and "
+        "each model's capacity (the highest rate with p99 under --p99-limit-ms and no errors).",
+    )
+    p.add_argument(
+        "--url", default="http://127.0.0.1:8080", help="the service (default: %(default)s)"
+    )
+    p.add_argument(
+        "--model", action="append", help="a served model to load (repeat; default: every one)"
+    )
+    p.add_argument(
+        "--rates",
+        type=comma_list(float, "numbers", "1,2,4"),
+        default=(1.0, 2.0, 4.0, 8.0),
+        help="offered requests per second, in this order (default: 1,2,4,8)",
+    )
+    p.add_argument("--duration", type=float, default=20.0, help="seconds per rate (default: 20)")
+    p.add_argument("--lines", type=int, default=1, help="sentences per request (default: 1)")
+    p.add_argument(
+        "--input",
+        type=Path,
+        default=EXAMPLES,
+        help="sentences to send, one per line, used in turn (.gz allowed; default: gmlm's 12 "
+        "German examples)",
+    )
+    p.add_argument(
+        "--options",
+        default="{}",
+        help="decoding settings of every request, JSON (e.g. '{\"steps\": 10}')",
+    )
+    p.add_argument("--warmup", type=int, default=5, help="requests per model first, not counted")
+    p.add_argument("--timeout", type=float, default=30.0, help="client timeout in seconds")
+    p.add_argument(
+        "--p99-limit-ms", type=float, default=500.0, help="the capacity's p99 bound (default: 500)"
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the arrival times")
+    add_output(p, "the result as JSON")
+    p.add_argument("--markdown", type=Path, help="the table as Markdown")
+    p.add_argument("--plot", type=Path, help="latency against offered load, PNG")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from gmlm.data.textfiles import read_lines
+    from gmlm.io import atomic_write_text, check_output_file
+    from gmlm.serve.load_report import markdown, plot
+    from gmlm.serve.loadtest import run_loadtest
+
+    for path, flag in (
+        (args.output, "--output"),
+        (args.markdown, "--markdown"),
+        (args.plot, "--plot"),
+    ):
+        if path is not None:
+            check_output_file(path, flag)
+    try:
+        options = json.loads(args.options)
+    except json.JSONDecodeError as err:
+        raise GmlmError(f"--options {args.options!r}: not JSON ({err})") from None
+    if not isinstance(options, dict):
+        raise GmlmError(f"--options {args.options!r}: a JSON object, e.g. '{{\"steps\": 10}}'")
+    texts = read_lines(args.input)
+    models = args.model
+    if not models:
+        import httpx
+
+        from gmlm.serve.loadtest import check_loopback
+
+        try:
+            served = httpx.get(check_loopback(args.url) + "/v1/models", timeout=10).json()
+        except httpx.TransportError as err:
+            raise GmlmError(
+                f"--url {args.url}: no service answers ({err}); start gmlm serve"
+            ) from None
+        models = [m["name"] for m in served["models"]]
+    result = run_loadtest(
+        args.url,
+        models,
+        args.rates,
+        texts,
+        duration=args.duration,
+        lines=args.lines,
+        options=options,
+        warmup=args.warmup,
+        timeout_s=args.timeout,
+        p99_limit_ms=args.p99_limit_ms,
+        seed=args.seed,
+        log=lambda line: print(line, file=sys.stderr, flush=True),
+    )
+    table = markdown(result)
+    print(table)
+    if args.output is not None:
+        result.write(args.output)
+    if args.markdown is not None:
+        atomic_write_text(args.markdown, table)
+    if args.plot is not None:
+        plot(result, args.plot)
+    print(json.dumps({"capacity_rps": result.capacity_rps}))
+    return 0

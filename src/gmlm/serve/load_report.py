@@ -1,0 +1,90 @@
+"""A load test for people: a Markdown table per model and rate, and the latency against the
+offered load, one curve per model (p50 solid, p99 dashed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gmlm.serve.loadtest import LoadResult, RatePoint
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def markdown(result: LoadResult) -> str:
+    s = result.settings
+    options = s["options"] or "the models' defaults"
+    lines = [
+        f"Open-loop Poisson load on {result.url}: {s['duration']:g} s per rate, "
+        f"{s['lines']} line(s) per request, options {options}; "
+        f"{result.provenance.get('cpu', '?')}, gmlm {result.provenance.get('gmlm', '?')}.",
+        "",
+        "| model | offered/s | sent | answered | achieved/s | p50 ms | p90 ms | p99 ms "
+        "| errors | server decode p50 ms | queue wait ms | batch sentences | RSS MB |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|",
+    ]
+    for p in result.points:
+        errors = ", ".join(f"{k}: {v}" for k, v in p.errors.items()) or "none"
+        lines.append(
+            f"| {p.model} | {p.offered_rps:g} | {p.sent} | {p.ok} | {p.achieved_rps:.2f} | "
+            f"{_ms(p.p50_ms)} | {_ms(p.p90_ms)} | {_ms(p.p99_ms)} | {errors} | "
+            f"{_ms(p.server_batch_ms_p50)} | {_ms(p.queue_wait_ms_mean)} | "
+            f"{_ms(p.batch_sentences_mean)} | {_ms(p.resident_mb)} |"
+        )
+    lines += [
+        "",
+        f"Capacity (highest offered rate with p99 under {s['p99_limit_ms']:g} ms and no errors):",
+        "",
+    ]
+    for model, rate in result.capacity_rps.items():
+        lines.append(f"- {model}: {'none of the rates' if rate is None else f'{rate:g}/s'}")
+    return "\n".join(lines) + "\n"
+
+
+def plot(result: LoadResult, path: Path) -> Path | None:
+    """Latency (ms, log scale) against the offered rate; None when nothing was answered."""
+    from gmlm.reproduce.plots import _pyplot, _save
+
+    models = list(dict.fromkeys(p.model for p in result.points))
+    if not any(p.p50_ms is not None for p in result.points):
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for i, model in enumerate(models):
+        first: dict[float, RatePoint] = {}
+        again: list[RatePoint] = []  # a rate offered a second time (the recovery after overload)
+        for p in result.points:
+            if p.model == model and p.p50_ms is not None:
+                (again.append(p) if p.offered_rps in first else first.setdefault(p.offered_rps, p))
+        curve = [first[rate] for rate in sorted(first)]
+        rates = [p.offered_rps for p in curve]
+        color = f"C{i}"
+        ax.plot(rates, [p.p50_ms for p in curve], "o-", color=color, label=f"{model} p50")
+        ax.plot(rates, [p.p99_ms for p in curve], "s--", color=color, label=f"{model} p99")
+        if again:
+            ax.plot(
+                [p.offered_rps for p in again],
+                [p.p99_ms for p in again],
+                "x",
+                color=color,
+                ms=9,
+                label=f"{model} p99, rate offered again",
+            )
+    from matplotlib.ticker import FuncFormatter
+
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    plain = FuncFormatter(lambda value, _: f"{value:g}")
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(plain)
+        axis.set_minor_formatter(plain)
+    ax.set_xlabel("offered load (requests/s, Poisson)")
+    ax.set_ylabel("latency (ms)")
+    ax.axhline(result.settings["p99_limit_ms"], color="grey", lw=0.8, ls=":")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title("gmlm serve: latency against offered load")
+    fig.tight_layout()
+    _save(fig, path)
+    return path

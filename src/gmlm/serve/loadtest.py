@@ -1,0 +1,305 @@
+"""`gmlm loadtest`: open-loop load on a running `gmlm serve`, the latency a user waits.
+
+For each model and each offered rate (in the order given, so that a low rate after a high one
+shows the recovery), requests of `lines` sentences arrive as a Poisson process (exponential gaps,
+seeded) for `duration` seconds and are sent at their arrival times whatever the answers do
+(open loop: a slow answer cannot hold back the next request, so queueing is measured, not
+hidden). Each request is one POST with an async HTTP client (httpx); loopback only; the number
+of requests and the time are bounded.
+
+Per model and rate: the client's latency of answered requests (p50, p90, p99), achieved
+throughput (answers per second), errors by status, the service's own decode time (its
+`timings.batch_ms`, so the HTTP and queueing overhead is the difference), and from /metrics the
+mean queue wait, the mean batch size and the server's resident memory after the rate. A model's
+capacity is the highest offered rate answered with p99 under `p99_limit_ms` and no errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import math
+import random
+import re
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from gmlm.errors import GmlmError
+from gmlm.records import Record
+
+MAX_REQUESTS = 100_000  # per model and rate, whatever rate x duration says
+
+
+@dataclass(frozen=True, kw_only=True)
+class RatePoint(Record):
+    """One model at one offered rate."""
+
+    model: str
+    offered_rps: float
+    sent: int
+    ok: int
+    errors: dict[str, int]  # status (or transport error) -> count
+    achieved_rps: float
+    p50_ms: float | None
+    p90_ms: float | None
+    p99_ms: float | None
+    server_batch_ms_p50: float | None  # the service's decode time of the answered requests
+    queue_wait_ms_mean: float | None  # from /metrics, this rate's requests
+    batch_sentences_mean: float | None
+    resident_mb: float | None  # the server process after this rate
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoadResult(Record):
+    url: str
+    settings: dict[str, Any]
+    points: tuple[RatePoint, ...]
+    capacity_rps: dict[str, float | None] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+
+def check_loopback(url: str) -> str:
+    """`url` without a trailing slash; anything but a loopback address is refused (a load
+    test sends traffic only to this machine)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise GmlmError(f"--url {url!r}: expected http://HOST:PORT, e.g. http://127.0.0.1:8080")
+    host = parts.hostname
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise GmlmError(
+            f"--url {url!r}: a load test only targets this machine (127.0.0.1, ::1 or "
+            "localhost); run it beside the service"
+        )
+    return url.rstrip("/")
+
+
+def arrivals(rate: float, duration: float, seed: int) -> list[float]:
+    """Poisson arrival times in [0, duration) at `rate` per second (exponential gaps)."""
+    rng = random.Random(seed)
+    times: list[float] = []
+    t = rng.expovariate(rate)
+    while t < duration and len(times) < MAX_REQUESTS:
+        times.append(t)
+        t += rng.expovariate(rate)
+    return times
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The q-th percentile (0-100) by linear interpolation between order statistics."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100.0
+    low, high = math.floor(position), math.ceil(position)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def scrape(text: str, name: str, model: str | None) -> float | None:
+    """One sample of the Prometheus text `text`: `name{model="..."}` (or unlabelled)."""
+    label = rf'\{{model="{re.escape(model)}"\}}' if model is not None else ""
+    found = re.search(rf"^{re.escape(name)}{label} (\S+)$", text, re.M)
+    return float(found.group(1)) if found else None
+
+
+def _delta_mean(before: str, after: str, name: str, model: str) -> float | None:
+    sums = [scrape(t, f"{name}_sum", model) or 0.0 for t in (before, after)]
+    counts = [scrape(t, f"{name}_count", model) or 0.0 for t in (before, after)]
+    n = counts[1] - counts[0]
+    return (sums[1] - sums[0]) / n if n > 0 else None
+
+
+async def _one_rate(
+    client: Any, model: str, rate: float, settings: dict[str, Any], texts: Sequence[str]
+) -> RatePoint:
+    import httpx
+
+    times = arrivals(rate, settings["duration"], settings["seed"])
+    lines = settings["lines"]
+    latencies: list[float] = []
+    server_ms: list[float] = []
+    errors: Counter[str] = Counter()
+    before = (await client.get("/metrics")).text
+
+    async def send(i: int, at: float) -> None:
+        delay = at - (time.monotonic() - start)
+        if delay > 0:
+            await asyncio.sleep(delay)
+        body = {
+            "model": model,
+            "text": [texts[(i * lines + j) % len(texts)] for j in range(lines)],
+            "options": settings["options"],
+        }
+        sent = time.monotonic()
+        try:
+            answer = await client.post("/v1/translate", json=body)
+        except httpx.TimeoutException:
+            errors["timeout"] += 1
+            return
+        except httpx.TransportError as err:
+            errors[type(err).__name__] += 1
+            return
+        if answer.status_code == 200:
+            latencies.append(1000.0 * (time.monotonic() - sent))
+            server_ms.append(float(answer.json()["timings"]["batch_ms"]))
+        else:
+            errors[str(answer.status_code)] += 1
+
+    start = time.monotonic()
+    await asyncio.gather(*(send(i, at) for i, at in enumerate(times)))
+    span = max(time.monotonic() - start, 1e-9)
+    after = (await client.get("/metrics")).text
+    wait = _delta_mean(before, after, "gmlm_queue_wait_seconds", model)
+    resident = scrape(after, "process_resident_memory_bytes", None)
+    return RatePoint(
+        model=model,
+        offered_rps=rate,
+        sent=len(times),
+        ok=len(latencies),
+        errors=dict(sorted(errors.items())),
+        achieved_rps=len(latencies) / span,
+        p50_ms=percentile(latencies, 50),
+        p90_ms=percentile(latencies, 90),
+        p99_ms=percentile(latencies, 99),
+        server_batch_ms_p50=percentile(server_ms, 50),
+        queue_wait_ms_mean=None if wait is None else 1000.0 * wait,
+        batch_sentences_mean=_delta_mean(before, after, "gmlm_batch_sentences", model),
+        resident_mb=None if resident is None else resident / 2**20,
+    )
+
+
+def capacity(points: Sequence[RatePoint], model: str, p99_limit_ms: float) -> float | None:
+    """The highest offered rate at which `model` answered everything with p99 under the limit."""
+    good = [
+        p.offered_rps
+        for p in points
+        if p.model == model and not p.errors and p.p99_ms is not None and p.p99_ms < p99_limit_ms
+    ]
+    return max(good) if good else None
+
+
+def run_loadtest(
+    url: str,
+    models: Sequence[str],
+    rates: Sequence[float],
+    texts: Sequence[str],
+    *,
+    duration: float = 20.0,
+    lines: int = 1,
+    options: dict[str, Any] | None = None,
+    warmup: int = 5,
+    timeout_s: float = 30.0,
+    p99_limit_ms: float = 500.0,
+    seed: int = 0,
+    log: Callable[[str], None] = print,
+) -> LoadResult:
+    """Load every model in turn at every rate (see the module docstring)."""
+    import httpx
+
+    from gmlm import provenance
+
+    base = check_loopback(url)
+    if not texts or not all(t.strip() for t in texts):
+        raise GmlmError("--input: give at least one non-empty sentence (no empty lines)")
+    for name, value in (
+        ("duration", duration),
+        ("timeout", timeout_s),
+        ("p99-limit-ms", p99_limit_ms),
+    ):
+        if not (math.isfinite(value) and value > 0):
+            raise GmlmError(f"--{name} {value}: must be a positive number")
+    if not rates or any(not (math.isfinite(r) and 0 < r <= 10_000) for r in rates):
+        raise GmlmError(f"--rates {list(rates)}: each must be more than 0, at most 10000")
+    if not 1 <= lines <= 4096 or not 0 <= warmup <= 1000:
+        raise GmlmError("--lines must be 1 to 4096 and --warmup 0 to 1000")
+    for rate in rates:
+        if rate * duration > MAX_REQUESTS:
+            raise GmlmError(
+                f"--rates {rate:g} x --duration {duration:g} s is more than {MAX_REQUESTS} "
+                "requests; shorten the duration"
+            )
+    settings = {
+        "duration": duration,
+        "lines": lines,
+        "options": dict(options or {}),
+        "warmup": warmup,
+        "timeout_s": timeout_s,
+        "p99_limit_ms": p99_limit_ms,
+        "seed": seed,
+        "rates": list(rates),
+        "models": list(models),
+    }
+
+    async def main() -> list[RatePoint]:
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
+        async with httpx.AsyncClient(base_url=base, timeout=timeout_s, limits=limits) as client:
+            try:
+                ready = await client.get("/ready")
+            except httpx.TransportError as err:
+                raise GmlmError(
+                    f"--url {base}: no service answers ({err}); start gmlm serve"
+                ) from None
+            if ready.status_code != 200:
+                raise GmlmError(
+                    f"{base}/ready answers {ready.status_code}: the models are not ready"
+                )
+            served = {m["name"] for m in (await client.get("/v1/models")).json()["models"]}
+            unknown = [m for m in models if m not in served]
+            if unknown:
+                raise GmlmError(
+                    f"--model {', '.join(unknown)}: not served; served: {', '.join(sorted(served))}"
+                )
+            points = []
+            for model in models:
+                for i in range(warmup):
+                    body = {
+                        "model": model,
+                        "text": [texts[i % len(texts)]],
+                        "options": settings["options"],
+                    }
+                    answer = await client.post("/v1/translate", json=body)
+                    if answer.status_code != 200:
+                        raise GmlmError(
+                            f"warm-up request to {model}: {answer.status_code} {answer.text}"
+                        )
+                for rate in rates:
+                    point = await _one_rate(client, model, rate, settings, texts)
+                    log(describe(point))
+                    points.append(point)
+            return points
+
+    points = asyncio.run(main())
+    return LoadResult(
+        url=base,
+        settings=settings,
+        points=tuple(points),
+        capacity_rps={m: capacity(points, m, p99_limit_ms) for m in models},
+        provenance={
+            "gmlm": provenance.gmlm_version(),
+            "python": provenance.python_version(),
+            "cpu": provenance.cpu_model(),
+            "logical_cpus": provenance.logical_cpus(),
+            "host": provenance.host(),
+            "git_commit": provenance.git_commit(),
+        },
+    )
+
+
+def describe(p: RatePoint) -> str:
+    def ms(v: float | None) -> str:
+        return "-" if v is None else f"{v:.1f}"
+
+    errors = ", ".join(f"{k}: {v}" for k, v in p.errors.items()) or "none"
+    return (
+        f"{p.model} at {p.offered_rps:g}/s: {p.ok}/{p.sent} answered ({p.achieved_rps:.2f}/s), "
+        f"p50 {ms(p.p50_ms)} ms, p90 {ms(p.p90_ms)}, p99 {ms(p.p99_ms)}; errors {errors}; "
+        f"server decode p50 {ms(p.server_batch_ms_p50)} ms, queue wait {ms(p.queue_wait_ms_mean)} "
+        f"ms, batch {ms(p.batch_sentences_mean)} sentences"
+    )

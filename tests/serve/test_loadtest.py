@@ -1,0 +1,112 @@
+"""`gmlm loadtest`: arrival times, percentiles, the loopback rule, and a short run against a
+real server with a fake model (counts, errors by status, capacity, report and plot)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+
+from gmlm.errors import GmlmError
+from gmlm.serve.load_report import markdown, plot
+from gmlm.serve.loadtest import (
+    LoadResult,
+    RatePoint,
+    arrivals,
+    capacity,
+    check_loopback,
+    percentile,
+    run_loadtest,
+    scrape,
+)
+from gmlm.serve.settings import ServeSettings
+from tests.serve.conftest import GatedBackend, running
+
+
+def test_arrivals_are_a_seeded_poisson_process():
+    times = arrivals(50.0, 200.0, seed=3)
+    assert times == arrivals(50.0, 200.0, seed=3) != arrivals(50.0, 200.0, seed=4)
+    assert all(0 <= a < b < 200.0 for a, b in itertools.pairwise(times))
+    gaps = np.diff([0.0, *times])
+    # 10,000 expected arrivals: count and mean gap within 4 standard deviations; an
+    # exponential's standard deviation equals its mean.
+    assert abs(len(times) - 10_000) < 4 * 100
+    assert abs(gaps.mean() - 0.02) < 4 * 0.02 / 100
+    assert abs(gaps.std() / gaps.mean() - 1.0) < 0.05
+
+
+def test_percentile_matches_numpy_linear():
+    values = [5.0, 1.0, 9.0, 3.0, 7.0, 2.0]
+    for q in (0, 50, 90, 99, 100):
+        assert percentile(values, q) == pytest.approx(np.percentile(values, q))
+    assert percentile([], 50) is None
+
+
+@pytest.mark.parametrize("url", ["http://10.0.0.1:8080", "http://example.com", "ftp://127.0.0.1"])
+def test_only_loopback_targets(url):
+    with pytest.raises(GmlmError, match="--url"):
+        check_loopback(url)
+    assert check_loopback("http://127.0.0.1:8080/") == "http://127.0.0.1:8080"
+    assert check_loopback("http://[::1]:80") == "http://[::1]:80"
+
+
+def test_capacity_is_the_highest_clean_rate_under_the_limit():
+    def point(rate, p99, errors=None):
+        return RatePoint(
+            model="m", offered_rps=rate, sent=10, ok=10, errors=errors or {}, achieved_rps=rate,
+            p50_ms=p99 / 2, p90_ms=p99, p99_ms=p99, server_batch_ms_p50=1.0,
+            queue_wait_ms_mean=0.0, batch_sentences_mean=1.0, resident_mb=1.0,
+        )  # fmt: skip
+
+    points = [point(1, 100), point(2, 400), point(4, 600), point(8, 300, {"503": 2})]
+    assert capacity(points, "m", 500.0) == 2
+    assert capacity(points, "m", 50.0) is None
+
+
+def test_scrape_reads_labelled_and_plain_samples():
+    text = 'a_sum{model="x"} 2.5\na_count{model="x"} 5.0\nprocess_resident_memory_bytes 1e6\n'
+    assert scrape(text, "a_sum", "x") == 2.5 and scrape(text, "a_sum", "y") is None
+    assert scrape(text, "process_resident_memory_bytes", None) == 1e6
+
+
+def test_a_short_run_against_a_real_server(tmp_path):
+    backend = GatedBackend()
+    settings = ServeSettings(max_queue_sentences=1, max_batch_sentences=1, max_wait_ms=0)
+    with running(lambda: {"fake": backend}, settings) as url:
+        result = run_loadtest(
+            url, ["fake"], [40.0, 2.0], ["ein Hund", "eine Katze"], duration=1.0,
+            warmup=2, p99_limit_ms=5000.0, log=lambda _line: None,
+        )  # fmt: skip
+    fast, slow = result.points
+    assert (fast.offered_rps, slow.offered_rps) == (40.0, 2.0)
+    for p in result.points:
+        assert p.sent == len(arrivals(p.offered_rps, 1.0, 0))
+        assert p.ok + sum(p.errors.values()) == p.sent
+        assert set(p.errors) <= {"503"}
+        assert p.resident_mb is not None and p.resident_mb > 10
+    assert slow.ok == slow.sent and slow.batch_sentences_mean == 1.0
+    answered = [t for batch in backend.batches for t in batch]
+    assert (
+        answered.count("ein Hund") + answered.count("eine Katze")
+        == sum(p.ok for p in result.points) + 2
+    )  # the warm-up
+    again = LoadResult.from_json(json.loads(json.dumps(result.to_json())))
+    assert again == result
+    table = markdown(result)
+    assert "| fake | 40 |" in table and "Capacity" in table
+    assert plot(result, tmp_path / "load.png") == tmp_path / "load.png"
+
+
+def test_refuses_unknown_models_and_bad_settings():
+    backend = GatedBackend()
+    with running(lambda: {"fake": backend}) as url:
+        with pytest.raises(GmlmError, match="--model nope: not served; served: fake"):
+            run_loadtest(url, ["nope"], [1.0], ["a"], duration=0.1, log=lambda _l: None)
+        with pytest.raises(GmlmError, match="--rates"):
+            run_loadtest(url, ["fake"], [0.0], ["a"], duration=0.1, log=lambda _l: None)
+        with pytest.raises(GmlmError, match="more than 100000 requests"):
+            run_loadtest(url, ["fake"], [10_000.0], ["a"], duration=100, log=lambda _l: None)
+        with pytest.raises(GmlmError, match="no empty lines"):
+            run_loadtest(url, ["fake"], [1.0], ["a", ""], duration=0.1, log=lambda _l: None)
