@@ -323,3 +323,36 @@ def test_cli_errors_are_one_line(tmp_path):
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith("gmlm: error:")
     assert Path(tmp_path).is_dir()
+
+
+def test_replicas_share_the_port_and_stop_together(tiny_models):
+    """--workers 2: two processes, each with the model, answer on one port (uvicorn's own
+    replicas; docs/DESIGN.md), give the same translations, and SIGTERM stops both (exit 0)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "gmlm", "serve", "--port", "0", "--workers", "2"]
+    command += ["--threads", "1", "--model", f"padir={tiny_models['padir']}"]
+    server = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert server.stderr is not None
+        url = re.search(r"listening on (\S+)", server.stderr.readline()).group(1)  # type: ignore[union-attr]
+        ready = [server.stderr.readline() for _ in range(2)]
+        assert all("ready at" in line and "replica" in line for line in ready), ready
+        body = {"model": "padir", "text": ["der Hund läuft .", "die Katze springt ."]}
+        replicas, outputs = set(), set()
+        for _ in range(10):  # 8 at once, each on a new connection: the kernel spreads them
+            sent = [_in_thread(post, url, body) for _ in range(8)]
+            for thread, out in sent:
+                thread.join(timeout=60)
+                answer = out["answer"]
+                assert answer.status_code == 200  # type: ignore[attr-defined]
+                replicas.add(answer.headers["X-Gmlm-Replica"])  # type: ignore[attr-defined]
+                outputs.add(tuple(answer.json()["translations"]))  # type: ignore[attr-defined]
+            if len(replicas) == 2:
+                break
+        assert len(replicas) == 2 and len(outputs) == 1
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=60) == 0
+    finally:
+        if server.poll() is None:
+            server.kill()
+        server.wait()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -106,6 +107,23 @@ class BodyLimit:
             return message
 
         await self.app(scope, limited, send)
+
+
+class ReplicaHeader:
+    """ASGI middleware: every answer names the process that gave it (X-Gmlm-Replica: its PID),
+    so that a client or a test can tell replicas apart (--workers)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.header = (b"x-gmlm-replica", str(os.getpid()).encode())
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def named(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), self.header]}
+            await send(message)
+
+        await self.app(scope, receive, named if scope["type"] == "http" else send)
 
 
 def create_app(
@@ -290,6 +308,7 @@ def create_app(
     app.state.gmlm = state
     app.state.metrics = metrics
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    app.add_middleware(ReplicaHeader)
     return app
 
 

@@ -5,12 +5,16 @@ answered, then the models are closed and the process exits 0."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import os
 import signal
 import socket
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from gmlm.decoding.options import Precision
 from gmlm.errors import GmlmError
@@ -93,54 +97,111 @@ def serve(
     device: str = "cpu",
 ) -> int:
     """Serve `models` ({name: folder}) until SIGTERM or Ctrl-C; the exit status."""
-    import torch
     import uvicorn
 
-    Server = _server_class()
-
-    from gmlm.serve.app import create_app
-
     settings.validate()
-    if settings.threads:
-        torch.set_num_threads(settings.threads)
-    threads = settings.threads or torch.get_num_threads()
-    failure: list[str] = []
+    for name, folder in models.items():
+        check_model(name, folder)  # before any replica starts: a bad folder fails once, here
     sock = bind(settings.host, settings.port)
     host, port = sock.getsockname()[:2]
     url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
-    server: uvicorn.Server | None = None  # set below; `failed` may run before
-
-    def load() -> dict[str, Backend]:
-        return {
-            name: load_backend(name, folder, precision, threads, device)
-            for name, folder in models.items()
-        }
-
-    def failed(err: BaseException) -> None:
-        failure.append(str(err) if isinstance(err, GmlmError) else f"{type(err).__name__}: {err}")
-        if server is not None:
-            server.should_exit = True
-
-    def ready(backends: Mapping[str, Backend]) -> None:
-        warm_up(backends)
-        shown = ", ".join(f"{name} ({b.kind}, {b.source})" for name, b in backends.items())
-        print(f"gmlm serve: ready at {url}: {shown}", file=sys.stderr, flush=True)
-
-    app = create_app(load, settings, ready, failed)
-    config = uvicorn.Config(
-        app,
-        log_level="warning",
-        timeout_graceful_shutdown=int(settings.timeout_s) + 5,
-        access_log=False,
-    )
-    server = Server(config)
+    spec = {
+        "models": dict(models),
+        "settings": dataclasses.asdict(settings),
+        "precision": precision,
+        "device": device,
+        "url": url,
+    }
     print(
-        f"gmlm serve: listening on {url} (loading {', '.join(models)}; GET /ready says when "
-        f"they are warm; API docs at {url}/docs)",
+        f"gmlm serve: listening on {url} ({settings.workers} replica(s), loading "
+        f"{', '.join(models)}; GET /ready says when they are warm; API docs at {url}/docs)",
         file=sys.stderr,
         flush=True,
+    )
+    graceful = int(settings.timeout_s) + 5
+    if settings.workers > 1:
+        from uvicorn.supervisors import Multiprocess
+
+        os.environ[SPEC_VARIABLE] = json.dumps(spec)
+        config = uvicorn.Config(
+            f"{__name__}:app_from_environment",
+            factory=True,
+            workers=settings.workers,
+            log_level="warning",
+            access_log=False,
+            timeout_graceful_shutdown=graceful,
+        )
+        Multiprocess(config, sockets=[sock]).run()
+        return 0
+    failure: list[str] = []
+    server = _server_class()(
+        uvicorn.Config(
+            _app(spec, failure.append, lambda: setattr(server, "should_exit", True)),
+            log_level="warning",
+            timeout_graceful_shutdown=graceful,
+            access_log=False,
+        )
     )
     server.run(sockets=[sock])
     if failure:
         raise GmlmError(failure[0])
     return 0
+
+
+# How `gmlm serve --workers N` hands its settings to the replicas uvicorn starts.
+SPEC_VARIABLE = "GMLM_SERVE_SPEC"
+
+
+def app_from_environment() -> Any:
+    """The app of one replica (uvicorn's factory under --workers): a replica that cannot load
+    its models exits with uvicorn's start-up failure status, which stops the supervisor."""
+    spec = json.loads(os.environ[SPEC_VARIABLE])
+
+    def report(message: str) -> None:
+        print(f"gmlm: error: replica {os.getpid()}: {message}", file=sys.stderr, flush=True)
+
+    return _app(spec, report, lambda: os._exit(STARTUP_FAILURE))
+
+
+STARTUP_FAILURE = 3  # uvicorn's: a worker that exits with it is not restarted
+
+
+def _app(spec: dict[str, Any], report: Callable[[str], None], stop: Callable[[], None]) -> Any:
+    import torch
+
+    from gmlm.serve.app import create_app
+
+    settings = ServeSettings(**spec["settings"])
+    threads = settings.threads or max(1, (os.cpu_count() or 1) // settings.workers)
+    torch.set_num_threads(threads)
+
+    def load() -> dict[str, Backend]:
+        return {
+            name: load_backend(name, folder, spec["precision"], threads, spec["device"])
+            for name, folder in spec["models"].items()
+        }
+
+    def ready(backends: Mapping[str, Backend]) -> None:
+        warm_up(backends)
+        shown = ", ".join(f"{name} ({b.kind}, {b.source})" for name, b in backends.items())
+        replica = f" (replica {os.getpid()})" if settings.workers > 1 else ""
+        print(f"gmlm serve: ready at {spec['url']}{replica}: {shown}", file=sys.stderr, flush=True)
+
+    def failed(err: BaseException) -> None:
+        report(str(err) if isinstance(err, GmlmError) else f"{type(err).__name__}: {err}")
+        stop()
+
+    return create_app(load, settings, ready, failed)
+
+
+def check_model(name: str, folder: str) -> None:
+    """Fail now on a folder that is neither a CTranslate2 export nor a gmlm checkpoint."""
+    from gmlm.serve.backends import is_ctranslate2_export
+    from gmlm.training.checkpoint import read_config, resolve_checkpoint
+
+    if is_ctranslate2_export(folder):
+        return
+    try:
+        read_config(resolve_checkpoint(folder))
+    except GmlmError as err:
+        raise GmlmError(f"--model {name}={folder}: {err}") from None

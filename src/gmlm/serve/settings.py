@@ -71,7 +71,15 @@ class ServeSettings:
         ),
     )
     threads: int = field(
-        default=0, metadata=doc("torch CPU threads (0: torch's default, the machine's cores)")
+        default=0,
+        metadata=doc("torch CPU threads of each replica (0: the machine's cores / --workers)"),
+    )
+    workers: int = field(
+        default=1,
+        metadata=doc(
+            "replicas: processes of their own, each with every model, sharing the "
+            "port (the kernel spreads connections over them); see docs/DESIGN.md"
+        ),
     )
 
     def validate(self) -> None:
@@ -86,6 +94,7 @@ class ServeSettings:
             "max_body_bytes": (64, 1 << 30),
             "max_rows": (1, 1_000_000),
             "threads": (0, 4096),
+            "workers": (1, 256),
         }
         for name, (low, high) in bounds.items():
             value = getattr(self, name)
