@@ -4,13 +4,16 @@ batch, stutter remasking and the post-processing filters, candidate selection.""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
+import random
 
 import pytest
 import torch
 
 from gmlm.decoding.options import MAX_STEPS, RefinementOptions
 from gmlm.decoding.refinement import (
+    PaddingStats,
     RefinementState,
     candidate_lengths,
     least_confident,
@@ -23,6 +26,7 @@ from gmlm.decoding.refinement import (
     remask_counts,
     sentence_generators,
     sentence_seed,
+    width_groups,
 )
 from gmlm.decoding.scores import length_penalty
 from gmlm.errors import GmlmError
@@ -385,8 +389,14 @@ def test_random_starts_differ_and_share_the_encoding(
     assert torch.equal(per_length, per_length[..., :1].expand(-1, -1, 3))  # 3 starts a length
     starts = state.initial.view(2, 2, 3, -1)
     assert not torch.equal(starts[0, 0, 0], starts[0, 0, 1])
-    keys = state.memory.keys[0].view(2, 6, *state.memory.keys[0].shape[1:])
-    assert torch.equal(keys[:, 0], keys[:, 5])
+    # The memory follows the active rows (in ascending order of length): rows of one sentence
+    # share its encoding, and the two sentences' differ.
+    keys, sentence = state.memory.keys[0], state.rows // 6
+    assert state.lengths[state.rows].diff().ge(0).all()
+    for i in range(12):
+        for j in range(12):
+            same = bool(sentence[i] == sentence[j])
+            assert torch.equal(keys[i], keys[j]) == same
 
 
 def test_sentence_seeds_follow_the_documented_rule() -> None:
@@ -571,9 +581,10 @@ def test_pruning_keeps_the_best_candidates_and_runs_only_them(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     src = reversal[0]
-    base = RefinementOptions(
-        steps=4, length_beam=3, random_starts=2, prune_after=0, return_steps=True
-    )
+    base = RefinementOptions(  # one decoder call per pass (no split), to count its rows
+        steps=4, length_beam=3, random_starts=2, prune_after=0, return_steps=True,
+        split_overhead=10**6,
+    )  # fmt: skip
     pruning = dataclasses.replace(base, prune_after=after, prune_keep=keep)
     k = 6
     # The unpruned run, stopped by hand after `after` passes: what pruning ranks.
@@ -693,9 +704,63 @@ def test_each_pass_width_makes_its_positions_once(
 
     monkeypatch.setattr(trained_padir, "positions", counted)
     rows = record_decode_rows(trained_padir, monkeypatch)
-    options = RefinementOptions(steps=4, length_beam=3, prune_after=0)
+    options = RefinementOptions(steps=4, length_beam=3, prune_after=0, split_overhead=10**6)
     src = reversal[0][:3]
     state = run(trained_padir, src, options)
     assert len(made) == len(set(made)) >= 1  # once per width
     assert len(rows) == state.step > len(made)  # reused by later passes
     assert set(made) == set(state.positions)
+
+
+def _brute_force_groups(lengths: list[int], overhead: int) -> int:
+    """The least cost over every partition of the rows into contiguous groups that keep rows of
+    one length together (what width_groups minimises), by enumeration."""
+    n = len(lengths)
+    cuts = [i for i in range(1, n) if lengths[i] != lengths[i - 1]]
+    best = None
+    for mask in range(1 << len(cuts)):
+        bounds = [0, *(c for b, c in enumerate(cuts) if mask >> b & 1), n]
+        cost = sum(overhead + (e - s) * lengths[e - 1] for s, e in itertools.pairwise(bounds))
+        best = cost if best is None else min(best, cost)
+    assert best is not None
+    return best
+
+
+@pytest.mark.parametrize("overhead", [0, 3, 20, 1000])
+def test_width_groups_are_the_cheapest_partition(overhead: int) -> None:
+    rng = random.Random(overhead)
+    for _ in range(200):
+        lengths = sorted(rng.randint(1, 30) for _ in range(rng.randint(1, 12)))
+        groups = width_groups(lengths, overhead)
+        assert groups[0][0] == 0 and groups[-1][1] == len(lengths)
+        assert all(a[1] == b[0] for a, b in itertools.pairwise(groups))
+        assert all(lengths[e - 1] != lengths[e] for _, e in groups[:-1])  # lengths stay whole
+        cost = sum(overhead + (e - s) * lengths[e - 1] for s, e in groups)
+        assert cost == _brute_force_groups(lengths, overhead)
+    assert width_groups([], 5) == []
+    assert width_groups([4, 4, 9], 10**6) == [(0, 3)] and width_groups([4, 4, 9], 0) == [
+        (0, 2),
+        (2, 3),
+    ]
+
+
+def test_split_passes_decode_as_one_pass_does_with_less_padding(
+    trained_padir: PadirModel,
+    reversal: tuple[torch.Tensor, torch.Tensor],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    src = reversal[0]
+    base = RefinementOptions(steps=4, length_beam=5, length_offsets=(-2, 3), prune_after=0)
+    whole = dataclasses.replace(base, split_overhead=10**6)
+    split = dataclasses.replace(base, split_overhead=0)
+    stats = {"whole": PaddingStats(), "split": PaddingStats()}
+    calls = record_decode_rows(trained_padir, monkeypatch)
+    one = refine(trained_padir, src, whole, seeded(src), stats=stats["whole"])
+    passes = len(calls)
+    many = refine(trained_padir, src, split, seeded(src), stats=stats["split"])
+    assert len(calls) - passes > passes  # the same passes, as several calls each
+    assert [r.tokens for r in many] == [r.tokens for r in one]
+    assert [r.candidate for r in many] == [r.candidate for r in one]
+    assert stats["split"].content == stats["whole"].content
+    assert stats["split"].computed == stats["split"].content  # one call per length: no padding
+    assert stats["whole"].padded_share > 0.1 and stats["split"].padded_share == 0.0

@@ -30,6 +30,10 @@ if TYPE_CHECKING:
 # cost of a typo, since the linear remask schedule makes every candidate run all of them.
 MAX_STEPS = 1000
 
+# Row-positions one extra decoder pass is worth (RefinementOptions.split_overhead), measured
+# with `gmlm bench` on the shipped PaDIR (docs/RESULTS.md, "Padding").
+SPLIT_OVERHEAD = 64
+
 StutterRemask = Literal["none", "previous", "initial"]
 Remask = Literal["none", "constant", "linear"]
 Selection = Literal["sum", "mean", "changed"]
@@ -229,6 +233,15 @@ class RefinementOptions:
             "next"
         ),
     )
+    split_overhead: int = field(
+        default=SPLIT_OVERHEAD,
+        metadata=doc(
+            "a decoder pass over candidates of different lengths runs as several passes over "
+            "groups of similar length where that saves more than this many padded "
+            "row-positions per extra pass (what one pass's fixed cost is worth); 0: one pass "
+            "per length, a large number: never split"
+        ),
+    )
     return_steps: bool = field(
         default=False,
         metadata=doc("keep each candidate's hypothesis after every pass (analyses)", cli=False),
@@ -275,6 +288,11 @@ class RefinementOptions:
         if not 0.0 <= self.remask_ratio < 1.0:
             raise GmlmError(f"remask_ratio={self.remask_ratio} must be in [0, 1)")
         check_length_penalty(self.length_penalty)
+        if not 0 <= self.split_overhead <= 1_000_000:
+            raise GmlmError(
+                f"split_overhead={self.split_overhead} must be between 0 and 1000000 "
+                "row-positions"
+            )
         if not 0 <= self.prune_after <= MAX_STEPS:
             raise GmlmError(
                 f"prune_after={self.prune_after} must be between 0 (no pruning) and {MAX_STEPS}"

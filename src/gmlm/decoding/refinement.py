@@ -158,7 +158,12 @@ class RefinementState:
     self_attention: (C, H, W, W) and cross_attention: (C, H, W, S), last layer, last pass,
     0 at padding queries, with return_attention (else None);
     positions: the decoder's position information by pass width, made once for all the
-    passes of that width (with the positional attention projections: no pass changes them)."""
+    passes of that width (with the positional attention projections: no pass changes them);
+    computed, content: row-positions the passes so far computed, and those of them inside a
+    candidate's length (see PaddingStats).
+
+    The active rows are in ascending order of length; a pass runs them as groups of similar
+    length (:func:`width_groups`), each at its own width."""
 
     step: int
     candidates: int
@@ -177,6 +182,8 @@ class RefinementState:
     self_attention: Tensor | None
     cross_attention: Tensor | None
     positions: Mapping[int, DecoderPositions]
+    computed: int = 0
+    content: int = 0
 
 
 @dataclass(frozen=True)
@@ -208,6 +215,51 @@ class Refined:
     steps: list[list[int]]
     self_attention: Tensor | None = None
     cross_attention: Tensor | None = None
+
+
+@dataclass
+class PaddingStats:
+    """Row-positions the decoder passes computed, and how many of them were candidates'
+    own (the rest is padding), summed over the passes of one or more decodings."""
+
+    computed: int = 0
+    content: int = 0
+
+    @property
+    def padded_share(self) -> float:
+        return 1.0 - self.content / self.computed if self.computed else 0.0
+
+
+def width_groups(lengths: Sequence[int], overhead: int) -> list[tuple[int, int]]:
+    """Rows with ascending `lengths` -> contiguous groups (start, end), each decoded as one
+    pass at the width of its last row, that minimise the row-positions computed plus
+    `overhead` per group (what one more pass costs). Exact, by dynamic programming over the
+    distinct lengths (a group never splits rows of one length)."""
+    if not lengths:
+        return []
+    values: list[int] = []
+    ends: list[int] = []  # ends[i]: one past the last row of length values[i]
+    for row, length in enumerate(lengths):
+        if values and length == values[-1]:
+            ends[-1] = row + 1
+        else:
+            values.append(length)
+            ends.append(row + 1)
+    best = [0] + [0] * len(values)  # best[m]: cost of the rows of the first m lengths
+    cut = [0] * (len(values) + 1)
+    for m in range(1, len(values) + 1):
+        choices = (
+            (best[k] + overhead + (ends[m - 1] - (ends[k - 1] if k else 0)) * values[m - 1], k)
+            for k in range(m)
+        )
+        best[m], cut[m] = min(choices)
+    groups: list[tuple[int, int]] = []
+    m = len(values)
+    while m:
+        k = cut[m]
+        groups.append((ends[k - 1] if k else 0, ends[m - 1]))
+        m = k
+    return groups[::-1]
 
 
 def sentence_seed(seed: int, line: int, piece: int = 0) -> int:
@@ -302,16 +354,19 @@ def refinement_init(
         ]
     else:  # not used by the selection: skip the length softmax
         length_log_probs = torch.zeros(flat.shape, device=src.device)
-    memory = model.cross_memory(enc).select(sentence)
+    # The active rows are kept in ascending order of length, so that a pass can run groups of
+    # similar length (width_groups) over contiguous slices of the rows and their memory.
+    order = flat.argsort(stable=True)
+    memory = model.cross_memory(enc).select(sentence[order])
     initial = initial_hypotheses(per_sentence, config, generators, options.init)
     count = flat.numel()
     attention_shape = (count, config.n_heads, initial.shape[1])
     return RefinementState(
         step=0,
         candidates=k,
-        rows=torch.arange(count, device=src.device),
+        rows=order,
         memory=memory,
-        inputs=initial,
+        inputs=initial[order],
         lengths=flat,
         source_lengths=(src != config.pad_id).sum(1)[sentence],
         length_log_probs=length_log_probs,
@@ -411,19 +466,37 @@ def refinement_step(
     padding = positions >= lengths.unsqueeze(1)
     is_eos = positions == (lengths - 1).unsqueeze(1)
     content = ~padding & ~is_eos
-    known = state.positions.get(width)
-    known = model.positions(width, project=True) if known is None else known
-    out = model.decode(
-        state.memory,
-        hyp,
-        padding_mask=padding,
-        return_attention=options.return_attention,
-        positions=known,
-    )
-    # The best ordinary token (special ids are never output) and its log-probability,
-    # from the model's logits as they are (bf16 under bf16: the same argmax as in fp32).
-    predicted = ordinary_argmax(out.logits, content, is_eos, config).to(hyp.dtype)
-    chosen = log_probs_of(out.logits, predicted).masked_fill(padding, 0.0)
+    # One pass over groups of similar length (the rows are in ascending order of length),
+    # or over all rows at once where splitting saves less than it costs (or attention is
+    # returned, which is kept at the full width).
+    overhead = options.split_overhead if not options.return_attention else 1 << 62
+    groups = width_groups(lengths.tolist(), overhead)
+    known_positions = dict(state.positions)
+    predicted = torch.full_like(hyp, config.pad_id)
+    chosen = torch.zeros(hyp.shape, device=hyp.device)
+    computed = 0
+    out = None
+    for start, end in groups:
+        own = int(lengths[end - 1])
+        known = known_positions.get(own)
+        known = model.positions(own, project=True) if known is None else known
+        known_positions[own] = known
+        part = slice(start, end)
+        memory = state.memory if len(groups) == 1 else state.memory.narrow(start, end - start)
+        out = model.decode(
+            memory,
+            hyp[part, :own],
+            padding_mask=padding[part, :own],
+            return_attention=options.return_attention,
+            positions=known,
+        )
+        # The best ordinary token (special ids are never output) and its log-probability,
+        # from the model's logits as they are (bf16 under bf16: the same argmax as in fp32).
+        best = ordinary_argmax(out.logits, content[part, :own], is_eos[part, :own], config)
+        predicted[part, :own] = best.to(hyp.dtype)
+        chosen[part, :own] = log_probs_of(out.logits, best).masked_fill(padding[part, :own], 0.0)
+        computed += (end - start) * own
+    assert out is not None
 
     step = state.step + 1
     final = step >= options.steps
@@ -472,7 +545,9 @@ def refinement_step(
         history=(*state.history, tokens) if options.return_steps else (),
         self_attention=self_attention,
         cross_attention=cross_attention,
-        positions={**state.positions, width: known},
+        positions=known_positions,
+        computed=state.computed + computed,
+        content=state.content + int(lengths.sum()),
     )
 
 
@@ -612,10 +687,15 @@ def refine(
     options: RefinementOptions | None = None,
     generators: Sequence[torch.Generator] | None = None,
     lengths: Tensor | None = None,
+    stats: PaddingStats | None = None,
 ) -> list[Refined]:
-    """PaDIR decoding of src (B, S): one result per sentence (see :func:`refinement_init`)."""
+    """PaDIR decoding of src (B, S): one result per sentence (see :func:`refinement_init`);
+    `stats`, when given, adds the row-positions the passes computed and their content."""
     options = options or RefinementOptions()
     state = refinement_init(model, src, options, generators, lengths)
     while state.rows.numel():
         state = refinement_step(model, state, options)
+    if stats is not None:
+        stats.computed += state.computed
+        stats.content += state.content
     return refinement_finish(state, options)

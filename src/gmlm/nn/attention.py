@@ -241,6 +241,15 @@ class KVCache:
     def layer(self, index: int) -> tuple[Tensor, Tensor]:
         return self.keys[index], self.values[index]
 
+    def narrow(self, start: int, length: int) -> KVCache:
+        """Batch rows start .. start + length - 1, as views (no copy)."""
+        mask = None if self.padding_mask is None else self.padding_mask.narrow(0, start, length)
+        return KVCache(
+            [k.narrow(0, start, length) for k in self.keys],
+            [v.narrow(0, start, length) for v in self.values],
+            mask,
+        )
+
     def select(self, rows: Tensor) -> KVCache:
         """Batch rows `rows` (N,) in that order; rows may repeat (beam search, top-B lengths)
         or be dropped (finished hypotheses)."""
