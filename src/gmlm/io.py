@@ -1,72 +1,138 @@
-"""Crash-safe file writing: write to a temporary file in the same folder, then rename."""
+"""Writing outputs: crash-safe, with one-line errors, and never over what gmlm did not write.
+
+Every file goes through :func:`atomic_open`: it is written under a temporary name in its
+folder and renamed into place once complete, so a crash or a full disk leaves the previous
+file (or none), never half a file. A failure to write (a full disk, a read-only folder, a
+quota) is a :class:`WriteError`, one line naming the output and the cause, instead of a
+traceback; a folder written whole (a checkpoint, a dataset) reports its own name, not that
+of the temporary file that failed (:func:`writing`). A text file whose name ends in ``.gz``
+is written gzip-compressed, as the readers read it.
+
+What an output may replace (docs/DESIGN.md section 6): :func:`check_output_file` and
+:func:`check_output_folder`, called by each command before its work.
+"""
 
 from __future__ import annotations
 
+import errno
+import gzip
+import io
 import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
 from gmlm.errors import GmlmError
 
+# The files that mark the folders gmlm writes whole and reads back (declared here, torch-free,
+# so that the command line checks paths before loading anything; gmlm.training.checkpoint
+# uses them).
+MODEL_FILE = "model.safetensors"  # every checkpoint folder holds its weights here
+RUN_CHECKPOINTS = ("last", "best", "averaged")  # the checkpoint folders a run folder can hold
+
+# What to do about a failed write, by its cause.
+_FIXES = {
+    errno.ENOSPC: "free some space or choose another path",
+    errno.EDQUOT: "free some space or choose another path",
+    errno.EFBIG: "choose another path",
+    errno.EROFS: "choose a writable location",
+    errno.EACCES: "choose a writable location",
+    errno.EPERM: "choose a writable location",
+}
+
+
+class WriteError(GmlmError):
+    """`path` could not be written; `cause` says why ("No space left on device; free ...")."""
+
+    def __init__(self, path: Path, cause: str) -> None:
+        super().__init__(f"cannot write {path}: {cause}")
+        self.path = path
+        self.cause = cause
+
+
+def _cause(err: OSError) -> str:
+    fix = _FIXES.get(err.errno or 0, "choose another path")
+    return f"{err.strerror or err}; {fix}"
+
+
+@contextmanager
+def writing(path: Path) -> Iterator[None]:
+    """Report a failure to write the output `path` (a file, or a folder and everything
+    written into it) as a WriteError naming `path`: an OSError, or the WriteError of a file
+    inside it (a folder written under a temporary name reports the name asked for)."""
+    try:
+        yield
+    except WriteError as err:
+        if err.path == path:
+            raise
+        raise WriteError(path, err.cause) from err
+    except OSError as err:
+        raise WriteError(path, _cause(err)) from err
+
 
 @contextmanager
 def atomic_open(path: Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO[Any]]:
     """Open a temporary sibling of `path`; on success it replaces `path`, on error it is removed.
 
-    A crash mid-write therefore never leaves a half-written file under the final name. An
-    existing `path` that is neither a regular file nor a folder (/dev/null, a named pipe) is
-    written directly: there is no file to replace, and renaming over it would replace the
-    device or pipe itself.
+    A crash mid-write therefore never leaves a half-written file under the final name, and a
+    failed write (an OSError: a full disk...) is a WriteError that leaves `path` as it was.
+    In text mode, a name ending in .gz is written gzip-compressed. An existing `path` that is
+    neither a regular file nor a folder (/dev/null, a named pipe) is written directly: there
+    is no file to replace, and renaming over it would replace the device or pipe itself.
     """
     path = Path(path)
-    if path.exists() and not path.is_file() and not path.is_dir():
-        with open(path, mode, encoding=None if "b" in mode else encoding) as handle:
-            yield handle
+    with writing(path):
+        if path.exists() and not path.is_file() and not path.is_dir():
+            with open(path, "wb") as raw, _encoded(raw, path, mode, encoding) as handle:
+                yield handle
+            return
+        make_dirs(path.parent, f"cannot write {path}")
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp makes 0600; the usual permissions
+            with os.fdopen(fd, "wb") as raw:
+                with _encoded(raw, path, mode, encoding) as handle:
+                    yield handle
+                raw.flush()
+                os.fsync(raw.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+
+
+@contextmanager
+def _encoded(raw: IO[bytes], path: Path, mode: str, encoding: str | None) -> Iterator[IO[Any]]:
+    """`raw` as the handle `mode` asks for: itself in binary mode, else a text layer, over a
+    gzip layer when `path` ends in .gz. The layers are finished on exit; `raw` stays open."""
+    if "b" in mode:
+        yield raw
         return
-    make_dirs(path.parent, f"cannot write {path}")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp creates 0600; give the usual permissions
+    if path.name.endswith(".gz"):
+        # No name or time in the header: the same text gives the same bytes.
+        compressed = gzip.GzipFile(filename="", mode="wb", compresslevel=6, fileobj=raw, mtime=0)
+        with io.TextIOWrapper(compressed, encoding=encoding) as zipped:  # closes the gzip layer
+            yield zipped
+        return
+    text = io.TextIOWrapper(raw, encoding=encoding)
     try:
-        with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        yield text
+    finally:
+        text.detach()  # flushes, and leaves `raw` open
 
 
-def check_output_file(path: Path, flag: str) -> None:
-    """Fail now, before any long work, where `atomic_open(path)` would fail at the end: `path`
-    is a folder, a folder on its way is a file, or the folder it goes in takes no new files
-    (tried by creating and removing a file there). Missing folders are fine: `atomic_open`
-    creates them. `flag` names the option in messages ("--output")."""
-    path = Path(path)
-    if path.is_dir():
-        raise GmlmError(f"{flag} {path} is a folder; give a file path, e.g. {path / 'out.txt'}")
-    folder = path.parent
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    if not folder.is_dir():
-        raise GmlmError(f"{flag} {path}: {folder} is a file, not a folder; choose another path")
-    if path.exists() and not path.is_file():
-        return  # a device or pipe, written directly
-    try:
-        fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=folder)
-    except OSError as err:
-        raise GmlmError(
-            f"{flag} {path}: cannot create files in {folder} ({err.strerror}); choose a "
-            "writable location"
-        ) from None
-    os.close(fd)
-    os.unlink(probe)
+def atomic_write_text(path: Path, text: str) -> None:
+    with atomic_open(path, "w") as handle:
+        handle.write(text)
+
+
+def atomic_write_json(path: Path, data: Any) -> None:
+    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
 
 
 def make_dirs(path: Path, what: str) -> Path:
@@ -91,26 +157,22 @@ def current_umask() -> int:
     return current
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    with atomic_open(path, "w") as handle:
-        handle.write(text)
-
-
-def atomic_write_json(path: Path, data: Any) -> None:
-    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
-
-
 def replace_dir(tmp: Path, target: Path) -> None:
     """Put the finished folder `tmp` (a sibling of `target`) at `target`, replacing any old one.
 
     Each rename is atomic; an old folder is first moved aside into `.NAME.old-*` (removed
     afterwards, or by the next run's clean-up if a crash interrupts it), so `target` never holds
-    a mix of old and new files.
+    a mix of old and new files. Should the second rename fail, the old folder is put back.
     """
     if target.exists():
         old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
         os.replace(target, old / target.name)
-        os.replace(tmp, target)
+        try:
+            os.replace(tmp, target)
+        except BaseException:
+            os.replace(old / target.name, target)
+            old.rmdir()
+            raise
         shutil.rmtree(old, ignore_errors=True)
     else:
         os.replace(tmp, target)
@@ -130,3 +192,142 @@ def restore_replaced(target: Path) -> None:
         if previous.is_dir():
             os.replace(previous, target)
             return
+
+
+# --- what an output may replace ------------------------------------------------------------
+
+# A command's inputs, by flag: {"--checkpoint": path}; None for one not given.
+Inputs = Mapping[str, "Path | str | None"]
+
+
+def is_run_folder(folder: Path) -> bool:
+    """Whether `folder` is a training run: the config.yaml that `gmlm train` writes beside
+    its metrics.jsonl (written from the first step) or its `last/` checkpoint."""
+    return (folder / "config.yaml").is_file() and (
+        (folder / "metrics.jsonl").is_file() or (folder / "last").is_dir()
+    )
+
+
+def gmlm_folder(folder: Path) -> str | None:
+    """What `folder` is if gmlm wrote it as a whole to read it back ("a checkpoint folder",
+    "a training run folder"), else None."""
+    if (folder / MODEL_FILE).is_file():
+        return "a checkpoint folder"
+    if is_run_folder(folder):
+        return "a training run folder"
+    return None
+
+
+def _named(flag: str, path: Path) -> str:
+    """How messages show an option's value: "--out runs/x", "out=runs/x"."""
+    return f"{flag}{path}" if flag.endswith("=") else f"{flag} {path}"
+
+
+def check_not_protected(path: Path, flag: str, inputs: Inputs | None = None) -> None:
+    """The rule every output obeys: it is none of the command's `inputs`, neither inside one
+    nor holding one, and not inside a checkpoint or training run folder (their writers own
+    every file in them)."""
+    shown = _named(flag, path)
+    target = Path(path).resolve()
+    for name, given in (inputs or {}).items():
+        if given is None:
+            continue
+        source = Path(given).resolve()
+        if target == source:
+            what = "folder" if source.is_dir() else "file"
+            raise GmlmError(f"{shown} is the {name} {what} this command reads; choose another path")
+        if source in target.parents or target in source.parents:
+            where = "lies inside" if source in target.parents else "holds"
+            raise GmlmError(
+                f"{shown} {where} {name} {given}, which this command reads; choose another path"
+            )
+    for folder in target.parents:
+        kind = gmlm_folder(folder)
+        if kind is not None:
+            raise GmlmError(
+                f"{shown} lies inside {folder}, {kind}, where only its writer puts files; "
+                "choose a path outside it"
+            )
+
+
+def check_output_file(
+    path: Path,
+    flag: str,
+    *,
+    inputs: Inputs | None = None,
+    own: Callable[[Path], bool] | None = None,
+    what: str = "",
+) -> None:
+    """Fail now, before any long work, where writing the file `path` would fail or would
+    replace what it must not: `path` is a folder, a folder on its way is a file, the folder
+    it goes in takes no new files (tried by creating and removing a file there), or
+    :func:`check_not_protected` refuses it. An existing file is the command's own kind and
+    is replaced, as a shell redirect would, unless `own` says it is not `what` (a report
+    gmlm published): then it is refused. Missing folders are fine: `atomic_open` creates
+    them. `flag` names the option in messages ("--output")."""
+    path = Path(path)
+    if path.is_dir():
+        raise GmlmError(f"{flag} {path} is a folder; give a file path, e.g. {path / 'out.txt'}")
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise GmlmError(f"{flag} {path}: {folder} is a file, not a folder; choose another path")
+    check_not_protected(path, flag, inputs)
+    if path.exists() and not path.is_file():
+        return  # a device or pipe, written directly
+    if own is not None and path.exists() and not own(path):
+        raise GmlmError(
+            f"{flag} {path} exists and is not {what}; refusing to overwrite it: choose a new "
+            "path, or move it away"
+        )
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=folder)
+    except OSError as err:
+        raise GmlmError(
+            f"{flag} {path}: cannot create files in {folder} ({err.strerror}); choose a "
+            "writable location"
+        ) from None
+    os.close(fd)
+    os.unlink(probe)
+
+
+def check_output_folder(
+    path: Path,
+    flag: str,
+    what: str,
+    own: Callable[[Path], bool],
+    *,
+    inputs: Inputs | None = None,
+    replace: bool = True,
+) -> bool:
+    """Whether the output folder `path` may be written, checked before any work: a new or
+    empty folder may; one that holds `what` (`own` says so: an earlier output of the same
+    command) only if `replace` (a command that resumes or reuses its own folder; `gmlm
+    export` without --force does not); a file, or a folder holding anything else, never.
+    :func:`check_not_protected` applies too. Returns whether `path` holds an earlier
+    `what`."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise GmlmError(
+            f"{flag} {path} exists and is not {what}: {path} is a file, not a folder; choose "
+            "another path"
+        )
+    check_not_protected(path, flag, inputs)
+    entries = sorted(p.name for p in path.iterdir()) if path.exists() else []
+    if not entries:
+        return False
+    if not own(path):
+        shown = ", ".join(entries[:5]) + (
+            f" and {len(entries) - 5} more" if len(entries) > 5 else ""
+        )
+        raise GmlmError(
+            f"{flag} {path} exists, is not empty and is not {what}; refusing to overwrite it "
+            f"(it holds {shown}): choose a new or empty folder"
+        )
+    if not replace:
+        raise GmlmError(
+            f"{flag} {path} holds {what} written earlier; pass --force to replace it, or "
+            "choose a new folder"
+        )
+    return True

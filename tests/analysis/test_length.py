@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -17,6 +18,8 @@ from gmlm.data.binarized import load_dataset
 from gmlm.errors import GmlmError
 from gmlm.evaluation.bleu import corpus_scores
 from gmlm.models import PadirModel
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 def test_cli_rows_equal_translate(
@@ -113,3 +116,43 @@ def test_bad_input_is_a_clean_error(
         main([*args, "--length-weights", "a,b"])
     assert exit_info.value.code == 2
     assert "expected comma-separated numbers, e.g. 0,0.5" in capsys.readouterr().err
+
+
+def test_cli_output_is_checked_before_the_work_and_a_full_disk_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = LengthResult.read(FIXTURES / "length.json")
+    runs: list[dict[str, object]] = []
+
+    def analysis(**settings: object) -> LengthResult:  # the work, done
+        runs.append(settings)
+        return result
+
+    monkeypatch.setattr("gmlm.analysis.length.length_analysis", analysis)
+    checkpoint = tmp_path / "padir"
+    checkpoint.mkdir()
+    (checkpoint / "model.safetensors").write_bytes(b"")
+    data = tmp_path / "data"
+    args = ["analyze", "length", "--checkpoint", str(checkpoint), "--data", str(data)]
+    refused = {
+        tmp_path: "is a folder; give a file path",
+        checkpoint / "length.json": "lies inside --checkpoint",
+        data / "length.json": "lies inside --data",
+    }
+    if Path("/proc/self").is_dir():  # Linux: no one, root included, creates files in /proc
+        refused[Path("/proc/gmlm-length.json")] = "cannot create files in /proc"
+    for output, message in refused.items():
+        assert main([*args, "--output", str(output)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"gmlm: error: --output {output}") and message in err
+    assert runs == []  # refused before the work
+    if Path("/dev/full").exists():  # the disk fills at the end: still one line
+        assert main([*args, "--output", "/dev/full"]) == 2
+        err = capsys.readouterr().err
+        assert err == (
+            "gmlm: error: cannot write /dev/full: No space left on device; free some space or "
+            "choose another path\n"
+        )
+    assert main([*args, "--output", str(tmp_path / "length.json.gz"), "--json"]) == 0
+    with gzip.open(tmp_path / "length.json.gz", "rt", encoding="utf-8") as handle:
+        assert json.load(handle) == result.to_json()

@@ -1,4 +1,6 @@
+import errno
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -107,3 +109,31 @@ def test_prepare_errors_speak_gmlm_options(
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.endswith(f"{tmp_path / 'file'} is a file, not a folder; choose another path")
     assert not (tmp_path / "o").exists()
+
+
+def test_a_full_disk_is_one_line_and_keeps_the_previous_dataset(
+    corpus_spec: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    out = tmp_path / "ds"
+    args = ["data", "prepare", "--corpus", corpus_spec, "--out", str(out), "--vocab-size", "400"]
+    args += ["--threads", "1", "--no-progress"]
+    assert main(args) == 0
+    before = {p: p.read_bytes() for p in out.iterdir()}
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    capsys.readouterr()
+    assert main([*args, "--force"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (
+        f"gmlm: error: cannot write {out}: No space left on device; free some space or choose "
+        "another path"
+    )
+    assert not [line for line in err if "Traceback" in line]
+    assert {p: p.read_bytes() for p in out.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.de", "c.en", "ds"]

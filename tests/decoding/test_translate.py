@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import inspect
 import io
 import math
@@ -322,6 +323,30 @@ def test_cli_file_round_trip(
     expected = translators["padir"].translate(lines, steps=2, seed=1)
     assert written[:-1] == expected
     assert written[1] == "" and all(expected[i] for i in (0, 2, 3))
+
+
+def test_cli_output_named_gz_is_gzip_and_a_full_disk_is_one_line(
+    checkpoint_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "in.de"
+    source.write_text("der Hund läuft.\n\ndie Katze.\n", encoding="utf-8")
+    args = ["translate", "--checkpoint", str(checkpoint_dir), "--input", str(source)]
+    assert main([*args, "--output", str(tmp_path / "hyp.en")]) == 0
+    assert main([*args, "--output", str(tmp_path / "hyp.en.gz")]) == 0
+    with gzip.open(tmp_path / "hyp.en.gz", "rt", encoding="utf-8") as handle:
+        assert handle.read() == (tmp_path / "hyp.en").read_text(encoding="utf-8")
+    capsys.readouterr()
+    refused = {
+        str(checkpoint_dir / "hyp.en"): "lies inside --checkpoint",
+        str(source): "is the --input file this command reads",
+    }
+    if Path("/dev/full").exists():
+        refused["/dev/full"] = "cannot write /dev/full: No space left on device; free some space"
+    for output, message in refused.items():
+        assert main([*args, "--output", output]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("gmlm: error: ") and message in err and err.count("\n") == 1
+    assert source.read_text(encoding="utf-8") == "der Hund läuft.\n\ndie Katze.\n"
 
 
 def test_cli_beam_search_from_an_ar_checkpoint(

@@ -3,7 +3,9 @@ and decoding by gmlm's rules on CTranslate2 gives gmlm's greedy and beam search 
 
 from __future__ import annotations
 
+import errno
 import gzip
+import os
 import sys
 from pathlib import Path
 
@@ -202,14 +204,18 @@ def test_export_folder_and_text_translation(
     assert ct2.translate(texts, options) == translator.translate(texts, beam=5)
 
 
-def test_export_replaces_an_export_and_refuses_other_folders(
+def test_export_replaces_an_export_with_force_and_refuses_other_folders(
     tiny: tuple[Translator, Ct2Translator], tmp_path: Path
 ) -> None:
     _, ct2 = tiny
     source = Path(ct2.info.exported_from)
     out = export_ctranslate2(source, tmp_path / "ct2")
-    assert export_ctranslate2(source, out) == out  # an export is replaced
+    with pytest.raises(GmlmError, match="holds a CTranslate2 export written earlier; pass --force"):
+        export_ctranslate2(source, out)
+    assert export_ctranslate2(source, out, force=True) == out  # an export is replaced
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # nothing left over
+    with pytest.raises(GmlmError, match="is the --checkpoint folder this command reads"):
+        export_ctranslate2(source, source, force=True)
     other = tmp_path / "other"
     other.mkdir()
     (other / "notes.txt").write_text("mine")
@@ -237,6 +243,36 @@ def test_cli_export_format_ctranslate2(
     (tmp_path / "file").write_text("x")
     assert main([*args, "--out", str(tmp_path / "file")]) == 2
     assert "not a CTranslate2 export" in capsys.readouterr().err
+
+
+def test_a_full_disk_is_one_line_and_keeps_the_earlier_export(
+    tiny: tuple[Translator, Ct2Translator],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import ctranslate2
+
+    _, ct2 = tiny
+    out = tmp_path / "ct2"
+    args = ["export", "--format", "ctranslate2", "--checkpoint", ct2.info.exported_from]
+    assert main([*args, "--out", str(out)]) == 0
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+
+    def full(self: object, output_dir: str) -> None:
+        (Path(output_dir) / "model.bin").write_bytes(b"half")  # then the disk is full
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(ctranslate2.specs.TransformerSpec, "save", full)
+    capsys.readouterr()
+    assert main([*args, "--out", str(out), "--force"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"gmlm: error: cannot write {out}: No space left on device; free some space or choose "
+        "another path\n"
+    )
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ct2"]
 
 
 def test_missing_ctranslate2_names_the_extra(

@@ -13,9 +13,11 @@ matter (a covariance off by a factor, a step count off by one) are many standard
 from __future__ import annotations
 
 import csv
+import errno
 import itertools
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ import numpy as np
 import pytest
 
 from gmlm.cli.main import main
+from gmlm.theory import figures
 
 FIGURE3_FIELD = 5.0  # the paper's h, fixed by `gmlm theory figure3`
 FIGURE3_N, FIGURE3_CLIQUE = 10, 4
@@ -270,3 +273,44 @@ def test_hitting_figure_values_match_brute_force(tmp_path: Path) -> None:
             else:
                 bound = min(1.0, HITTING_BUDGET * escape)
                 assert row["prop5_hit_probability_bound"] == pytest.approx(bound, rel=1e-9)
+
+
+# --- where the figures go -------------------------------------------------------------------
+
+QUICK_FIGURE3 = ["--reps", "1", "--budget", "10", "--couplings", "0.1", "--ks", "1"]
+
+
+def test_out_holds_only_theory_results_and_a_full_disk_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "theory"
+    computed: list[Any] = []
+    compute = figures.hitting_figure
+
+    def once(settings: Any) -> Any:  # the later runs write what the first computed
+        if not computed:
+            computed.append(compute(settings))
+        return computed[0]
+
+    monkeypatch.setattr(figures, "hitting_figure", once)
+    run_figure(out, "figure3", *QUICK_FIGURE3)
+    # A folder of theory results takes more of them.
+    assert main(["theory", "verify", "--max-n", "3", "--json", "--out", str(out)]) == 0
+    before = {p: p.read_bytes() for p in out.iterdir()}
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "notes.md").write_text("mine")
+    capsys.readouterr()
+    assert main(["theory", "figure3", *QUICK_FIGURE3, "--out", str(tmp_path / "docs")]) == 2
+    err = capsys.readouterr().err
+    assert "is not empty and is not a folder of theory results; refusing" in err
+    assert sorted(p.name for p in (tmp_path / "docs").iterdir()) == ["notes.md"]
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    assert main(["theory", "figure3", *QUICK_FIGURE3, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"gmlm: error: cannot write {out / 'figure3.'}") and err.count("\n") == 1
+    assert "No space left on device" in err
+    assert {p: p.read_bytes() for p in out.iterdir()} == before

@@ -1,5 +1,7 @@
+import errno
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -9,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file
 
 from gmlm.cli.main import main
@@ -239,11 +242,14 @@ def test_out_must_be_a_run_folder(word_task_data, tmp_path):
         dataset: "is a prepared dataset folder .*manifest.json.*pass it as data=",
         run / "config.yaml": "is a file, not a folder",
         tmp_path / "mine": r"not a gmlm run folder \(it holds config.yaml, notes.txt;",
-        run / "config.yaml" / "sub": "cannot create the run folder",
+        run / "config.yaml" / "sub": r"lies inside .*r, a training run folder, where only its",
+        run / "best" / "sub": r"lies inside .*best, a checkpoint folder",
+        tmp_path / "notes.txt" / "sub": "cannot create the run folder",
     }
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("mine")
     (tmp_path / "mine" / "config.yaml").write_text("kind: ar\n")
+    (tmp_path / "notes.txt").write_text("mine")
     before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
     for out, message in refused.items():
         with pytest.raises(GmlmError, match=message):
@@ -487,8 +493,81 @@ def test_export_bf16_halves_the_size_and_translates(word_task_data, tmp_path):
     import gmlm
 
     assert len(gmlm.load(tmp_path / "x").translate(["der Hund läuft.", ""])) == 2
-    with pytest.raises(GmlmError, match="not a checkpoint folder"):
-        ckpt.export_checkpoint(tmp_path / "r", tmp_path / "r", torch.bfloat16)
+
+
+def test_export_never_writes_over_what_it_did_not_write(word_task_data, tmp_path, capsys):
+    """Not its input, not a run's checkpoints (`last` must stay resumable), not a folder of
+    another kind; an earlier export only with --force."""
+    run = tmp_path / "r"
+    train(word_task_data, run, "ar", "max_steps=2", "valid_every=2")
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("mine")
+    refused = {
+        (run, run / "last"): "--out .*last lies inside --checkpoint .*r, which this command",
+        (run / "best", run / "best"): "is the --checkpoint folder this command reads",
+        (run / "best", run / "exported"): r"lies inside .*r, a training run folder",
+        (run / "best", run): "holds --checkpoint",
+        (run, tmp_path / "mine"): "is not empty and is not a gmlm export; refusing",
+    }
+    for (source, out), message in refused.items():
+        assert main(["export", "--checkpoint", str(source), "--out", str(out), "--force"]) == 2
+        err = capsys.readouterr().err
+        assert re.search(message, err) and err.count("\n") == 1, err
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "mine"
+    args = ["export", "--checkpoint", str(run), "--out", str(tmp_path / "x")]
+    assert main(args) == 0
+    assert main(args) == 2
+    assert "holds a gmlm export written earlier; pass --force" in capsys.readouterr().err
+    assert main([*args, "--force", "--precision", "fp32"]) == 0
+    assert all(t.dtype == torch.float32 for t in weights(tmp_path / "x").values())
+    # The resumable `last` is intact: training goes on from it.
+    assert train(word_task_data, run, "ar", "max_steps=3", "valid_every=2").step == 3
+
+
+def test_a_failed_checkpoint_save_keeps_the_previous_last(word_task_data, tmp_path, monkeypatch):
+    """A full disk at the step-4 save is one error; `last` keeps step 2, and the same command
+    resumes from it once there is room."""
+    run = tmp_path / "r"
+    real_save_file = ckpt.save_file
+
+    def full_at_step_4(tensors, filename, metadata=None):  # type: ignore[no-untyped-def]
+        last = run / "last" / "state.json"
+        saving = filename.endswith("optimizer.safetensors") and last.is_file()
+        if saving and json.loads(last.read_text())["step"] == 2:
+            raise SafetensorError(
+                "Error while serializing: I/O error: No space left on device (os error 28)"
+            )
+        return real_save_file(tensors, filename, metadata)
+
+    monkeypatch.setattr(ckpt, "save_file", full_at_step_4)
+    with pytest.raises(GmlmError) as caught:
+        train(word_task_data, run, "ar", "max_steps=6", "valid_every=2")
+    assert str(caught.value).startswith(
+        f"cannot write {run / 'last'}: No space left on device; free some space"
+    )
+    assert "Saving step 4 failed; the checkpoint of step 2 in it is intact" in str(caught.value)
+    assert json.loads((run / "last" / "state.json").read_text())["step"] == 2
+    assert ckpt.load_for_inference(run / "last").kind == "ar"
+    assert not [p.name for p in run.iterdir() if p.name.startswith(".")]  # no temporary folder
+    monkeypatch.undo()
+    assert train(word_task_data, run, "ar", "max_steps=6", "valid_every=2").step == 6
+    assert [r["step"] for r in metrics(run) if "loss" in r] == [1, 2, 3, 4, 5, 6]
+
+
+def test_a_full_disk_at_the_start_of_training_is_one_line(
+    word_task_data, tmp_path, monkeypatch, capsys
+):
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    argv = ["train", "--config", "tiny-ar", f"data={word_task_data}", f"out={tmp_path / 'r'}"]
+    assert main([*argv, "max_steps=2", "threads=1", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"gmlm: error: cannot write {tmp_path / 'r' / 'config.yaml'}: No space")
+    assert err.count("\n") == 1
 
 
 LONG_VALID, EMPTY_VALID = 2, 5  # the valid lines the preparation drops

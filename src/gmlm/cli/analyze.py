@@ -32,6 +32,7 @@ from gmlm.decoding.options import (
     parse_variant,
 )
 from gmlm.errors import GmlmError
+from gmlm.io import check_output_file
 from gmlm.records import Record
 
 R = TypeVar("R", bound=Record)
@@ -191,15 +192,24 @@ def common_arguments(p: argparse.ArgumentParser, split: str = "test") -> None:
     add_no_progress(p)
 
 
+def check_output(args: argparse.Namespace) -> None:
+    """Refuse a bad --output now, not after the whole analysis (gmlm.io.check_output_file)."""
+    if args.output is not None:
+        inputs = {"--checkpoint": args.checkpoint, "--data": args.data}
+        check_output_file(args.output, "--output", inputs=inputs)
+
+
 def run_attention(args: argparse.Namespace) -> int:
     from gmlm.analysis import attention_analysis, render_markdown
 
+    check_output(args)
     return report(args, attention_analysis(**common_settings(args)), render_markdown)
 
 
 def run_length(args: argparse.Namespace) -> int:
     from gmlm.analysis.length import length_analysis, render_length_markdown
 
+    check_output(args)
     return report(
         args,
         length_analysis(**common_settings(args), length_weights=args.length_weights),
@@ -210,6 +220,7 @@ def run_length(args: argparse.Namespace) -> int:
 def run_ablation(args: argparse.Namespace) -> int:
     from gmlm.analysis.ablation import decoding_ablation, render_ablation_markdown
 
+    check_output(args)
     variants = ABLATION_VARIANTS if args.variants is None else tuple(args.variants)
     return report(
         args,
@@ -232,6 +243,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     from gmlm.analysis.calibration import calibrate, render_calibration_markdown
     from gmlm.training.checkpoint import read_config, resolve_checkpoint
 
+    check_output(args)
     kind = read_config(resolve_checkpoint(args.checkpoint)).kind
     setting, values = CALIBRATION_GRIDS[kind]
     if args.setting not in (None, setting):

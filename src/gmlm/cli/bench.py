@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from gmlm.cli.flags import (
+    OUTPUT_FILE_RULE,
     add_cuda_graphs,
     add_device,
     add_json,
@@ -133,7 +134,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--markdown",
         type=Path,
         help="also write the settings and tables as Markdown to this file (as REPORT.md "
-        "shows them), e.g. to publish them",
+        f"shows them), e.g. to publish them; {OUTPUT_FILE_RULE}",
     )
     add_json(p, "print only the JSON line, not the settings and tables")
     p.set_defaults(func=run)
@@ -161,9 +162,11 @@ def run(args: argparse.Namespace) -> int:
     from gmlm.bench import format_report, json_line, render_markdown, run_bench
     from gmlm.io import atomic_write_text, check_output_file
 
+    inputs = {"--ar": args.ar, "--padir": args.padir, "--teacher": args.teacher}
+    inputs.update({"--ar1": args.ar1, "--data": args.data})
     for flag, path in (("--output", args.output), ("--markdown", args.markdown)):
         if path is not None:
-            check_output_file(path, flag)  # before the minutes of timing, not after
+            check_output_file(path, flag, inputs=inputs)  # before the minutes of timing
     result = run_bench(
         args.ar,
         args.padir,

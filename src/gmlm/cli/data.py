@@ -54,7 +54,13 @@ def add_parser(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_config_args(prep)
-    prep.add_argument("--out", required=True, type=Path, help="dataset folder to write")
+    prep.add_argument(
+        "--out",
+        required=True,
+        type=Path,
+        help="dataset folder to write: new, empty, or a gmlm dataset (reused or rebuilt); any "
+        "other folder, or one inside a checkpoint or training run, is refused",
+    )
     prep.add_argument(
         "--force",
         action="store_true",

@@ -32,7 +32,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="AR checkpoint folder, or a run folder (its best, else averaged, else last)",
     )
     p.add_argument("--data", type=Path, required=True, help="prepared dataset to distill")
-    p.add_argument("--out", type=Path, required=True, help="distilled dataset folder to write")
+    p.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="distilled dataset folder to write: new, empty, or a distillation's (reused or "
+        "resumed); --data, --teacher, any other folder, or one inside a checkpoint or "
+        "training run, is refused",
+    )
     p.add_argument("--beam", type=int, default=5, help="teacher beam size (default: 5)")
     add_batch_size(p, 128, "sentences per decoder batch, similar lengths together")
     add_precision(

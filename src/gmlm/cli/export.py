@@ -19,7 +19,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "bench` load the result directly.",
     )
     add_checkpoint(p, "checkpoint or run folder")
-    p.add_argument("--out", type=Path, required=True, help="folder to write (atomically)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="folder to write (atomically): a new or empty one, never the checkpoint read nor "
+        "a folder inside a checkpoint or training run (an export written there would replace "
+        "or mix into what training wrote)",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an earlier export of the same --format at --out (never anything else: "
+        "a folder holding other files is refused with or without it)",
+    )
     add_precision(p, "weight type", default="bf16", old_switch=None, choices=FLOAT_PRECISIONS)
     add_alias(p, "--dtype", "precision", "--precision {value}", choices=FLOAT_PRECISIONS)
     p.add_argument(
@@ -37,14 +50,15 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "ctranslate2":
         from gmlm.export.ctranslate2 import export_ctranslate2
 
-        print(f"wrote {export_ctranslate2(args.checkpoint, args.out)} (CTranslate2, fp32)")
+        out = export_ctranslate2(args.checkpoint, args.out, force=args.force)
+        print(f"wrote {out} (CTranslate2, fp32)")
         return 0
     import torch
 
     from gmlm.training.checkpoint import MODEL_FILE, export_checkpoint
 
     dtype = torch.bfloat16 if args.precision == "bf16" else None
-    out = export_checkpoint(args.checkpoint, args.out, dtype)
+    out = export_checkpoint(args.checkpoint, args.out, dtype, force=args.force)
     size = (out / MODEL_FILE).stat().st_size
     print(f"wrote {out} ({args.precision} weights, {size / 2**20:.1f} MiB)")
     return 0

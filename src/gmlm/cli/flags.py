@@ -171,11 +171,21 @@ def add_json(parser: argparse.ArgumentParser, help: str = "print one JSON object
     parser.add_argument("--json", action="store_true", help=help)
 
 
+# What an output file may replace (gmlm.io.check_output_file; docs/DESIGN.md section 6),
+# for the help of every flag that names one.
+OUTPUT_FILE_RULE = (
+    "written atomically, gzip-compressed if the name ends in .gz; an existing file is "
+    "replaced, as a shell redirect would, but never an input of the command nor a file inside "
+    "a checkpoint or training run folder"
+)
+
+
 def add_output(
     parser: argparse.ArgumentParser, help: str, old: str | None = None, **kwargs: Any
 ) -> None:
-    """--output FILE; `old` (a former spelling) stays a hidden deprecated alias."""
-    parser.add_argument("--output", type=Path, help=help, **kwargs)
+    """--output FILE, its help followed by OUTPUT_FILE_RULE; `old` (a former spelling) stays a
+    hidden deprecated alias."""
+    parser.add_argument("--output", type=Path, help=f"{help}; {OUTPUT_FILE_RULE}", **kwargs)
     if old is not None:
         add_alias(parser, old, "output", "--output {value}", type=Path)
 

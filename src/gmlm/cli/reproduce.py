@@ -12,7 +12,7 @@ from gmlm.reproduce.config import (
     parse_stages,
 )
 from gmlm.reproduce.pipeline import run_reproduce
-from gmlm.reproduce.publish import publish_report
+from gmlm.reproduce.publish import check_publish_target, publish_report
 
 EPILOG = """\
 stages, in order: {stages}
@@ -52,9 +52,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--publish",
         type=Path,
         default=None,
-        help="also copy REPORT.md here (e.g. docs/RESULTS.md) with its images beside it; "
-        "hand-written notes after the file's '<!-- gmlm: hand-written notes below ... -->' "
-        "line are kept",
+        help="also copy REPORT.md here (e.g. docs/RESULTS.md) with its images beside it "
+        "(in STEM-figures/); a new file, or a report published before, whose hand-written "
+        "notes after its '<!-- gmlm: hand-written notes below ... -->' line are kept; any "
+        "other existing file is refused, checked before the run",
     )
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides")
     p.set_defaults(func=run)
@@ -67,6 +68,8 @@ def run(args: argparse.Namespace) -> int:
     only = parse_stages(args.stages)
     redo = parse_stages(args.redo) if args.redo else []
     out = args.out or Path("runs") / cfg.preset
+    if args.publish is not None:
+        check_publish_target(out, args.publish)  # not after hours of work
     run_reproduce(cfg, out, only, redo=redo, progress=not args.no_progress)
     for line in final_lines(cfg, out):
         print(line)

@@ -10,11 +10,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 from gmlm.cli.flags import float_list, int_list, show
-from gmlm.io import make_dirs
+from gmlm.io import check_output_folder, make_dirs
 from gmlm.theory.settings import (
     BenchSettings,
     EstimationSettings,
@@ -24,6 +25,9 @@ from gmlm.theory.settings import (
 )
 
 DEFAULT_OUT = Path("runs/theory")
+# The files the theory commands write into --out: `verify` (verify.json), the figures
+# (gmlm.theory.figures.write_figure) and `bench` (gmlm.theory.bench.run_bench).
+RESULT_FILE = re.compile(r"verify\.json|bench\.json|figure[1-3]\.(csv|json|png)")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -146,7 +150,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Prints the settings, time and memory of every theory target, then one "
         "JSON line. N grows while the next N is predicted to fit in --limit.",
     )
-    p.add_argument("--out", type=Path, default=Path("runs/theory-bench"))
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=Path("runs/theory-bench"),
+        help="output folder (default runs/theory-bench): new, or holding only theory results, "
+        "which are replaced",
+    )
     p.add_argument(
         "--limit",
         type=float,
@@ -164,7 +174,11 @@ def _common(p: argparse.ArgumentParser, seeds: bool) -> None:
         p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
         p.add_argument("--reps", type=int, default=10, help="repetitions (default 10)")
     p.add_argument(
-        "--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})"
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        help=f"output folder (default {DEFAULT_OUT}): new, or holding only theory results, "
+        "which are replaced",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
 
@@ -178,8 +192,19 @@ def _threads(p: argparse.ArgumentParser) -> None:
     )
 
 
+def holds_theory_results(folder: Path) -> bool:
+    """Whether every file in `folder` is one the theory commands write there (hidden files
+    aside: temporary ones): verify.json, bench.json, figureN.csv/json/png."""
+    return all(
+        RESULT_FILE.fullmatch(p.name) for p in folder.iterdir() if not p.name.startswith(".")
+    )
+
+
 def make_output_folder(args: argparse.Namespace) -> None:
-    """Create --out before the work, so that a bad path fails fast, not after minutes."""
+    """Check and create --out before the work, so that a bad path fails fast, not after
+    minutes: a new folder, or one holding only theory results, which are replaced
+    (gmlm.io.check_output_folder)."""
+    check_output_folder(args.out, "--out", "a folder of theory results", holds_theory_results)
     make_dirs(args.out, f"--out {args.out}")
 
 

@@ -24,7 +24,6 @@ from gmlm.cli.flags import (
 from gmlm.cli.options import add_option_flags, option_overrides
 from gmlm.data.textfiles import decode_utf8, read_lines, split_lines
 from gmlm.decoding.options import RefinementOptions, SearchOptions
-from gmlm.errors import GmlmError
 from gmlm.io import atomic_open, check_output_file
 
 # Who each decoding options class serves: the titles of the --help groups of their flags.
@@ -84,18 +83,13 @@ def read_input(path: Path | None) -> tuple[list[str], str]:
     return split_lines(decode_utf8(sys.stdin.buffer.read(), stdin), stdin), str(stdin)
 
 
-def _same_file(a: Path, b: Path) -> bool:
-    return b.exists() and a.resolve() == b.resolve()
-
-
 def run(args: argparse.Namespace) -> int:
     from gmlm.translation.translator import load
 
-    if args.output is not None:
-        check_output_file(args.output, "--output")  # not after the whole translation
+    if args.output is not None:  # not after the whole translation
+        inputs = {"--input": args.input, "--checkpoint": args.checkpoint}
+        check_output_file(args.output, "--output", inputs=inputs)
     lines, origin = read_input(args.input)
-    if args.input is not None and args.output is not None and _same_file(args.input, args.output):
-        raise GmlmError(f"--output {args.output} is the input file; choose another path")
     translator = load(args.checkpoint, device=args.device, cuda_graphs=args.cuda_graphs)
     if translator.defaults:
         shown = " ".join(f"{k}={v}" for k, v in translator.defaults.items())

@@ -56,7 +56,15 @@ from gmlm.data.parallel import Corpus, ParallelText
 from gmlm.data.stats import split_stats
 from gmlm.data.tokenizer import MIN_COVERAGE, SPECIAL_IDS, Tokenizer
 from gmlm.errors import GmlmError
-from gmlm.io import atomic_write_json, current_umask, make_dirs, replace_dir, restore_replaced
+from gmlm.io import (
+    atomic_write_json,
+    check_output_folder,
+    current_umask,
+    make_dirs,
+    replace_dir,
+    restore_replaced,
+    writing,
+)
 
 ENCODE_CHUNK = 50_000
 
@@ -158,19 +166,11 @@ def _settings(cfg: DataConfig, corpus: Corpus) -> dict[str, Any]:
 
 
 def _holds_dataset(out: Path) -> bool:
-    """Whether `out` holds a (possibly outdated) dataset; refuses to replace anything else."""
-    if not out.exists():
-        return False
-    if not out.is_dir():
-        raise GmlmError(f"--out {out}: exists and is not a folder; choose another path")
-    if (out / MANIFEST).is_file():
-        return True
-    if any(out.iterdir()):
-        raise GmlmError(
-            f"--out {out}: folder exists, is not empty and is not a gmlm dataset; refusing to "
-            "overwrite it: choose another --out or remove it"
-        )
-    return False
+    """Whether `out` holds a (possibly outdated) dataset, which preparing again reuses or
+    rebuilds; refuses to replace anything else (`gmlm.io.check_output_folder`)."""
+    return check_output_folder(
+        out, "--out", "a gmlm dataset", lambda folder: (folder / MANIFEST).is_file()
+    )
 
 
 def _remove_stale(out: Path) -> None:
@@ -289,20 +289,21 @@ def prepare_dataset(
         return out
 
     make_dirs(out.parent, f"--out {out}")
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    try:
-        tokenizer = reused or _train_tokenizer(cfg, splits["train"], say)
-        lap("tokenizer")
-        stats, entries = _write_splits(cfg, splits, tokenizer, tmp, progress)
-        lap("encode_write")
-        seconds["total"] = round(time.perf_counter() - t_start, 3)
-        _write_metadata(cfg, corpus, splits, tokenizer, tmp, stats, entries, digest, seconds)
-        _share_permissions(tmp)
-        kept = _keep_other_files(out, tmp) if existing else []
-        replace_dir(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    with writing(out):
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+        try:
+            tokenizer = reused or _train_tokenizer(cfg, splits["train"], say)
+            lap("tokenizer")
+            stats, entries = _write_splits(cfg, splits, tokenizer, tmp, progress)
+            lap("encode_write")
+            seconds["total"] = round(time.perf_counter() - t_start, 3)
+            _write_metadata(cfg, corpus, splits, tokenizer, tmp, stats, entries, digest, seconds)
+            _share_permissions(tmp)
+            kept = _keep_other_files(out, tmp) if existing else []
+            replace_dir(tmp, out)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
     say(
         f"{out}: written (content hash {digest[:12]})"
         + (f"; kept what prepare did not write: {', '.join(kept)}" if kept else "")

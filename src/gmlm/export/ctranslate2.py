@@ -62,7 +62,7 @@ from gmlm import provenance
 from gmlm.data.lengths import encode_inputs
 from gmlm.data.tokenizer import Tokenizer
 from gmlm.errors import GmlmError
-from gmlm.io import atomic_write_json
+from gmlm.io import atomic_write_json, check_output_folder
 
 if TYPE_CHECKING:
     from torch import Tensor, nn
@@ -222,20 +222,24 @@ def is_export(folder: Path) -> bool:
     return all((folder / name).is_file() for name in (INFO_FILE, *CT2_FILES))
 
 
-def export_ctranslate2(source: str | Path, out: str | Path) -> Path:
+def export_ctranslate2(source: str | Path, out: str | Path, *, force: bool = False) -> Path:
     """Convert the AR checkpoint `source` (or a run folder's best one) into the CTranslate2
-    folder `out` (see the module docstring), written atomically; an existing export there is
-    replaced, any other existing path is refused."""
+    folder `out` (see the module docstring), written atomically. `out` must be new or empty,
+    or with `force` an earlier CTranslate2 export, and never `source`, inside it or inside a
+    checkpoint or training run folder (`gmlm.io.check_output_folder`)."""
     from gmlm.models.autoregressive import AutoregressiveModel
     from gmlm.training.checkpoint import load_for_inference, write_checkpoint_dir
 
     import_ctranslate2()  # not installed: the error names the extra, before any work
     target = Path(out)
-    if target.exists() and not is_export(target):
-        raise GmlmError(
-            f"--out {target} exists and is not a CTranslate2 export (no {INFO_FILE} and "
-            f"{', '.join(CT2_FILES)}); choose a new folder"
-        )
+    check_output_folder(
+        target,
+        "--out",
+        "a CTranslate2 export",
+        is_export,
+        inputs={"--checkpoint": Path(source)},
+        replace=force,
+    )
     loaded = load_for_inference(source)
     if not isinstance(loaded.model, AutoregressiveModel):
         raise GmlmError(

@@ -27,6 +27,7 @@ from gmlm.io import atomic_write_text
 from gmlm.reproduce import plots, sections, summary
 from gmlm.reproduce.config import STAGES, ReproduceConfig
 from gmlm.reproduce.metrics import validations
+from gmlm.reproduce.publish import TITLE
 from gmlm.reproduce.stage_record import StageRecord
 from gmlm.reproduce.stand_in import ExampleTranslations
 from gmlm.reproduce.train_ablation import TrainAblationResult
@@ -54,7 +55,7 @@ def chosen_checkpoints(cfg: ReproduceConfig, out: Path, runs: list[str]) -> list
 
 def header(cfg: ReproduceConfig) -> list[str]:
     return [
-        f"# gmlm reproduction: preset `{cfg.preset}`",
+        f"{TITLE}`{cfg.preset}`",
         "",
         cfg.description,
         "",

@@ -27,9 +27,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
 import shutil
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -44,14 +47,22 @@ from gmlm.data.binarized import MANIFEST
 from gmlm.data.tokenizer import Tokenizer
 from gmlm.decoding.checkpoint_defaults import DECODING_FILE, read_decoding_defaults
 from gmlm.errors import GmlmError
-from gmlm.io import atomic_write_json, current_umask, make_dirs, replace_dir, restore_replaced
+from gmlm.io import (  # MODEL_FILE, RUN_CHECKPOINTS: declared torch-free, for path checks
+    MODEL_FILE,
+    RUN_CHECKPOINTS,
+    atomic_write_json,
+    check_not_protected,
+    check_output_folder,
+    current_umask,
+    is_run_folder,
+    make_dirs,
+    replace_dir,
+    restore_replaced,
+    writing,
+)
 from gmlm.models import build_model
 from gmlm.nn.config import ModelConfig
 from gmlm.training.config import TrainConfig
-
-MODEL_FILE = "model.safetensors"
-# The checkpoint folders a run folder can hold (see the Trainer).
-RUN_CHECKPOINTS = ("last", "best", "averaged")
 
 
 @dataclass
@@ -71,16 +82,33 @@ class LoadedModel:
 
 
 def write_checkpoint_dir(path: Path, fill: Callable[[Path], None]) -> None:
-    """Create `path` atomically: `fill(tmp)` writes a temporary folder that then replaces it."""
+    """Create `path` atomically: `fill(tmp)` writes a temporary folder that then replaces it.
+    A failed write (a full disk) is a WriteError naming `path`, which is left as it was."""
     make_dirs(path.parent, f"cannot write {path}")
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
+    with writing(path):
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
+        try:
+            with safetensors_errors():
+                fill(tmp)
+            tmp.chmod(0o777 & ~current_umask())
+            replace_dir(tmp, path)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+
+@contextmanager
+def safetensors_errors() -> Iterator[None]:
+    """safetensors reports a failed write (a full disk) as a SafetensorError that quotes the
+    system's error number; raise it as that OSError, which `gmlm.io.writing` names."""
     try:
-        fill(tmp)
-        tmp.chmod(0o777 & ~current_umask())
-        replace_dir(tmp, path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        yield
+    except SafetensorError as err:
+        code = re.search(r"\(os error (\d+)\)", str(err))
+        if code is None:
+            raise
+        number = int(code.group(1))
+        raise OSError(number, os.strerror(number)) from err
 
 
 def check_run_folder(run: Path) -> bool:
@@ -93,12 +121,11 @@ def check_run_folder(run: Path) -> bool:
     anything else, saying what it looks like: training writes its own `config.yaml`, so a
     checkpoint folder would stop loading and a dataset folder would lose its settings.
     """
-    if not run.exists():
-        return False
-    if not run.is_dir():
+    if run.exists() and not run.is_dir():
         raise GmlmError(f"out={run} is a file, not a folder; choose a folder path for the run")
-    entries = sorted(p.name for p in run.iterdir())
+    entries = sorted(p.name for p in run.iterdir()) if run.exists() else []
     if not entries:
+        check_not_protected(run, "out=")
         return False
     if (run / MODEL_FILE).is_file():
         raise GmlmError(
@@ -111,8 +138,7 @@ def check_run_folder(run: Path) -> bool:
             f"out={run} is a prepared dataset folder (it holds {MANIFEST}), not a run folder: "
             "pass it as data= and choose a new out= folder"
         )
-    config = (run / "config.yaml").is_file()
-    if not (config and ((run / "metrics.jsonl").is_file() or (run / "last").is_dir())):
+    if not is_run_folder(run):
         shown = ", ".join(entries[:5]) + (
             f" and {len(entries) - 5} more" if len(entries) > 5 else ""
         )
@@ -121,6 +147,7 @@ def check_run_folder(run: Path) -> bool:
             "holds the config.yaml and metrics.jsonl or last/ that `gmlm train` writes); "
             "choose a new or empty out= folder"
         )
+    check_not_protected(run, "out=")
     for name in RUN_CHECKPOINTS:
         restore_replaced(run / name)  # a run killed while it replaced one
     return (run / "last" / MODEL_FILE).is_file()
@@ -339,18 +366,39 @@ def average_weights(paths: Sequence[Path]) -> dict[str, torch.Tensor]:
     return {k: (v / len(paths)).float() for k, v in total.items()}
 
 
-def export_checkpoint(source: str | Path, out: str | Path, dtype: torch.dtype | None) -> Path:
+def is_export(folder: Path) -> bool:
+    """Whether `folder` holds a checkpoint that `export_checkpoint` wrote (what `gmlm export
+    --force` may replace): its meta.json records where it was exported from."""
+    meta = folder / "meta.json"
+    if not ((folder / MODEL_FILE).is_file() and meta.is_file()):
+        return False
+    try:
+        return "exported_from" in load_json(meta)
+    except GmlmError:
+        return False
+
+
+def export_checkpoint(
+    source: str | Path, out: str | Path, dtype: torch.dtype | None, *, force: bool = False
+) -> Path:
     """Copy the inference files of a checkpoint (or a run folder's best one) to `out`, its
     decoding.json included, with the weights cast to `dtype` (e.g. torch.bfloat16 halves the
     size; None keeps fp32).
 
     Loading casts them back to the model's fp32 parameters, so `gmlm translate` and `gmlm
-    bench` take an exported folder like any checkpoint. `out` is written atomically and must
-    not be an existing non-checkpoint folder."""
-    loaded = load_for_inference(source)
+    bench` take an exported folder like any checkpoint. `out` is written atomically; it must
+    be new or empty, or with `force` an earlier export, and never `source`, inside it or
+    inside a checkpoint or training run folder (`gmlm.io.check_output_folder`)."""
     target = Path(out)
-    if target.exists() and not (target / MODEL_FILE).is_file():
-        raise GmlmError(f"--out {target} exists and is not a checkpoint folder; choose another")
+    check_output_folder(
+        target,
+        "--out",
+        "a gmlm export",
+        is_export,
+        inputs={"--checkpoint": Path(source)},
+        replace=force,
+    )
+    loaded = load_for_inference(source)
     meta = load_json(loaded.path / "meta.json") if (loaded.path / "meta.json").is_file() else {}
     meta = {**meta, "exported_from": str(loaded.path), "weights_dtype": str(dtype or "fp32")}
 

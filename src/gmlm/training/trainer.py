@@ -44,7 +44,7 @@ from gmlm.config import save_config
 from gmlm.data.batching import Batch, BatchIterator
 from gmlm.data.binarized import PreparedDataset, TranslationDataset, load_dataset
 from gmlm.errors import GmlmError, Stopped
-from gmlm.io import atomic_open, atomic_write_json
+from gmlm.io import WriteError, atomic_open, atomic_write_json, writing
 from gmlm.models import build_model
 from gmlm.nn.layers import count_parameters
 from gmlm.provenance import torch_version
@@ -250,6 +250,7 @@ class Trainer:
         rngs = self._gather(self._rng_tensors())
         data_states = self._gather(self.batches.state_dict())
         if self.dist.is_main:
+            previous = self._last_state.get("step")
             rng = {k: v for part in rngs for k, v in part.items()}
             state = {
                 "step": self.step,
@@ -260,7 +261,6 @@ class Trainer:
                 "data": {f"rank{r}": s for r, s in enumerate(data_states)},
                 "validation_pending": validate,
             }
-            self._last_state = state
 
             def fill(tmp: Path) -> None:
                 ckpt.fill_inference_files(
@@ -270,7 +270,17 @@ class Trainer:
                 ckpt.save_tensors(rng, tmp / "state.safetensors")
                 atomic_write_json(tmp / "state.json", state)
 
-            ckpt.write_checkpoint_dir(self.run_dir / "last", fill)
+            try:
+                ckpt.write_checkpoint_dir(self.run_dir / "last", fill)
+            except WriteError as err:  # `last` as it was: the previous save, or none
+                kept = (
+                    f"the checkpoint of step {previous} in it is intact: once the cause is "
+                    "fixed, run the same command again to resume from it"
+                    if previous is not None
+                    else "no checkpoint of this run was saved before"
+                )
+                raise GmlmError(f"{err}. Saving step {self.step} failed; {kept}") from err
+            self._last_state = state
             if self.cfg.keep_history and validate:
                 self._save_history()
         barrier(self.dist)
@@ -402,7 +412,10 @@ class Trainer:
         if self.valid_pairs is not None:
             self.log(self.valid_pairs.describe())
         metrics_path = self.run_dir / "metrics.jsonl"
-        writer = open(metrics_path, "a", encoding="utf-8") if self.dist.is_main else None  # noqa: SIM115
+        writer = None
+        if self.dist.is_main:
+            with writing(metrics_path):
+                writer = open(metrics_path, "a", encoding="utf-8")  # noqa: SIM115
         tb = self._tensorboard()
         bar = tqdm(
             total=cfg.max_steps,
@@ -421,7 +434,8 @@ class Trainer:
         finally:
             bar.close()
             if writer is not None:
-                writer.close()
+                with writing(metrics_path):
+                    writer.close()
             if tb is not None:
                 tb.close()
         if cfg.average_last and self.dist.is_main:
@@ -495,8 +509,9 @@ class Trainer:
     def _write(self, writer: Any, tb: Any, row: dict[str, Any]) -> None:
         if writer is None:
             return
-        writer.write(json.dumps(row) + "\n")
-        writer.flush()
+        with writing(self.run_dir / "metrics.jsonl"):
+            writer.write(json.dumps(row) + "\n")
+            writer.flush()
         if tb is not None:
             for key, value in row.items():
                 if key != "step" and isinstance(value, (int, float)) and math.isfinite(value):

@@ -56,7 +56,7 @@ from gmlm.data.lengths import encode_inputs
 from gmlm.data.parallel import Corpus, ParallelText
 from gmlm.data.prepare import DataConfig, prepare_dataset
 from gmlm.errors import GmlmError
-from gmlm.io import atomic_open, atomic_write_json, make_dirs
+from gmlm.io import atomic_open, atomic_write_json, check_output_folder, make_dirs
 from gmlm.training.precision import bf16_by_default
 from gmlm.translation.translator import Translator, load
 
@@ -222,19 +222,15 @@ def _prepare_work(work: Path, settings: dict[str, Any], say: Log) -> None:
         atomic_write_json(saved_path, settings)
 
 
-def _check_out(out: Path, data: Path) -> None:
-    if out.resolve() == data.resolve():
-        raise GmlmError(f"--out {out} is the --data folder; choose a new folder")
-    if not out.exists():
-        return
-    if not out.is_dir():
-        raise GmlmError(f"--out {out}: exists and is not a folder; choose another path")
-    names = {p.name for p in out.iterdir()}
-    if not names or WORK in names or DISTILL_FILE in names:
-        return
-    what = "a prepared dataset not made by distillation" if MANIFEST in names else "not empty"
-    raise GmlmError(
-        f"--out {out}: is {what}; refusing to overwrite it: choose another --out or remove it"
+def _check_out(out: Path, data: Path, teacher: Path) -> None:
+    """`out` is new, empty, or a distillation's (complete or in progress: reused or resumed);
+    never the data, the teacher or anything else (`gmlm.io.check_output_folder`)."""
+    check_output_folder(
+        out,
+        "--out",
+        "a distilled dataset (done or in progress)",
+        lambda folder: (folder / WORK).is_dir() or (folder / DISTILL_FILE).is_file(),
+        inputs={"--data": data, "--teacher": teacher},
     )
 
 
@@ -388,7 +384,7 @@ def distill(
     prepared = load_dataset(data)
     if "train" not in prepared.splits:
         raise GmlmError(f"{data}: has no train split to distill")
-    _check_out(out, data)
+    _check_out(out, data, Path(teacher))
     previous_threads = torch.get_num_threads()
     if threads > 0:
         torch.set_num_threads(threads)
