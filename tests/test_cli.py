@@ -144,7 +144,7 @@ def test_output_flags_follow_the_vocabulary():
     theory = {("theory", name) for name in ("verify", "figure1", "figure2", "figure3", "bench")}
     folders = {("data", "prepare"), ("distill",), ("export",), ("reproduce",), *theory}
     analyses = {("analyze", name) for name in ("attention", "length", "ablation", "calibrate")}
-    files = {("translate",), ("bench",), *analyses}
+    files = {("translate",), ("bench",), ("loadtest",), *analyses}
     seen = {}
     parser = build_parser()
     (sub,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.serve.conftest import running
+from tests.helpers.serving import running
 
 pytest.importorskip("ctranslate2", reason="the optional extra gmlm[ctranslate2] is not installed")
 

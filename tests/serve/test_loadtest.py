@@ -22,7 +22,7 @@ from gmlm.serve.loadtest import (
     scrape,
 )
 from gmlm.serve.settings import ServeSettings
-from tests.serve.conftest import GatedBackend, running
+from tests.helpers.serving import GatedBackend, running
 
 
 def test_arrivals_are_a_seeded_poisson_process():

@@ -21,7 +21,7 @@ import pytest
 from gmlm.errors import GmlmError
 from gmlm.serve.server import parse_models
 from gmlm.serve.settings import ServeSettings
-from tests.serve.conftest import GatedBackend, running
+from tests.helpers.serving import GatedBackend, running
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -32,7 +32,7 @@ MAX_STEPS = 1000
 
 # Row-positions one extra decoder pass is worth (RefinementOptions.split_overhead), measured
 # with `gmlm bench` on the shipped PaDIR (docs/RESULTS.md, "Padding").
-SPLIT_OVERHEAD = 64
+SPLIT_OVERHEAD = 32
 
 StutterRemask = Literal["none", "previous", "initial"]
 Remask = Literal["none", "constant", "linear"]

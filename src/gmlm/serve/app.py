@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gmlm import __version__
+from gmlm import provenance
 from gmlm.errors import GmlmError
 from gmlm.serve.backends import Backend, options_json
 from gmlm.serve.batcher import Batcher, DeadlinePassed, QueueFull
@@ -180,7 +180,7 @@ def create_app(
 
     app = FastAPI(
         title="gmlm translation service",
-        version=__version__,
+        version=provenance.gmlm_version(),
         description="PaDIR and autoregressive translation models behind one HTTP API, with "
         "dynamic batching, bounded queues and Prometheus metrics.",
         lifespan=lifespan,
