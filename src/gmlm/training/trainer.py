@@ -413,17 +413,19 @@ class Trainer:
             dynamic_ncols=True,
         )
         self._last_row: dict[str, Any] = {}
-        try:
-            if self._validation_pending and self.dist.is_main:
-                self._validate(writer, tb)
-            with StopRequests() as stop:
+        # The signal handlers cover the closing below too: a Ctrl-C there must not replace
+        # the Stopped that says where `last` is by a KeyboardInterrupt.
+        with StopRequests() as stop:
+            try:
+                if self._validation_pending and self.dist.is_main:
+                    self._validate(writer, tb)
                 self._train_until_done_or_stopped(stop, writer, tb, bar)
-        finally:
-            bar.close()
-            if writer is not None:
-                writer.close()
-            if tb is not None:
-                tb.close()
+            finally:
+                bar.close()
+                if writer is not None:
+                    writer.close()
+                if tb is not None:
+                    tb.close()
         if cfg.average_last and self.dist.is_main:
             self._average()
         return TrainResult(self.run_dir, self.step, self.best, self._last_row)
