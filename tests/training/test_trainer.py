@@ -163,6 +163,36 @@ def test_resume_after_kill_9(word_task_data, tmp_path):
     assert steps == list(range(1, 41))  # no step logged twice after the resume
 
 
+def test_a_second_run_on_the_same_out_fails_until_the_first_is_gone(
+    word_task_data, tmp_path, capsys
+):
+    """Two `gmlm train ... out=SAME`: the second fails at once naming the folder and the first
+    run's PID, and writes nothing; once the first is killed (-9) the folder resumes."""
+    run = tmp_path / "run"
+    args = ["train", "--config", "tiny-ar", "--no-progress", f"data={word_task_data}", *FAST]
+    args += [f"out={run}", "valid_every=5"]
+    first = subprocess.Popen(
+        [sys.executable, "-m", "gmlm", *args, "max_steps=100000"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        while first.poll() is None and checkpoint_step(run / "last") < 5:
+            time.sleep(0.01)
+        config = (run / "config.yaml").read_text()
+        assert main([*args, "max_steps=5"]) == 2  # (at or past it: nothing to train)
+        err = capsys.readouterr().err
+        assert f"gmlm: error: out={run} is in use by another gmlm process (PID {first.pid})" in err
+        assert (run / "config.yaml").read_text() == config
+    finally:
+        first.kill()
+        first.wait()
+    step = checkpoint_step(run / "last")
+    assert step >= 5
+    assert main([*args, f"max_steps={step + 5}"]) == 0
+    assert checkpoint_step(run / "last") == step + 5
+
+
 def checkpoint_step(folder: Path) -> int:
     """The step of the checkpoint in `folder`; 0 while there is none, also in the instant a
     new one replaces it (the old folder is moved aside first)."""
@@ -239,7 +269,7 @@ def test_out_must_be_a_run_folder(word_task_data, tmp_path):
         dataset: "is a prepared dataset folder .*manifest.json.*pass it as data=",
         run / "config.yaml": "is a file, not a folder",
         tmp_path / "mine": r"not a gmlm run folder \(it holds config.yaml, notes.txt;",
-        run / "config.yaml" / "sub": "cannot create the run folder",
+        run / "config.yaml" / "sub": r"sub: .*config.yaml is a file, not a folder",
     }
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("mine")

@@ -19,7 +19,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "  gmlm train --config tiny-ar data=DIR out=DIR max_steps=200 optim.lr=1e-3\n"
         "Re-running the same command resumes from OUT/last (exactly, also after kill -9).\n"
         "OUT is a new or empty folder, or a run folder to resume; other folders (a checkpoint,\n"
-        "a prepared dataset) are refused.\n"
+        "a prepared dataset) are refused, and so is an OUT another run is training in.\n"
         "Data parallel: torchrun --nproc_per_node 2 -m gmlm train --config ... (gloo on CPU).\n"
         "precision=auto (the default) is fp32 on every CPU and bf16 autocast on bf16 GPUs;\n"
         "precision=bf16 on a CPU is opt-in: gmlm throughput measures whether it pays here.\n\n"

@@ -45,6 +45,7 @@ from gmlm.data.tokenizer import Tokenizer
 from gmlm.decoding.checkpoint_defaults import DECODING_FILE, read_decoding_defaults
 from gmlm.errors import GmlmError
 from gmlm.io import atomic_write_json, current_umask, make_dirs, replace_dir, restore_replaced
+from gmlm.locking import LOCK_FILE
 from gmlm.models import build_model
 from gmlm.nn.config import ModelConfig
 from gmlm.training.config import TrainConfig
@@ -97,7 +98,7 @@ def check_run_folder(run: Path) -> bool:
         return False
     if not run.is_dir():
         raise GmlmError(f"out={run} is a file, not a folder; choose a folder path for the run")
-    entries = sorted(p.name for p in run.iterdir())
+    entries = sorted(p.name for p in run.iterdir() if p.name != LOCK_FILE)
     if not entries:
         return False
     if (run / MODEL_FILE).is_file():
