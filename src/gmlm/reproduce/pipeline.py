@@ -319,10 +319,10 @@ def _changed_given(
     """The finished stages of `only` to redo because a checkpoint given to a training stage
     (`ar.checkpoint=DIR`, as the demo's released models) is not the one the stage recorded: a
     repository update replaced the released models, say. That stage, every finished stage that
-    read it (directly or not) and the report; the evaluation's saved translations of the
-    changed models are removed, so that they are made again, and so are the records of those
-    stages outside `only`, so that the next run without --stages runs them. A record without a
-    digest (from a gmlm before digests) counts as changed."""
+    read it (directly or not) and the report; the records of those stages outside `only` are
+    removed, so that the next run without --stages runs them. (The evaluation translates the
+    changed models again by itself: gmlm.reproduce.hypotheses.) A record without a digest
+    (from a gmlm before digests) counts as changed."""
     from gmlm.training.checkpoint import checkpoint_fingerprint, resolve_checkpoint
 
     changed = []
@@ -341,9 +341,6 @@ def _changed_given(
             redo.append(name)
     if stage_done(out, "report") and "report" not in redo:
         redo.append("report")
-    for name in changed:
-        for saved in (out / "eval").glob(f"{name}-*.txt"):
-            saved.unlink()
     later = [name for name in redo if name not in only]
     for name in later:
         (out / "stages" / f"{name}.json").unlink()
