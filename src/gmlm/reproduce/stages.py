@@ -347,6 +347,7 @@ def calibrate(ctx: Context) -> dict[str, Any]:
         return {"skipped": needs_multi30k("the length calibration", ctx.stand_in)}
     from gmlm.analysis.calibration import calibrate
     from gmlm.analysis.results import CalibrationResult
+    from gmlm.decoding.checkpoint_defaults import DECODING_FILE
 
     grids: list[tuple[str, str, list[Any], dict[str, Any]]] = [
         ("ar", "length_penalty", list(c.length_penalties), {"beam": c.ar_beam})
@@ -360,6 +361,12 @@ def calibrate(ctx: Context) -> dict[str, Any]:
             ctx.log(f"  {run}: a given checkpoint, not calibrated (it has its own decoding.json)")
             continue
         ctx.log(f"  {run}: {setting} over {values} on {c.split}")
+        earlier = ctx.checkpoint(run) / DECODING_FILE
+        if earlier.is_file():
+            # The stage's own output (the checkpoint was trained in this run) from before an
+            # interruption or a --redo, maybe with other settings: chosen again, from scratch.
+            ctx.log(f"  {run}: {earlier} holds an earlier calibration's choice: choosing again")
+            earlier.unlink()
         models[run] = calibrate(
             ctx.checkpoint(run),
             ctx.data_dir,
@@ -373,7 +380,6 @@ def calibrate(ctx: Context) -> dict[str, Any]:
             progress=ctx.progress,
             log=ctx.log,
         )
-        ctx.log(f"  {run}: {setting}={models[run].chosen:g} chosen")
     CalibrationResult(models=models).write(ctx.out / "calibrate" / "calibrate.json")
     return {run: {m.setting: m.chosen} for run, m in models.items()}
 
