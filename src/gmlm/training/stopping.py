@@ -55,7 +55,7 @@ class StopRequests:
             self.signum = signum
             said = f"{name}: stopping after the step in progress, once `last` is saved"
         else:
-            said = f"{name} again: already stopping, `last` is being saved; please wait"
+            said = f"{name} again: already stopping, once `last` is saved; please wait"
         _say(
             f"gmlm: {said} (to stop at once, losing the steps since the previous save: "
             f"kill -9 {os.getpid()})\n"
