@@ -31,6 +31,8 @@ from gmlm.errors import GmlmError
 # The files that mark the folders gmlm writes whole and reads back (declared here, torch-free,
 # so that the command line checks paths before loading anything; gmlm.training.checkpoint
 # uses them).
+# The lock file of a folder a writer holds (gmlm.locking); never counts as content.
+LOCK_FILE = ".gmlm.lock"
 MODEL_FILE = "model.safetensors"  # every checkpoint folder holds its weights here
 RUN_CHECKPOINTS = ("last", "best", "averaged")  # the checkpoint folders a run folder can hold
 
@@ -314,7 +316,7 @@ def check_output_folder(
             "another path"
         )
     check_not_protected(path, flag, inputs)
-    entries = sorted(p.name for p in path.iterdir()) if path.exists() else []
+    entries = sorted(p.name for p in path.iterdir() if p.name != LOCK_FILE) if path.exists() else []
     if not entries:
         return False
     if not own(path):

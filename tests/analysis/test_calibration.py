@@ -137,7 +137,8 @@ def test_padir_grid_rows_equal_translate_and_the_choice_reaches_every_user(
     assert (exported / DECODING_FILE).read_text() == written.read_text()
     assert gmlm.load(exported, device="cpu").defaults == {"length_shift": shift}
 
-    # The default chosen again: the file goes, the class defaults are back.
+    # A grid that gains nothing over the recorded choice keeps it, and says so.
+    recorded = written.read_bytes()
     again = calibrate(
         folder,
         word_task_data,
@@ -146,9 +147,74 @@ def test_padir_grid_rows_equal_translate_and_the_choice_reaches_every_user(
         sentences=4,
         device="cpu",
         progress=False,
+        min_gain=100.0,
     )
-    assert again.chosen == 0 and not written.exists()
-    assert gmlm.load(folder, device="cpu").defaults == {}
+    assert (again.previous, again.chosen) == (shift, shift)
+    assert [r.value for r in again.rows] == [0, shift]
+    assert again.decision == (
+        f"kept length_shift={shift} of {written}: no value beats it by more than 100 BLEU"
+    )
+    assert written.read_bytes() == recorded
+
+
+def test_a_recorded_choice_is_replaced_only_by_a_better_one_and_never_silently(
+    padir_run: Path, word_task_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The rows decode as the checkpoint does (decoding.json's other settings included);
+    the value to beat is the recorded one; a better value replaces it beside the file's other
+    settings, and the command says what it did: recorded / replaced / kept / nothing."""
+    folder = own_copy(padir_run, tmp_path)
+    prepared = load_dataset(word_task_data)
+    sources = prepared.read_text("valid", "src")[:SENTENCES]
+    references = prepared.read_text("valid", "tgt")[:SENTENCES]
+    translator = gmlm.load(folder, device="cpu")
+    bleu = {
+        v: round(
+            corpus_scores(
+                translator.translate(sources, batch_size=8, steps=2, length_shift=v), references
+            )["bleu"].score,
+            2,
+        )
+        for v in (-2, 0, 2)
+    }
+    worst, best = min(bleu, key=bleu.__getitem__), max(bleu, key=bleu.__getitem__)
+    assert bleu[best] > bleu[worst]
+    written = folder / DECODING_FILE
+    write_decoding_defaults(folder, {"length_shift": worst, "steps": 2}, "by hand")
+    result = calibrate(
+        folder,
+        word_task_data,
+        setting="length_shift",
+        values=(-2, 0, 2),
+        sentences=SENTENCES,
+        batch_size=8,
+        device="cpu",
+        progress=False,
+        min_gain=0.0,
+    )
+    assert {r.value: r.bleu for r in result.rows} == bleu  # decoded with steps=2
+    assert (result.previous, result.chosen) == (worst, best)
+    assert json.loads(written.read_text())["settings"] == {"length_shift": best, "steps": 2}
+    assert result.decision == (
+        f"replaced length_shift={worst} by {best} in {written} "
+        f"({bleu[best] - bleu[worst]:+.2f} BLEU over it)"
+    )
+    assert "the value recorded before" in json.loads(written.read_text())["chosen_on"]
+
+    # A first choice is recorded, a grid without gain records nothing; the command says so.
+    written.unlink()
+    args = ["analyze", "calibrate", "--checkpoint", str(folder), "--data", str(word_task_data)]
+    args += ["--sentences", str(SENTENCES), "--batch-size", "8", "--device", "cpu"]
+    args += ["--no-progress", "--values=-2,0,2"]
+    assert main([*args, "--min-gain", "100"]) == 0
+    assert not written.exists()
+    assert (
+        "decoding.json: nothing to record: no length_shift beats the class default (0) by more "
+        "than 100 BLEU." in capsys.readouterr().out
+    )
+    assert main([*args, "--min-gain", "0", "--dry-run"]) == 0
+    assert not written.exists()
+    assert f"dry run, {written} left as it is; a run would have: " in capsys.readouterr().out
 
 
 def test_ar_length_penalty_and_the_cli(

@@ -507,6 +507,23 @@ def test_whole_pipeline_on_a_synthetic_corpus(corpus, tmp_path):
     assert json.loads((out / "eval" / "scores.json").read_text())["systems"] == [
         {**r, "decode_seconds": None} for r in scores["systems"]
     ]
+    # Redoing the calibration chooses again from the class defaults: the stage's own earlier
+    # choices (here PaDIR's, as an interrupted calibration with another grid may leave it) are
+    # not the values to beat, so the same settings make the same choices.
+    earlier = out / "padir" / "best" / "decoding.json"
+    earlier.write_text('{"settings": {"length_shift": 3}, "chosen_on": "another grid"}')
+    again.clear()
+    run_reproduce(cfg, out, ["calibrate"], redo=["calibrate"], progress=False, log=again.append)
+    redone = CalibrationResult.read(out / "calibrate" / "calibrate.json")
+    for run, m in redone.models.items():
+        first = calibration.models[run]
+        bleu = [(r.value, r.bleu) for r in m.rows]
+        assert (m.previous, m.chosen, bleu) == (
+            None,
+            first.chosen,
+            [(r.value, r.bleu) for r in first.rows],
+        ), run
+    assert f"  padir: {earlier} holds an earlier calibration's choice: choosing again" in again
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ from gmlm.bench.result import BenchResult, BenchRow, Percentiles
 from gmlm.evaluation.results import EvaluationScores
 from gmlm.reproduce.config import Targets, load_reproduce_config
 from gmlm.reproduce.sections import fastest_rows, targets_section
-from gmlm.reproduce.summary import headline
+from gmlm.reproduce.summary import headline, summary_section
 
 FIXTURE_RUN = Path(__file__).resolve().parents[1] / "fixtures" / "run"
 ALL = Targets(
@@ -51,9 +51,13 @@ def scores(bleu: dict[str, float], stutter: dict[str, float] | None = None) -> E
     return dataclasses.replace(fixture, systems=tuple(rows))
 
 
-def bench(rows: dict[tuple[str, str], tuple[float, float]]) -> BenchResult:
-    """The fixture's bench with its rows replaced by (precision, system) -> (p50, p99) ms."""
+def bench(rows: dict[tuple[str, str], tuple[float, float]], sentences: int = 200) -> BenchResult:
+    """The fixture's bench with its rows replaced by (precision, system) -> (p50, p99) ms,
+    timed on `sentences` sentences."""
     fixture = BenchResult.read(FIXTURE_RUN / "bench" / "bench.json")
+    fixture = dataclasses.replace(
+        fixture, settings=dataclasses.replace(fixture.settings, sentences=sentences)
+    )
     template = fixture.results[0]
     results = tuple(
         dataclasses.replace(
@@ -141,6 +145,41 @@ def test_missed_targets_say_by_how_much() -> None:
         "missed by 1.33x",  # 50 / 30 = 1.67x
         "missed by 0.20x",  # CTranslate2's fastest, int8: 16 / 20 = 0.80x
     ]
+
+
+def test_no_verdict_on_the_first_sentences_of_a_split_nor_on_a_p99_of_a_few() -> None:
+    """The demo scored its first 300 of 1,000 test sentences ("missed by 0.51 BLEU" there, met
+    on all of them) and timed 15 (a p99 speed-up of 1.33x, 2.68x on 200): the measures are
+    shown, with no verdict, in the table and in the summary."""
+    subset = dataclasses.replace(
+        scores({"ar-beam5": 39.5, "padir-T4-B5": 37.99, "padir-T10-B5": 38.0}),
+        sentences=300,
+        split_sentences=1000,
+    )
+    rows = table(ALL, subset, bench(TIMES, sentences=15))
+    part = "the first 300 of the test split's 1000 sentences"
+    assert [row[2] for row in rows] == [
+        *[f"no verdict on a subset: {part}"] * 4,  # quality: gap, stutter, AR BLEU, T=10
+        "met",  # the median of 15 sentences
+        "no verdict: 15 timed sentences, too few for a p99, which needs 100",
+        "met",
+    ]
+    assert rows[0][1] == "BLEU 37.99 vs 39.50 (gap +1.51)"
+    assert [row[2] for row in table(ALL, subset, bench(TIMES, sentences=100))][5] == "met"
+    text = "\n".join(
+        summary_section(
+            headline(load_reproduce_config("multi30k"), FIXTURE_RUN, subset, bench(TIMES, 15), None)
+        )
+    )
+    assert f"gap +1.51 ({part}; no verdict on a subset)" in text
+    assert "3.15x as fast as AR beam 5 at the median (batch 1" in text and "p99" in text
+    assert "at p99" not in text and "15 timed sentences, too few for a p99" in text
+    text = "\n".join(
+        summary_section(
+            headline(load_reproduce_config("multi30k"), FIXTURE_RUN, None, bench(TIMES), None)
+        )
+    )
+    assert "at the median and 3.33x at p99" in text and "200 sentences)" in text
 
 
 def test_targets_of_models_that_have_not_learned_are_not_meaningful() -> None:

@@ -166,6 +166,36 @@ def test_resume_after_kill_9(word_task_data, tmp_path):
     assert steps == list(range(1, 41))  # no step logged twice after the resume
 
 
+def test_a_second_run_on_the_same_out_fails_until_the_first_is_gone(
+    word_task_data, tmp_path, capsys
+):
+    """Two `gmlm train ... out=SAME`: the second fails at once naming the folder and the first
+    run's PID, and writes nothing; once the first is killed (-9) the folder resumes."""
+    run = tmp_path / "run"
+    args = ["train", "--config", "tiny-ar", "--no-progress", f"data={word_task_data}", *FAST]
+    args += [f"out={run}", "valid_every=5"]
+    first = subprocess.Popen(
+        [sys.executable, "-m", "gmlm", *args, "max_steps=100000"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        while first.poll() is None and checkpoint_step(run / "last") < 5:
+            time.sleep(0.01)
+        config = (run / "config.yaml").read_text()
+        assert main([*args, "max_steps=5"]) == 2  # (at or past it: nothing to train)
+        err = capsys.readouterr().err
+        assert f"gmlm: error: out={run} is in use by another gmlm process (PID {first.pid})" in err
+        assert (run / "config.yaml").read_text() == config
+    finally:
+        first.kill()
+        first.wait()
+    step = checkpoint_step(run / "last")
+    assert step >= 5
+    assert main([*args, f"max_steps={step + 5}"]) == 0
+    assert checkpoint_step(run / "last") == step + 5
+
+
 def checkpoint_step(folder: Path) -> int:
     """The step of the checkpoint in `folder`; 0 while there is none, also in the instant a
     new one replaces it (the old folder is moved aside first)."""
@@ -242,9 +272,9 @@ def test_out_must_be_a_run_folder(word_task_data, tmp_path):
         dataset: "is a prepared dataset folder .*manifest.json.*pass it as data=",
         run / "config.yaml": "is a file, not a folder",
         tmp_path / "mine": r"not a gmlm run folder \(it holds config.yaml, notes.txt;",
-        run / "config.yaml" / "sub": r"lies inside .*r, a training run folder, where only its",
         run / "best" / "sub": r"lies inside .*best, a checkpoint folder",
-        tmp_path / "notes.txt" / "sub": "cannot create the run folder",
+        tmp_path / "notes.txt" / "sub": r"sub: .*notes.txt is a file, not a folder",
+        run / "config.yaml" / "sub": r"sub: .*config.yaml is a file, not a folder",
     }
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("mine")
@@ -684,8 +714,9 @@ def test_precision_auto_is_fp32_on_every_cpu(precision, expected):
 
 def test_sigterm_stops_after_the_step_in_progress_with_last_saved(word_task_data, tmp_path):
     """A stop signal during a step: the step finishes, `last` is written at it (no save was
-    due: save_minutes=0, no validation), the command exits 128 + SIGTERM saying how to resume,
-    the signal handlers are put back, and the resumed run equals an uninterrupted one."""
+    due: save_minutes=0, no validation), the command exits 128 + SIGTERM saying how to resume
+    and ignores further signals while it exits, and the resumed run equals an uninterrupted
+    one."""
     settings = ["max_steps=12", "valid_every=100", "save_minutes=0"]
     straight = train(word_task_data, tmp_path / "a", "ar", *settings)
     original = Trainer.train_step
@@ -695,13 +726,17 @@ def test_sigterm_stops_after_the_step_in_progress_with_last_saved(word_task_data
             os.kill(os.getpid(), signal.SIGTERM)
         return original(self)
 
-    handler = signal.getsignal(signal.SIGTERM)
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
     args = ["train", "--config", "tiny-ar", "--no-progress", f"data={word_task_data}", *FAST]
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Trainer, "train_step", signalled_in_step_5)
-        code = main([*args, f"out={tmp_path / 'b'}", *settings])
-    assert code == 128 + signal.SIGTERM
-    assert signal.getsignal(signal.SIGTERM) is handler
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(Trainer, "train_step", signalled_in_step_5)
+            code = main([*args, f"out={tmp_path / 'b'}", *settings])
+        assert code == 128 + signal.SIGTERM
+        assert all(signal.getsignal(sig) is signal.SIG_IGN for sig in handlers)
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
     state = json.loads((tmp_path / "b" / "last" / "state.json").read_text())
     assert (state["step"], state["validation_pending"]) == (5, False)
     assert [r["step"] for r in metrics(tmp_path / "b")] == [1, 2, 3, 4, 5]
@@ -710,29 +745,74 @@ def test_sigterm_stops_after_the_step_in_progress_with_last_saved(word_task_data
     assert straight.step == 12 and all(torch.equal(a[k], b[k]) for k in a)
 
 
-def test_sigterm_message_and_a_second_signal_stops_at_once(word_task_data, tmp_path, capsys):
-    original = Trainer.train_step
+def test_signals_after_the_first_change_nothing_but_say_so(word_task_data, tmp_path, capfd):
+    """Ctrl-C pressed again during the step in progress and during the save of `last`: the
+    run still saves that step whole and stops with the first signal's message; each signal
+    says on stderr what is going on; the handlers are put back."""
+    original_step, original_save = Trainer.train_step, Trainer.save_last
 
     def signalled(self):
         if self.step == 2:  # during the 3rd step
             os.kill(os.getpid(), signal.SIGTERM)
-        return original(self)
+            os.kill(os.getpid(), signal.SIGINT)
+        return original_step(self)
+
+    def interrupted_save(self, validate=True):
+        os.kill(os.getpid(), signal.SIGINT)
+        original_save(self, validate)
+        os.kill(os.getpid(), signal.SIGINT)
 
     cfg = load_train_config(
-        "tiny-ar", [f"data={word_task_data}", f"out={tmp_path}", *FAST, "max_steps=9"]
+        "tiny-ar",
+        [f"data={word_task_data}", f"out={tmp_path}", *FAST, "max_steps=9", "save_minutes=0"],
     )
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(Trainer, "train_step", signalled)
+        patch.setattr(Trainer, "save_last", interrupted_save)
         with pytest.raises(GmlmError, match=r"stopped by SIGTERM after step 3 of 9, saved in"):
             Trainer(cfg, progress=False, log=lambda _m: None).run()
-        # A second request before the save stops at once.
-        from gmlm.training.stopping import StopRequests
+    assert {sig: signal.getsignal(sig) for sig in handlers} == handlers
+    assert ckpt.check_run_folder(tmp_path)  # `last` is a whole checkpoint
+    state = json.loads((tmp_path / "last" / "state.json").read_text())
+    assert state["step"] == 3
+    said = capfd.readouterr().err.splitlines()
+    assert len(said) == 4
+    assert said[0].startswith("gmlm: SIGTERM: stopping after the step in progress")
+    assert all(line.startswith("gmlm: SIGINT again: already stopping") for line in said[1:])
+    assert all(f"kill -9 {os.getpid()}" in line for line in said)
 
-        with pytest.raises(KeyboardInterrupt), StopRequests() as stop:
-            os.kill(os.getpid(), signal.SIGINT)
-            assert stop.name == "SIGINT"
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(1)  # the handler raises here, at the latest
+
+def test_three_quick_ctrl_c_stop_a_training_cleanly(word_task_data, tmp_path):
+    """A real process, three SIGINTs: the first during a step, the second right after it
+    (during the step or the save; or coalesced with the first by the system), the third once
+    the process reports the stop (while it exits). No traceback: the stop message, exit
+    status 130, `last` saved whole at the step the message names."""
+    run = tmp_path / "run"
+    args = [sys.executable, "-m", "gmlm", "train", "--config", "tiny-ar", "--no-progress"]
+    args += [f"data={word_task_data}", f"out={run}", *FAST, "max_steps=100000"]
+    args += ["valid_every=100000", "save_minutes=0"]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    # No deadline (a loaded machine may take minutes): the run stops on the signals.
+    while proc.poll() is None and not (
+        (run / "metrics.jsonl").is_file() and len(metrics(run)) >= 3
+    ):
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.001)
+    proc.send_signal(signal.SIGINT)
+    lines = []
+    for line in proc.stderr:
+        lines.append(line)
+        if "stopped by SIGINT" in line:
+            proc.send_signal(signal.SIGINT)  # during the exit
+    assert proc.wait() == 128 + signal.SIGINT, "".join(lines)
+    text = "".join(lines)
+    assert "Traceback" not in text and "interrupted" not in text, text
+    step = json.loads((run / "last" / "state.json").read_text())["step"]
+    assert f"stopped by SIGINT after step {step} of 100000, saved in {run / 'last'}" in text
+    assert [r["step"] for r in metrics(run)] == list(range(1, step + 1))
 
 
 def test_each_process_of_a_cuda_run_needs_a_gpu_of_its_own(monkeypatch):

@@ -12,12 +12,15 @@ its predicted lengths), a beam search may prefer short hypotheses (`SearchOption
 length_penalty`). So each compared model gets that one setting chosen on validation data,
 never on the test set, by the rule gmlm uses for its defaults: decode the split with each value
 (every other setting at its default, plus `decoding`, e.g. ``beam=5``), score it with
-SacreBLEU, and keep the best value only if it beats the default's BLEU by more than
-`min_gain`; otherwise the default stays. The choice goes into the checkpoint's decoding.json
-(`gmlm.decoding.checkpoint_defaults`), with the scores that made it, so `gmlm translate`,
-`gmlm bench` and the analyses decode the model as it was evaluated. A checkpoint's existing
-decoding.json does not enter the grid's decodings (each starts from the class defaults) and is
-replaced.
+SacreBLEU, and keep the best value only if it beats, by more than `min_gain` BLEU, what the
+checkpoint decodes with now: the value its decoding.json records (a choice made earlier, maybe
+on more sentences), else the class default, both always in the grid. So a calibration never
+silently undoes an earlier decision: it keeps it (decoding.json untouched), replaces it, or
+records a first choice, and says which (`Calibration.decision`). The choice goes into the
+checkpoint's decoding.json (`gmlm.decoding.checkpoint_defaults`) beside the file's other
+settings, with the scores that made it, so `gmlm translate`, `gmlm bench` and the analyses
+decode the model as it was evaluated. Each grid row decodes as the checkpoint does (its
+decoding.json's other settings included) with the one setting changed.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from tqdm import tqdm
 
 from gmlm.analysis.results import Calibration, CalibrationRow
 from gmlm.analysis.split_decoding import decode_scored, read_pairs
-from gmlm.decoding.checkpoint_defaults import write_decoding_defaults
+from gmlm.decoding.checkpoint_defaults import DECODING_FILE, write_decoding_defaults
 from gmlm.decoding.options import CALIBRATION_MIN_GAIN, OPTIONS
 from gmlm.errors import GmlmError
 from gmlm.training.checkpoint import resolve_checkpoint
@@ -62,9 +65,8 @@ def calibrate(
     write: bool = True,
 ) -> Calibration:
     """Decode `split` of the prepared `data` with each of `values` of decoding `setting` (the
-    class default added when missing), choose (see the module docstring), and, if `write`,
-    record the choice in `checkpoint`'s decoding.json (the default chosen: the file is
-    removed)."""
+    class default and the checkpoint's recorded value added when missing), choose (see the
+    module docstring), and, if `write`, record a new choice in `checkpoint`'s decoding.json."""
     from gmlm.translation.translator import load
 
     if sentences is not None and sentences < 1:
@@ -80,9 +82,10 @@ def calibrate(
             f"checkpoint that `decoding` does not fix; its settings are {', '.join(fields)}"
         )
     default = getattr(cls(), setting)
-    grid = list(dict.fromkeys([*values, default] if default not in values else values))
+    previous = translator.defaults.get(setting)
+    grid = list(dict.fromkeys([*values, default, *([] if previous is None else [previous])]))
     # every value checked before the first decoding
-    options = [translator.options(cls(), **(decoding or {}), **{setting: v}) for v in grid]
+    options = [translator.options(**(decoding or {}), **{setting: v}) for v in grid]
 
     pairs = read_pairs(data, split, sentences)
     rows = []
@@ -116,16 +119,49 @@ def calibrate(
         setting=setting,
         decoding=dict(decoding or {}),
         default=default,
-        chosen=choose(rows, default, min_gain),
+        chosen=choose(rows, default if previous is None else previous, min_gain),
         min_gain=min_gain,
         bleu_signature=signature,
         rows=tuple(rows),
+        previous=previous,
     )
-    if write:
-        chosen = result.chosen
-        settings = {} if chosen == default else {setting: chosen}
-        write_decoding_defaults(resolve_checkpoint(checkpoint), settings, result.summary())
+    folder = resolve_checkpoint(checkpoint)
+    result = dataclasses.replace(result, decision=decision(result, folder / DECODING_FILE, write))
+    if write and result.chosen != result.baseline:
+        settings = {**translator.defaults, setting: result.chosen}
+        write_decoding_defaults(folder, settings, result.summary())
+    if log is not None:
+        log(f"  {result.decision}")
     return result
+
+
+def decision(result: Calibration, path: Path, write: bool) -> str:
+    """What the choice of `result` does to the decoding.json at `path`, in words."""
+    r = result
+    gain = next(x.bleu for x in r.rows if x.value == r.chosen) - next(
+        x.bleu for x in r.rows if x.value == r.baseline
+    )
+    if r.chosen == r.baseline and r.previous is None:
+        text = (
+            f"nothing to record: no {r.setting} beats the class default ({r.default:g}) by "
+            f"more than {r.min_gain:g} BLEU"
+        )
+    elif r.chosen == r.baseline:
+        text = (
+            f"kept {r.setting}={r.previous:g} of {path}: no value beats it by more than "
+            f"{r.min_gain:g} BLEU"
+        )
+    elif r.previous is None:
+        text = (
+            f"recorded {r.setting}={r.chosen:g} in {path} ({gain:+.2f} BLEU over the class "
+            f"default {r.default:g})"
+        )
+    else:
+        text = (
+            f"replaced {r.setting}={r.previous:g} by {r.chosen:g} in {path} ({gain:+.2f} BLEU "
+            "over it)"
+        )
+    return text if write else f"dry run, {path} left as it is; a run would have: {text}"
 
 
 def render_calibration_markdown(result: Calibration) -> str:
@@ -140,4 +176,5 @@ def render_calibration_markdown(result: Calibration) -> str:
         )
         lines.append("| " + " | ".join(cells) + " |")
     signature = f"BLEU signature: `{result.bleu_signature}`"
-    return "\n".join([*lines, "", result.summary() + ".", signature, ""])
+    done = [f"decoding.json: {result.decision}.", ""] if result.decision else []
+    return "\n".join([*lines, "", result.summary() + ".", signature, "", *done])

@@ -313,7 +313,10 @@ class CalibrationRow(Record):
 
 @dataclass(frozen=True, kw_only=True)
 class Calibration(Record):
-    """One checkpoint's grid: the setting, its class default, the value chosen, every row."""
+    """One checkpoint's grid: the setting, its class default, the value the checkpoint's
+    decoding.json held before (`previous`; None: none, the class default was in use), the
+    value chosen, every row, and what the calibration did to decoding.json (`decision`, in
+    words; None in records of a gmlm before it said)."""
 
     checkpoint: str
     split: str
@@ -325,12 +328,20 @@ class Calibration(Record):
     min_gain: float
     bleu_signature: str
     rows: tuple[CalibrationRow, ...]
+    previous: float | None = field(default=None, metadata=OMIT_NONE)
+    decision: str | None = field(default=None, metadata=OMIT_NONE)
+
+    @property
+    def baseline(self) -> float:
+        """What the checkpoint decoded with before: the value to beat."""
+        return self.default if self.previous is None else self.previous
 
     def label(self, value: float) -> str:
         """A grid value as the tables show it: "1 **chosen**", "0 (default)"."""
         return (
             f"{value:g}"
             + (" (default)" if value == self.default else "")
+            + (" (recorded before)" if value == self.previous else "")
             + (" **chosen**" if value == self.chosen else "")
         )
 
@@ -338,10 +349,15 @@ class Calibration(Record):
         """One line: the rule and the scores, as the checkpoint's decoding.json records it."""
         scores = ", ".join(f"{r.bleu:.2f} at {r.value:g}" for r in self.rows)
         given = " ".join(f"{k}={v}" for k, v in self.decoding.items())
+        rival = (
+            f"the default ({self.default:g})"
+            if self.previous is None
+            else f"the value recorded before ({self.previous:g})"
+        )
         return (
             f"{self.setting} chosen on the {self.split} split ({self.sentences} pairs"
             f"{', ' + given if given else ''}): BLEU {scores}; the best value is kept only "
-            f"if it beats the default ({self.default:g}) by more than {self.min_gain:g}"
+            f"if it beats {rival} by more than {self.min_gain:g}"
         )
 
 

@@ -124,10 +124,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "entry of one decoding --setting (PaDIR: length_shift, added to the predicted "
         "lengths; AR: length_penalty of beam search), every other setting at its default "
         "(plus --beam for AR), and scores each with SacreBLEU. The best value is kept only if "
-        "it beats the default's BLEU by more than --min-gain; it is written to the "
-        "checkpoint's decoding.json, which `gmlm translate`, `gmlm bench` and the analyses "
-        "then use as the checkpoint's decoding default (the default kept: the file is "
-        "removed). Choose on validation data, never on the test set.",
+        "it beats, by more than --min-gain BLEU, the value the checkpoint decodes with now "
+        "(its decoding.json's, else the default; both are in the grid); it is then written "
+        "to the checkpoint's decoding.json, which `gmlm translate`, `gmlm bench` and the "
+        "analyses use as the checkpoint's decoding default. An earlier choice is never "
+        "removed silently: the output says whether decoding.json was recorded, replaced, "
+        "kept or left without a choice. Choose on validation data, never on the test set.",
     )
     add_checkpoint(p, "checkpoint folder (or run folder) to calibrate")
     p.add_argument("--data", type=Path, required=True, help="prepared dataset folder")
@@ -155,8 +157,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--min-gain",
         type=float,
         default=CALIBRATION_MIN_GAIN,
-        help="BLEU the best value must gain over the default to be kept (default: "
-        f"{CALIBRATION_MIN_GAIN:g})",
+        help="BLEU the best value must gain over the checkpoint's current value to be kept "
+        f"(default: {CALIBRATION_MIN_GAIN:g})",
     )
     p.add_argument(
         "--dry-run", action="store_true", help="score the values but leave decoding.json alone"

@@ -49,7 +49,8 @@ def add_parser(sub: Any) -> None:
         "prepare",
         help="clean, split, tokenize and binarize a corpus",
         description="Build a prepared dataset folder: tokenizer, binarized splits, stats.json. "
-        "Re-running with the same inputs and settings reuses it (content hash).",
+        "Re-running with the same inputs and settings reuses it (content hash). A folder another "
+        "gmlm command is writing is refused.",
         epilog=CORPUS_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -23,7 +23,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "teacher, its step, the settings, counts and sentences/s. Work is saved in chunks "
         "(OUT/work/chunk-NNNNN.txt, written atomically): run the same command again after an "
         "interruption to resume. --out only holds a manifest once it is complete, and a "
-        "complete --out made with the same teacher weights, data and settings is reused.",
+        "complete --out made with the same teacher weights, data and settings is reused. An --out "
+        "another gmlm command is writing is refused.",
     )
     p.add_argument(
         "--teacher",

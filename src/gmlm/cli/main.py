@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from types import ModuleType
 
@@ -61,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command of `argv`; returns the exit status. A command that ends because of a
+    signal (a training stopped on request, a Ctrl-C) leaves the process ignoring SIGINT and
+    SIGTERM, so that one more while it exits does not end it with a traceback."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -68,12 +73,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # here, so that a closed pipe is caught below, not at exit
         return status
     except Stopped as err:
+        _ignore_stop_signals()
         print(f"gmlm: {err}", file=sys.stderr)
         return err.exit_code
     except GmlmError as err:
         print(f"gmlm: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        _ignore_stop_signals()
         print("gmlm: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
@@ -82,6 +89,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         # that Python's own flush at exit does not fail again.
         _discard_stdout()
         return 141
+
+
+def _ignore_stop_signals() -> None:
+    """The process is on its way out: a further Ctrl-C or SIGTERM would only interrupt its
+    exit (Python's clean-up at exit then prints a traceback)."""
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)
 
 
 def _discard_stdout() -> None:

@@ -14,7 +14,8 @@ Steps (timed, reported in `stats.json`):
    into place, so an interrupted run never leaves a dataset that a later run would trust.
    Files of someone else's in a dataset folder being rebuilt are hard-linked (or copied) into
    the new folder first: only what prepare writes is replaced, and at every moment the old or
-   the new folder holds them.
+   the new folder holds them. The output folder is locked from the start (`gmlm.locking`):
+   a second prepare into it fails at once; the lock ends with the rename, the last write.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ from gmlm.io import (
     restore_replaced,
     writing,
 )
+from gmlm.locking import LOCK_FILE, folder_lock
 
 ENCODE_CHUNK = 50_000
 
@@ -175,8 +177,7 @@ def _holds_dataset(out: Path) -> bool:
 
 def _remove_stale(out: Path) -> None:
     """Leftovers of runs killed before they could clean up (never trusted, just removed; a
-    previous dataset that a kill left in `.NAME.old-*` instead of `out` is put back first)."""
-    restore_replaced(out)
+    previous dataset that a kill left in `.NAME.old-*` instead of `out` was put back first)."""
     for pattern in (f".{out.name}.tmp-*", f".{out.name}.old-*"):
         for stale in out.parent.glob(pattern):
             shutil.rmtree(stale, ignore_errors=True)
@@ -187,7 +188,7 @@ def _keep_other_files(out: Path, tmp: Path) -> list[str]:
     `out` that is not a dataset file, so that replacing `out` by `tmp` keeps it; their names.
 
     `out` is not touched: until the rename, a crash leaves it as it was."""
-    others = sorted(p.name for p in out.iterdir() if p.name not in DATASET_FILES)
+    others = sorted(p.name for p in out.iterdir() if p.name not in {*DATASET_FILES, LOCK_FILE})
     for name in others:
         try:
             _link_or_copy(out / name, tmp / name)
@@ -254,6 +255,20 @@ def prepare_dataset(
     say = log or (lambda _msg: None)
     validate_config(cfg)
     out = Path(out_dir)
+    restore_replaced(out)  # a dataset a kill left aside goes back before the folder is locked
+    with folder_lock(out, f"--out {out}"):
+        return _prepare(cfg, out, force, progress, corpus, say)
+
+
+def _prepare(
+    cfg: DataConfig,
+    out: Path,
+    force: bool,
+    progress: bool,
+    corpus: Corpus | None,
+    say: Callable[[str], None],
+) -> Path:
+    """`prepare_dataset` in the folder `out`, locked by this process."""
     _remove_stale(out)
     existing = _holds_dataset(out)
     seconds: dict[str, float] = {}

@@ -56,10 +56,7 @@ def read_decoding_defaults(folder: Path, kind: str, config: ModelConfig) -> dict
 
 
 def write_decoding_defaults(folder: Path, settings: dict[str, Any], chosen_on: str) -> None:
-    """Record `settings` as checkpoint `folder`'s decoding defaults (atomically); no settings
-    removes the file, leaving the class defaults."""
-    path = Path(folder) / DECODING_FILE
-    if not settings:
-        path.unlink(missing_ok=True)
-        return
-    DecodingDefaults(settings=dict(settings), chosen_on=chosen_on).write(path)
+    """Record `settings` as checkpoint `folder`'s decoding defaults (atomically)."""
+    DecodingDefaults(settings=dict(settings), chosen_on=chosen_on).write(
+        Path(folder) / DECODING_FILE
+    )

@@ -290,8 +290,7 @@ class RefinementOptions:
         check_length_penalty(self.length_penalty)
         if not 0 <= self.split_overhead <= 1_000_000:
             raise GmlmError(
-                f"split_overhead={self.split_overhead} must be between 0 and 1000000 "
-                "row-positions"
+                f"split_overhead={self.split_overhead} must be between 0 and 1000000 row-positions"
             )
         if not 0 <= self.prune_after <= MAX_STEPS:
             raise GmlmError(

@@ -14,6 +14,9 @@ on max_steps (inverse_sqrt, constant): the steps already taken are then exactly 
 planned with the new length. The settings of a stage that is off (`enabled: false`) in both
 configs do not count.
 
+The run folder is locked while the stages run (:mod:`gmlm.locking`): a second `gmlm reproduce`
+on it fails at once instead of resuming the stage the first one is running.
+
 A run whose data stage prepared gmlm's example sentences because the Multi30k test files were
 missing (`data.examples_if_missing`) is provisional: once the files are there (at the
 configured folder, or at another one given as `data.corpus`), rerunning the same command
@@ -34,7 +37,7 @@ from typing import Any
 
 from gmlm.config import ConfigError, load_config, save_config, to_dict
 from gmlm.errors import GmlmError
-from gmlm.io import make_dirs
+from gmlm.locking import LOCK_FILE, folder_lock
 from gmlm.provenance import host
 from gmlm.reproduce import stages
 from gmlm.reproduce.config import STAGES, ReproduceConfig, trained_stage
@@ -126,7 +129,7 @@ def check_run_folder(cfg: ReproduceConfig, out: Path) -> None:
     """Refuse a folder that holds another preset's (or another config's) run."""
     saved_path = out / CONFIG_FILE
     if not saved_path.is_file():
-        if out.is_dir() and any(out.iterdir()):
+        if out.is_dir() and any(p.name != LOCK_FILE for p in out.iterdir()):
             raise GmlmError(
                 f"--out {out} exists, is not empty and holds no {CONFIG_FILE}: it is not a "
                 "reproduction run; choose an empty or new folder"
@@ -242,11 +245,25 @@ def run_reproduce(
     Finished stages are skipped unless named in `redo`. A stage whose inputs are missing is an
     error naming the stage to run first.
     """
+    out = Path(out)
+    with folder_lock(out, f"--out {out}"):
+        _run_stages(cfg, out, only, redo, progress, log)
+    return out
+
+
+def _run_stages(
+    cfg: ReproduceConfig,
+    out: Path,
+    only: Sequence[str],
+    redo: Sequence[str],
+    progress: bool,
+    log: Callable[[str], None],
+) -> None:
+    """`run_reproduce` in the run folder `out`, locked by this process (gmlm.locking; the
+    training, distillation and data stages lock their own folders inside it as well)."""
     import torch
 
-    out = Path(out)
     check_run_folder(cfg, out)
-    make_dirs(out, f"--out {out}")
     save_config(cfg, out / CONFIG_FILE)
     if cfg.threads > 0:
         torch.set_num_threads(cfg.threads)
@@ -294,7 +311,6 @@ def run_reproduce(
             summary=summary,
         ).write(out / "stages" / f"{name}.json")
         log(f"[{name}] finished in {seconds / 60:.1f} min")
-    return out
 
 
 def _changed_given(
@@ -303,10 +319,10 @@ def _changed_given(
     """The finished stages of `only` to redo because a checkpoint given to a training stage
     (`ar.checkpoint=DIR`, as the demo's released models) is not the one the stage recorded: a
     repository update replaced the released models, say. That stage, every finished stage that
-    read it (directly or not) and the report; the evaluation's saved translations of the
-    changed models are removed, so that they are made again, and so are the records of those
-    stages outside `only`, so that the next run without --stages runs them. A record without a
-    digest (from a gmlm before digests) counts as changed."""
+    read it (directly or not) and the report; the records of those stages outside `only` are
+    removed, so that the next run without --stages runs them. (The evaluation translates the
+    changed models again by itself: gmlm.reproduce.hypotheses.) A record without a digest
+    (from a gmlm before digests) counts as changed."""
     from gmlm.training.checkpoint import checkpoint_fingerprint, resolve_checkpoint
 
     changed = []
@@ -325,9 +341,6 @@ def _changed_given(
             redo.append(name)
     if stage_done(out, "report") and "report" not in redo:
         redo.append("report")
-    for name in changed:
-        for saved in (out / "eval").glob(f"{name}-*.txt"):
-            saved.unlink()
     later = [name for name in redo if name not in only]
     for name in later:
         (out / "stages" / f"{name}.json").unlink()

@@ -5,7 +5,8 @@ it (the results as typed records: eval/scores.json, bench/bench.json, ...); its 
 few numbers of its own shape for stages/NAME.json (:class:`StageRecord`). The pipeline
 (:mod:`gmlm.reproduce.pipeline`) records a stage as done only after its function returns, so
 an interrupted stage runs again (training and distillation resume from their own checkpoints;
-evaluation skips systems whose hypotheses are already written).
+evaluation skips systems whose hypotheses are already written with the same settings:
+:mod:`gmlm.reproduce.hypotheses`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,12 @@ from typing import TYPE_CHECKING, Any, Literal
 from gmlm.errors import GmlmError
 from gmlm.io import atomic_write_text
 from gmlm.reproduce.config import ReproduceConfig, TrainStage, checkpoint_dir, trained_stage
+from gmlm.reproduce.hypotheses import (
+    MadeWith,
+    save_translations,
+    saved_translations,
+    sources_digest,
+)
 from gmlm.reproduce.stage_record import FINGERPRINT, STAND_IN
 from gmlm.reproduce.stand_in import (
     EXAMPLES,
@@ -340,6 +347,7 @@ def calibrate(ctx: Context) -> dict[str, Any]:
         return {"skipped": needs_multi30k("the length calibration", ctx.stand_in)}
     from gmlm.analysis.calibration import calibrate
     from gmlm.analysis.results import CalibrationResult
+    from gmlm.decoding.checkpoint_defaults import DECODING_FILE
 
     grids: list[tuple[str, str, list[Any], dict[str, Any]]] = [
         ("ar", "length_penalty", list(c.length_penalties), {"beam": c.ar_beam})
@@ -353,6 +361,12 @@ def calibrate(ctx: Context) -> dict[str, Any]:
             ctx.log(f"  {run}: a given checkpoint, not calibrated (it has its own decoding.json)")
             continue
         ctx.log(f"  {run}: {setting} over {values} on {c.split}")
+        earlier = ctx.checkpoint(run) / DECODING_FILE
+        if earlier.is_file():
+            # The stage's own output (the checkpoint was trained in this run) from before an
+            # interruption or a --redo, maybe with other settings: chosen again, from scratch.
+            ctx.log(f"  {run}: {earlier} holds an earlier calibration's choice: choosing again")
+            earlier.unlink()
         models[run] = calibrate(
             ctx.checkpoint(run),
             ctx.data_dir,
@@ -366,7 +380,6 @@ def calibrate(ctx: Context) -> dict[str, Any]:
             progress=ctx.progress,
             log=ctx.log,
         )
-        ctx.log(f"  {run}: {setting}={models[run].chosen:g} chosen")
     CalibrationResult(models=models).write(ctx.out / "calibrate" / "calibrate.json")
     return {run: {m.setting: m.chosen} for run, m in models.items()}
 
@@ -464,6 +477,7 @@ def evaluate(ctx: Context) -> dict[str, Any]:
     from gmlm.evaluation.results import EvaluationScores, SystemScores
     from gmlm.evaluation.stutter import stutter_report
     from gmlm.evaluation.summary import Signatures, quality_row
+    from gmlm.training.checkpoint import checkpoint_fingerprint, resolve_checkpoint
 
     e = ctx.cfg.evaluate
     if ctx.stand_in:
@@ -484,16 +498,31 @@ def evaluate(ctx: Context) -> dict[str, Any]:
     rows: list[SystemScores] = []
     signatures: Signatures | None = None
     translators: dict[str, Any] = {}
+    digest = sources_digest(sources)
+    fingerprints: dict[str, str] = {}
     for system in systems(ctx.cfg):
-        hyp_path = folder / f"{system.key}.txt"
+        if system.run not in fingerprints:
+            fingerprints[system.run] = checkpoint_fingerprint(
+                resolve_checkpoint(ctx.checkpoint(system.run))
+            )
+        made_with = MadeWith(
+            split=e.split,
+            sentences=len(sources),
+            sources_sha256=digest,
+            checkpoint=fingerprints[system.run],
+            precision="bf16" if e.bf16 else "fp32",
+            batch_size=e.batch_size,
+            decoding=system.settings,
+        )
         seconds = None
-        if hyp_path.is_file():
-            hyps = hyp_path.read_text(encoding="utf-8").splitlines()
-        else:
+        hyps, stale = saved_translations(folder, system.key, made_with)
+        if hyps is None:
+            if stale:
+                ctx.log(f"  {system.label}: {stale}: translating again")
             start = time.perf_counter()
             hyps = translate(ctx, translators, system, sources)
             seconds = time.perf_counter() - start
-            atomic_write_text(hyp_path, "".join(h + "\n" for h in hyps))
+            save_translations(folder, system.key, made_with, hyps)
         quality, signatures = quality_row(hyps, references, tokenize)
         rows.append(
             SystemScores(

@@ -11,8 +11,10 @@ T=4 B=5 against AR beam 5, eval/scores.json), the batch-1 speed-up (median and p
 with the median over the 1-layer-decoder AR beam 5 too when the `ar1` stage ran) and PaDIR's
 stutter (per 100 words, eval/scores.json); then one sentence on the attention tables
 (attention/attention.json). Quality scored on the first `evaluate.sentences` of the split
-says so, with the command that scores all of it. A comparison with an AR system that has not
-learned says so instead of giving a verdict (:func:`gmlm.reproduce.sections.not_meaningful`).
+says so, with the command that scores all of it, and the Targets table gives it no verdict;
+a p99 of fewer than `sections.P99_MIN_SENTENCES` timed sentences is left out. A comparison
+with an AR system that has not learned says so instead of giving a verdict
+(:func:`gmlm.reproduce.sections.not_meaningful`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from gmlm.reproduce.sections import (
     PADIR_SYSTEM,
     fastest_rows,
     not_meaningful,
+    subset_note,
+    too_few_for_p99,
 )
 from gmlm.reproduce.stand_in import MULTI30K_SOURCE, stand_in_reason
 
@@ -41,9 +45,10 @@ PAPER_CROSS_TV = (0.13, 0.23)  # Table 5, average over heads: stutter, non-stutt
 
 @dataclass(frozen=True)
 class Gap:
-    """PaDIR T=4 B=5 against AR beam 5 on `sentences` sentences of `split`: all of it, or its
-    first `sentences` of `split_sentences` (evaluate.sentences), with `whole` the command that
-    scores all of it and `published` where those numbers are published ("" if nowhere)."""
+    """PaDIR T=4 B=5 against AR beam 5 on `sentences` sentences of `split`: all of it, or
+    only its first sentences (evaluate.sentences; `subset` says so: no verdict then), with
+    `whole` the command that scores all of it and `published` where those numbers are
+    published ("" if nowhere)."""
 
     padir_bleu: float
     ar_bleu: float
@@ -51,7 +56,7 @@ class Gap:
     ar_label: str
     sentences: int
     split: str
-    split_sentences: int | None
+    subset: str | None  # sections.subset_note: "the first 300 of the test split's 1000 ..."
     whole: str
     published: str
 
@@ -112,7 +117,7 @@ def headline(
             ar_label=ar.label,
             sentences=scores.sentences,
             split=scores.split,
-            split_sentences=scores.split_sentences,
+            subset=subset_note(scores),
             whole=whole_split_command(out),
             published=cfg.published,
         )
@@ -213,8 +218,8 @@ def _quality_text(q: Gap) -> str:
         f"{q.padir_label} {q.padir_bleu:.2f} BLEU vs {q.ar_label} {q.ar_bleu:.2f}: "
         f"gap {q.gap:+.2f} "
     )
-    if q.split_sentences:
-        text += f"(the first {q.sentences} of the {q.split} split's {q.split_sentences} sentences)"
+    if q.subset:
+        text += f"({q.subset}; no verdict on a subset)"
     else:
         text += f"({q.sentences} sentences of the {q.split} split)"
     return f"{text}; {verdict} (the models have not learned)" if verdict else text
@@ -227,11 +232,13 @@ def _whole_split_text(q: Gap) -> str:
 
 
 def _speed_text(s: Speed, quality: Gap | None) -> str:
+    few = too_few_for_p99(s.sentences)
     text = (
-        f"PaDIR T=4 B=5 is {s.median:.2f}x as fast as AR beam 5 at the median and {s.p99:.2f}x "
-        f"at p99 (batch 1, text in and text out, each in its fastest precision: PaDIR "
-        f"{s.padir_precision}, AR {s.ar_precision}; {s.threads} threads, {s.sentences} "
-        "sentences)"
+        f"PaDIR T=4 B=5 is {s.median:.2f}x as fast as AR beam 5 at the median"
+        + ("" if few else f" and {s.p99:.2f}x at p99")
+        + f" (batch 1, text in and text out, each in its fastest precision: PaDIR "
+        f"{s.padir_precision}, AR {s.ar_precision}; {s.threads} threads, "
+        + (f"{few})" if few else f"{s.sentences} sentences)")
     )
     if s.ar1_median is not None:
         text += f", and {s.ar1_median:.2f}x as fast as the 1-layer-decoder AR beam 5 at the median"
@@ -261,7 +268,7 @@ def _numbers(h: Headline) -> list[tuple[str, str, str | None]]:
     report's summary and the command's last lines render the same list."""
     parts: list[tuple[str, str, str | None]] = []
     if h.quality:
-        more = _whole_split_text(h.quality) if h.quality.split_sentences else None
+        more = _whole_split_text(h.quality) if h.quality.subset else None
         parts.append(("Quality", _quality_text(h.quality), more))
     if h.speed:
         parts.append(("Speed-up", _speed_text(h.speed, h.quality), None))

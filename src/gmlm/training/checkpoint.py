@@ -48,6 +48,7 @@ from gmlm.data.tokenizer import Tokenizer
 from gmlm.decoding.checkpoint_defaults import DECODING_FILE, read_decoding_defaults
 from gmlm.errors import GmlmError
 from gmlm.io import (  # MODEL_FILE, RUN_CHECKPOINTS: declared torch-free, for path checks
+    LOCK_FILE,
     MODEL_FILE,
     RUN_CHECKPOINTS,
     atomic_write_json,
@@ -123,7 +124,7 @@ def check_run_folder(run: Path) -> bool:
     """
     if run.exists() and not run.is_dir():
         raise GmlmError(f"out={run} is a file, not a folder; choose a folder path for the run")
-    entries = sorted(p.name for p in run.iterdir()) if run.exists() else []
+    entries = sorted(p.name for p in run.iterdir() if p.name != LOCK_FILE) if run.exists() else []
     if not entries:
         check_not_protected(run, "out=")
         return False

@@ -45,6 +45,7 @@ from gmlm.data.batching import Batch, BatchIterator
 from gmlm.data.binarized import PreparedDataset, TranslationDataset, load_dataset
 from gmlm.errors import GmlmError, Stopped
 from gmlm.io import WriteError, atomic_open, atomic_write_json, writing
+from gmlm.locking import folder_lock
 from gmlm.models import build_model
 from gmlm.nn.layers import count_parameters
 from gmlm.provenance import torch_version
@@ -159,18 +160,12 @@ class Trainer:
 
     # ----------------------------------------------------------------------------- state
     def _prepare_run_dir(self) -> bool:
-        """Create the run folder, or resume the run in it. Returns True when resuming."""
+        """Whether the run folder (created with its lock) holds a run to resume."""
         run = self.run_dir
         if ckpt.check_run_folder(run):
             saved = ckpt.read_config(run / "last")
             ckpt.check_resume_compatible(saved, self.cfg, run)
             return True
-        try:
-            run.mkdir(parents=True, exist_ok=True)
-        except OSError as err:
-            raise GmlmError(
-                f"out={run}: cannot create the run folder ({err.strerror}); choose another out="
-            ) from None
         return False
 
     def _restore(self) -> None:
@@ -382,8 +377,14 @@ class Trainer:
         }
 
     def run(self) -> TrainResult:
+        """Train (or resume) to max_steps in the run folder, which the main process holds
+        locked throughout (gmlm.locking): a second run on it fails at once."""
+        owner = (
+            folder_lock(self.run_dir, f"out={self.run_dir}") if self.dist.is_main else nullcontext()
+        )
         try:
-            return self._run()
+            with owner:
+                return self._run()
         finally:
             shutdown(self.dist)
 
@@ -426,18 +427,20 @@ class Trainer:
             dynamic_ncols=True,
         )
         self._last_row: dict[str, Any] = {}
-        try:
-            if self._validation_pending and self.dist.is_main:
-                self._validate(writer, tb)
-            with StopRequests() as stop:
+        # The signal handlers cover the closing below too: a Ctrl-C there must not replace
+        # the Stopped that says where `last` is by a KeyboardInterrupt.
+        with StopRequests() as stop:
+            try:
+                if self._validation_pending and self.dist.is_main:
+                    self._validate(writer, tb)
                 self._train_until_done_or_stopped(stop, writer, tb, bar)
-        finally:
-            bar.close()
-            if writer is not None:
-                with writing(metrics_path):
-                    writer.close()
-            if tb is not None:
-                tb.close()
+            finally:
+                bar.close()
+                if writer is not None:
+                    with writing(metrics_path):
+                        writer.close()
+                if tb is not None:
+                    tb.close()
         if cfg.average_last and self.dist.is_main:
             self._average()
         return TrainResult(self.run_dir, self.step, self.best, self._last_row)

@@ -26,6 +26,8 @@ How the work is organised, so that nothing is wasted and nothing is half-written
   (any old manifest is removed before the first file moves). Then ``work/`` is removed.
 * A later call with the same teacher weights, data and settings finds ``OUT`` complete and
   returns at once.
+* ``OUT`` is locked throughout (:mod:`gmlm.locking`): a second distillation into it, which
+  would translate the same chunks and mix the two runs' files, fails at once.
 
 Sources that are empty or longer than the teacher's ``max_source_len`` are not translated
 (their target stays empty, so the data filter drops the pair); teacher outputs that decode
@@ -57,6 +59,7 @@ from gmlm.data.parallel import Corpus, ParallelText
 from gmlm.data.prepare import DataConfig, prepare_dataset
 from gmlm.errors import GmlmError
 from gmlm.io import atomic_open, atomic_write_json, check_output_folder, make_dirs
+from gmlm.locking import folder_lock
 from gmlm.training.precision import bf16_by_default
 from gmlm.translation.translator import Translator, load
 
@@ -384,6 +387,39 @@ def distill(
     prepared = load_dataset(data)
     if "train" not in prepared.splits:
         raise GmlmError(f"{data}: has no train split to distill")
+    with folder_lock(out, f"--out {out}"):
+        return _distill(
+            teacher,
+            data,
+            out,
+            prepared,
+            beam=beam,
+            batch_size=batch_size,
+            bf16=bf16,
+            threads=threads,
+            device=device,
+            progress=progress,
+            say=say,
+            chunk_sentences=chunk_sentences,
+        )
+
+
+def _distill(
+    teacher: str | Path,
+    data: Path,
+    out: Path,
+    prepared: PreparedDataset,
+    *,
+    beam: int,
+    batch_size: int,
+    bf16: bool | None,
+    threads: int,
+    device: str,
+    progress: bool,
+    say: Log,
+    chunk_sentences: int,
+) -> Path:
+    """`distill` into the folder `out`, locked by this process (gmlm.locking)."""
     _check_out(out, data, Path(teacher))
     previous_threads = torch.get_num_threads()
     if threads > 0:

@@ -1,0 +1,117 @@
+"""One writer per output folder: an exclusive lock held while a command writes into its folder.
+
+`gmlm train`, `gmlm distill`, `gmlm data prepare` and `gmlm reproduce` write into a folder of
+their own over minutes or hours, and a rerun resumes what it finds there; two of them on one
+folder would each take the other's half-done work for its own (a training resuming from a
+checkpoint another is still writing, one run's `last/` beside the other's metrics). So each
+holds ``FOLDER/.gmlm.lock`` locked (``fcntl.flock``, exclusive) from before its first write
+until it ends, and a second writer fails at once with an error that names the folder and the
+holder's PID. The system drops the lock when the process ends, however it ends (``kill -9``
+too), so no lock is ever stale: the file, removed on a normal release (with the folder, if
+the lock created it and nothing was written), may stay after a kill and is then simply
+locked again. A process may take a lock it holds again (nested calls on one folder); folders
+inside a locked one have locks of their own (reproduce's stages).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from gmlm.errors import GmlmError
+from gmlm.io import LOCK_FILE, make_dirs
+
+__all__ = ["LOCK_FILE", "folder_lock"]
+
+# The folders this process holds (resolved path -> [descriptor of the lock file, depth]).
+_held: dict[Path, list[int]] = {}
+
+
+@contextlib.contextmanager
+def folder_lock(folder: Path, what: str) -> Iterator[Path]:
+    """Create `folder` if needed and hold its lock for the duration; yields `folder`.
+
+    `what` names the folder as the user gave it, for messages ("out=runs/padir", "--out
+    runs/demo"). Another process holding the lock is a GmlmError, raised before anything is
+    written.
+    """
+    folder = Path(folder)
+    key = folder.resolve()
+    if key in _held:
+        _held[key][1] += 1
+        try:
+            yield folder
+        finally:
+            _held[key][1] -= 1
+        return
+    created = not folder.exists()
+    make_dirs(folder, what)
+    fd = _acquire(folder / LOCK_FILE, what)
+    _held[key] = [fd, 1]
+    try:
+        yield folder
+    finally:
+        del _held[key]
+        _release(folder / LOCK_FILE, fd)
+        if created:  # a command that failed before writing leaves no empty folder behind
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+
+
+def _acquire(path: Path, what: str) -> int:
+    """The descriptor of lock file `path`, locked, with this process's PID written in it."""
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        except FileNotFoundError:  # a holder that created the folder removed it on release
+            make_dirs(path.parent, what)
+            continue
+        except OSError as err:
+            raise GmlmError(
+                f"{what}: cannot create the lock file {path} ({err.strerror}); choose a "
+                "writable folder"
+            ) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _holder(fd)
+            os.close(fd)
+            raise GmlmError(
+                f"{what} is in use by another gmlm process{holder}, which writes there: wait "
+                "until it ends (or stop it), or choose another folder"
+            ) from None
+        except OSError as err:
+            os.close(fd)
+            raise GmlmError(
+                f"{what}: cannot lock {path} ({err.strerror}); this file system may not "
+                "support locks: choose a folder on a local disk"
+            ) from None
+        # A holder that released between our open and our lock removed the file we opened:
+        # then the lock is on a file nobody else will open; take the one at `path` instead.
+        with contextlib.suppress(FileNotFoundError):
+            if os.path.samestat(os.fstat(fd), os.stat(path)):
+                break
+        os.close(fd)
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
+
+
+def _holder(fd: int) -> str:
+    """ " (PID n)" as the holder wrote it in the lock file, or "" before it has."""
+    with contextlib.suppress(OSError, ValueError):
+        pid = int(os.pread(fd, 32, 0).decode().strip())
+        return f" (PID {pid})"
+    return ""
+
+
+def _release(path: Path, fd: int) -> None:
+    """Remove the lock file (if it is still ours: a folder replaced whole took it away) while
+    holding it, then unlock: one that opens it meanwhile finds it gone and starts again."""
+    with contextlib.suppress(OSError):
+        if os.path.samestat(os.fstat(fd), os.stat(path)):
+            os.unlink(path)
+    os.close(fd)
