@@ -14,6 +14,7 @@ from gmlm.analysis.length import length_analysis, render_length_markdown
 from gmlm.analysis.results import LengthResult
 from gmlm.cli.main import main
 from gmlm.data.binarized import load_dataset
+from gmlm.decoding.options import RefinementOptions
 from gmlm.decoding.refinement import refine, sentence_generators
 from gmlm.errors import GmlmError
 from gmlm.evaluation.bleu import corpus_scores
@@ -115,6 +116,7 @@ def test_the_oracle_row_decodes_the_reference_lengths(
     sources = prepared.read_text("test", "src")[:12]
     references = prepared.read_text("test", "tgt")[:12]
     options = translator.options(steps=2, length_beam=1)
+    assert isinstance(options, RefinementOptions)
     hypotheses = []
     with torch.no_grad():
         for line, (source, reference) in enumerate(zip(sources, references, strict=True)):
