@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-slow lint bench speed speed-gpu clean
+.PHONY: install demo test test-slow verify-results lint bench speed speed-gpu clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,13 @@ test: $(STAMP)
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
+
+# The released checkpoints' BLEU on the first 100 Multi30k test sentences, exactly as pinned in
+# docs/RESULTS-pinned.json (tests/helpers/pinned_results.py says how to regenerate it): under a
+# minute on one core. Needs the test set (MULTI30K), as `make demo` does.
+verify-results: $(STAMP)
+	@test -d "$(MULTI30K)" || { echo "verify-results: no Multi30k folder at $(MULTI30K); pass MULTI30K=DIR"; exit 2; }
+	MULTI30K="$(MULTI30K)" $(BIN)/python -m pytest -q -m slow tests/test_released_checkpoints.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests

@@ -1,5 +1,6 @@
-"""Fixtures shared across test folders: one torch thread, a tiny prepared translation dataset
-and a tiny PaDIR run trained on it. Helpers (plain functions) live in tests/helpers/."""
+"""Fixtures shared across test folders: one torch thread, a tiny prepared translation dataset,
+a tiny PaDIR run trained on it, and tiny checkpoints that memorised its first test pairs.
+Helpers (plain functions) live in tests/helpers/."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 import torch
 
 from tests.helpers.corpora import make_pairs, tiny_config, write_corpus
+from tests.helpers.learned import memorised_checkpoint
 
 
 @pytest.fixture
@@ -53,3 +55,16 @@ def padir_run(word_task_data: Path, tmp_path_factory: pytest.TempPathFactory) ->
     Trainer(cfg, progress=False, log=lambda _message: None).run()
     torch.set_num_threads(threads)
     return out
+
+
+@pytest.fixture(scope="session")
+def learned_checkpoints(
+    word_task_data: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Path]:
+    """An AR and a PaDIR checkpoint that memorised the first test pairs of `word_task_data`
+    (tests/helpers/learned.py: what each has learned, and the sentences it has not seen);
+    a few seconds of training."""
+    root = tmp_path_factory.mktemp("learned")
+    return {
+        kind: memorised_checkpoint(root / kind, kind, word_task_data) for kind in ("ar", "padir")
+    }

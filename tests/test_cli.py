@@ -175,3 +175,51 @@ def test_shared_list_parsers():
     ):
         with pytest.raises(argparse.ArgumentTypeError, match=re.escape(message)):
             parse(text)
+
+
+def readme_commands() -> list[list[str]]:
+    """The words after `gmlm` of every command README.md shows: in its bash blocks (lines
+    joined at a trailing backslash, comments dropped) and its inline code spans (line breaks as
+    spaces), each cut at a shell operator."""
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    bash = re.compile(r"^```bash\n(.*?)^```\n", flags=re.S | re.M)
+    lines = [
+        line for block in bash.findall(text) for line in block.replace("\\\n", " ").split("\n")
+    ]
+    rest = re.sub(r"^```.*$", "", bash.sub("", text), flags=re.M)  # other fences' spans count
+    lines += [span.replace("\n", " ") for span in re.findall(r"`([^`]+)`", rest)]
+    found = []
+    for line in lines:
+        code = re.sub(r"(^|\s)#.*", "", line)  # a shell comment is prose
+        for match in re.finditer(r"(?<![\w.\[/-])gmlm[ \t]+(\S.*)", code):
+            found.append(re.split(r"\s(?:[|;<>]|&&)\s", match.group(1))[0].split())
+    return found
+
+
+def test_every_flag_the_readme_names_is_in_its_commands_help():
+    """README.md's commands exist and name only flags that their command's --help shows
+    (no misspelt, removed or deprecated flag)."""
+    commands = readme_commands()
+    assert len(commands) > 30
+    wrong = []
+    for words in commands:
+        parser, names = build_parser(), ["gmlm"]
+        while words and (
+            sub := [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        ):
+            if words[0] not in sub[0].choices:
+                break
+            names.append(words[0])
+            parser = sub[0].choices[words.pop(0)]
+        if len(names) == 1 and words and not words[0].startswith("-"):
+            wrong.append(f"gmlm {words[0]}: no such command")
+        shown = {
+            o for a in parser._actions if a.help != argparse.SUPPRESS for o in a.option_strings
+        }
+        flags = (word.strip("[](),").split("=")[0] for word in words)
+        wrong += [
+            f"{' '.join(names)} {flag}"
+            for flag in flags
+            if flag.startswith("--") and flag not in shown
+        ]
+    assert wrong == []

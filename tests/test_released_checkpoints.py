@@ -1,14 +1,20 @@
 """The Multi30k checkpoints committed under checkpoints/multi30k-de-en/ (docs/RESULTS.md):
 they load as the right kinds, hold bf16 weights under the 80 MB budget, translate, carry the
-decoding defaults chosen on validation data, and give their golden outputs."""
+decoding defaults chosen on validation data, give their golden outputs and, where the Multi30k
+test set is present (slow tier, `make verify-results`), their pinned BLEU on a slice of it
+(docs/RESULTS-pinned.json)."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 import torch
 
 import gmlm
 from gmlm.training.checkpoint import MODEL_FILE, load_tensors
+from tests.helpers.corpora import MULTI30K
+from tests.helpers.pinned_results import COMMAND, PINNED, SYSTEMS, bleu, protocol
 from tests.helpers.released_golden import RELEASED, released_kinds, released_outputs
 
 SOURCES = [
@@ -95,3 +101,29 @@ def test_released_checkpoints_give_their_golden_outputs(kind: str) -> None:
         torch.testing.assert_close(lengths, expected, atol=2e-4, rtol=0)
     else:
         assert lengths is None
+
+
+def test_the_pinned_results_record_their_protocol() -> None:
+    """docs/RESULTS-pinned.json holds a BLEU for each system of tests/helpers/pinned_results.py,
+    under the slice, settings and command that module uses (no test set needed)."""
+    pinned = json.loads(PINNED.read_text(encoding="utf-8"))
+    assert pinned["command"] == COMMAND
+    bleus = {system: entry.pop("bleu") for system, entry in pinned["systems"].items()}
+    assert {key: pinned[key] for key in protocol()} == protocol()
+    assert all(isinstance(value, float) and 0 < value < 100 for value in bleus.values()), bleus
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not MULTI30K.is_dir(), reason=f"the Multi30k test set is not at {MULTI30K} (MULTI30K=DIR)"
+)
+@pytest.mark.parametrize("system", sorted(SYSTEMS))
+def test_released_checkpoints_give_their_pinned_bleu(system: str) -> None:
+    """Exactly to two decimals: about 20 seconds of decoding on one thread in all."""
+    pinned = json.loads(PINNED.read_text(encoding="utf-8"))["systems"][system]["bleu"]
+    measured = round(bleu(system).score, 2)
+    assert measured == pinned, (
+        f"{system}: BLEU {measured:.2f} on the pinned slice, {pinned:.2f} pinned in {PINNED.name}; "
+        f"if the change is meant to move the released models' outputs, rerun `{COMMAND}` and "
+        "docs/RESULTS.md's evaluation"
+    )

@@ -15,8 +15,11 @@ from gmlm.analysis.length import length_analysis, render_length_markdown
 from gmlm.analysis.results import LengthResult
 from gmlm.cli.main import main
 from gmlm.data.binarized import load_dataset
+from gmlm.decoding.options import RefinementOptions
+from gmlm.decoding.refinement import refine, sentence_generators
 from gmlm.errors import GmlmError
 from gmlm.evaluation.bleu import corpus_scores
+from gmlm.evaluation.summary import quality_row
 from gmlm.models import PadirModel
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -97,6 +100,40 @@ def test_predictor_statistics_match_a_per_sentence_recomputation(
     assert result.to_json()["predictor"]["reference_in_top_2"] == p.reference_in_top
     assert p.reference_mean_rank == pytest.approx(sum(ranks) / 12, abs=1e-3)
     assert "reference length (oracle)" in render_length_markdown(result)
+
+
+def test_the_oracle_row_decodes_the_reference_lengths(
+    padir_run: Path, word_task_data: Path
+) -> None:
+    """The oracle row is the quality of decoding each pair at its reference length (pieces +
+    EOS), one candidate: recomputed here sentence by sentence (batch 1 on both sides, so the
+    same float rounding). padir_run predicts one length for every sentence, whose references
+    differ in length, so the oracle row and the predicted-length row differ."""
+    result = length_analysis(
+        padir_run, word_task_data, sentences=12, steps=2, length_beam=2, batch_size=1, device="cpu"
+    )
+    translator = gmlm.load(padir_run, device="cpu")
+    model = translator.model
+    assert isinstance(model, PadirModel)
+    prepared = load_dataset(word_task_data)
+    sources = prepared.read_text("test", "src")[:12]
+    references = prepared.read_text("test", "tgt")[:12]
+    options = translator.options(steps=2, length_beam=1)
+    assert isinstance(options, RefinementOptions)
+    hypotheses = []
+    with torch.no_grad():
+        for line, (source, reference) in enumerate(zip(sources, references, strict=True)):
+            src = translator.source_tensor([translator.tokenizer.encode(source)])
+            length = torch.tensor([[len(translator.tokenizer.encode(reference)) + 1]])
+            (refined,) = refine(model, src, options, sentence_generators(0, [line]), length)
+            assert refined.length == int(length)
+            hypotheses.append(translator.text(refined.tokens))
+    rows = {row.decoding: row for row in result.decoding}
+    oracle = rows["reference length (oracle)"]
+    assert oracle.oracle and result.sentences.analysed == 12
+    expected, _ = quality_row(hypotheses, references, result.settings.tokenize)
+    assert oracle.quality == expected
+    assert oracle.quality != rows["predicted length (B=1)"].quality
 
 
 def test_bad_input_is_a_clean_error(
