@@ -4,7 +4,7 @@ BLEU against throughput, every row (system and precision) a labelled point, the 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,7 +13,7 @@ from gmlm.bench.result import BenchResult
 from gmlm.bench.tradeoffs import Point, latency_front, points, throughput_front
 from gmlm.plotting import pyplot, save_png
 
-# The files plot_tradeoffs writes into its folder, and their captions.
+# The files plot_tradeoffs writes into its folder.
 LATENCY_PNG = "bleu_vs_latency.png"
 THROUGHPUT_PNG = "bleu_vs_throughput.png"
 PLOT_FILES = (LATENCY_PNG, THROUGHPUT_PNG)
@@ -38,9 +38,8 @@ def plot_tradeoffs(result: BenchResult, folder: Path) -> list[Figure]:
     latency = Figure("BLEU vs batch-1 median latency", Path(folder) / LATENCY_PNG)
     _draw(
         found,
-        [p.latency_ms for p in found],
         latency_front(found),
-        [p.latency_ms for p in latency_front(found)],
+        lambda p: p.latency_ms,
         xlabel="batch-1 median latency, text in, text out (ms, log scale)",
         title=f"BLEU vs latency: {where}",
         step="post",
@@ -55,9 +54,8 @@ def plot_tradeoffs(result: BenchResult, folder: Path) -> list[Figure]:
     throughput = Figure("BLEU vs throughput", Path(folder) / THROUGHPUT_PNG)
     _draw(
         found,
-        [p.throughput for p in found],
         throughput_front(found),
-        [p.throughput for p in throughput_front(found)],
+        lambda p: p.throughput,
         xlabel=f"throughput, sentences/s ({batch}; log scale)",
         title=f"BLEU vs throughput: {where}",
         step="pre",
@@ -69,9 +67,8 @@ def plot_tradeoffs(result: BenchResult, folder: Path) -> list[Figure]:
 
 def _draw(
     found: Sequence[Point],
-    xs: Sequence[float],
     front: Sequence[Point],
-    front_xs: Sequence[float],
+    x_of: Callable[[Point], float],
     *,
     xlabel: str,
     title: str,
@@ -79,28 +76,30 @@ def _draw(
     path: Path,
     suffix: bool = False,
 ) -> None:
-    """Each point coloured by precision, round for PaDIR and square for AR, labelled; the
-    front as a step line (`step`: "post" where lower x is better, the best BLEU within a
-    latency budget; "pre" where higher x is, the best BLEU at a required throughput)."""
+    """Each point at (`x_of` it, its BLEU), coloured by precision, round for PaDIR and square
+    for AR, labelled; the front as a step line (`step`: "post" where lower x is better, the
+    best BLEU within a latency budget; "pre" where higher x is, the best BLEU at a required
+    throughput)."""
     plt = pyplot()
     import matplotlib
 
     fig, ax = plt.subplots(figsize=(8.0, 5.6))
-    precisions = list(dict.fromkeys(p.label.split(" ", 1)[0] for p in found))
+    precisions = list(dict.fromkeys(p.precision for p in found))
     colours = {name: f"C{i}" for i, name in enumerate(precisions)}
     on_front = set(front)
-    for point, x in zip(found, xs, strict=True):
-        precision, system = point.label.split(" ", 1)
+    for point in found:
         ax.scatter(
-            x,
+            x_of(point),
             point.bleu,
-            color=colours[precision],
-            marker="o" if system.startswith("padir") else "s",
+            color=colours[point.precision],
+            marker="o" if point.kind == "padir" else "s",
             edgecolors="black" if point in on_front else "none",
             zorder=3,
             s=36,
         )
-    ax.step(front_xs, [p.bleu for p in front], where=step, color="black", lw=1, zorder=2)
+    ax.step(
+        [x_of(p) for p in front], [p.bleu for p in front], where=step, color="black", lw=1, zorder=2
+    )
     for precision, colour in colours.items():
         ax.scatter([], [], color=colour, marker="D", label=precision)
     for marker, family in (("o", "PaDIR"), ("s", "autoregressive")):
@@ -118,8 +117,13 @@ def _draw(
     ax.margins(x=0.15, y=0.08)
     fig.tight_layout()
     labels = [
-        (x, p.bleu, p.label + (f" @{p.batch_size}" if suffix else ""), colours[p.label.split()[0]])
-        for p, x in zip(found, xs, strict=True)
+        (
+            x_of(p),
+            p.bleu,
+            p.label + (f" @{p.batch_size}" if suffix else ""),
+            colours[p.precision],
+        )
+        for p in found
     ]
     _label(fig, ax, labels)
     save_png(fig, path)

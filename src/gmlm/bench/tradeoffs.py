@@ -23,11 +23,13 @@ the choices of :func:`advice`."""
 
 @dataclass(frozen=True)
 class Point:
-    """One bench row: `label` "int8 ar1 ct2 greedy" (precision and system), its BLEU, its
-    batch-1 median end to end (ms) and its best throughput (sentences/s, reached at batch
-    size `batch_size`)."""
+    """One bench row: `label` "int8 ar1 ct2 greedy" (its precision and system), its kind
+    ("padir" or "ar"), its BLEU, its batch-1 median end to end (ms) and its best throughput
+    (sentences/s, reached at batch size `batch_size`)."""
 
     label: str
+    precision: str
+    kind: str
     bleu: float
     latency_ms: float
     throughput: float
@@ -45,6 +47,8 @@ def points(result: BenchResult) -> list[Point]:
         found.append(
             Point(
                 label=f"{row.precision} {row.system}",
+                precision=row.precision,
+                kind=row.kind,
                 bleu=row.bleu,
                 latency_ms=row.e2e.p50_ms,
                 throughput=rates.sentences_per_s,
