@@ -65,7 +65,7 @@ speed: $(STAMP)
 	  $(if $(SPEED_AR1),--ar1 $(SPEED_AR1)) \
 	  --data runs/demo/data --sentences 200 --warmup 10 --threads $(SPEED_THREADS) --precision $(SPEED_PRECISION) \
 	  --steps 4,10 --length-beams 1,5 --batch-sizes 1,8 --ctranslate2 \
-	  --output runs/speed/bench.json --markdown runs/speed/bench.md
+	  --output runs/speed/bench.json --markdown runs/speed/bench.md --plots runs/speed
 
 # The GPU speed tables of docs/RESULTS.md (docs/RESULTS-gpu/): batch 1, fp32 and bf16, eager
 # and with CUDA graphs, on a machine with a CUDA torch (see TORCH_SPEC above).
@@ -75,9 +75,9 @@ SPEED_GPU_SETTINGS = --ar checkpoints/multi30k-de-en/ar --padir checkpoints/mult
 speed-gpu: $(STAMP)
 	$(BIN)/gmlm reproduce --preset demo --out runs/demo --stages data data.corpus=multi30k:$(MULTI30K)
 	$(BIN)/gmlm bench $(SPEED_GPU_SETTINGS) --output runs/speed-gpu/bench-eager.json \
-	  --markdown runs/speed-gpu/bench-eager.md
+	  --markdown runs/speed-gpu/bench-eager.md --plots runs/speed-gpu/eager
 	$(BIN)/gmlm bench $(SPEED_GPU_SETTINGS) --cuda-graphs --output runs/speed-gpu/bench-graphs.json \
-	  --markdown runs/speed-gpu/bench-graphs.md
+	  --markdown runs/speed-gpu/bench-graphs.md --plots runs/speed-gpu/graphs
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache

@@ -22,6 +22,7 @@ from gmlm.bench.latency import (
     length_speedups,
     percentiles,
 )
+from gmlm.bench.plots import PLOT_FILES
 from gmlm.bench.result import (
     BenchResult,
     BenchRow,
@@ -76,7 +77,7 @@ def cli_run(
     json_file = tmp_path_factory.mktemp("bench") / "bench.json"
     args = ["bench", "--ar", str(checkpoints["ar"]), "--padir", str(checkpoints["padir"])]
     args += ["--data", str(word_task_data), *FAST, "--output", str(json_file)]
-    args += ["--markdown", str(json_file.with_suffix(".md"))]
+    args += ["--markdown", str(json_file.with_suffix(".md")), "--plots", str(json_file.parent)]
     stdout = io.StringIO()
     with contextlib.redirect_stdout(stdout):
         assert main(args) == 0
@@ -90,7 +91,13 @@ def test_json_line_last_with_every_system_and_key(
     text, result, json_file = cli_run
     assert json.loads(json_file.read_text(encoding="utf-8")) == result
     markdown = json_file.with_suffix(".md").read_text(encoding="utf-8")
-    assert markdown == render_markdown(BenchResult.from_json(result, "the JSON line")) + "\n"
+    plots = [
+        ("BLEU vs batch-1 median latency", PLOT_FILES[0]),
+        ("BLEU vs throughput", PLOT_FILES[1]),
+    ]
+    parsed = BenchResult.from_json(result, "the JSON line")
+    assert markdown == render_markdown(parsed, plots) + "\n"
+    assert all((json_file.parent / name).is_file() for name in PLOT_FILES)
     settings = result["settings"]
     for key in ("threads", "torch", "cpu", "precisions", "sentences", "warmup", "fairness"):
         assert key in settings

@@ -36,6 +36,8 @@ def render(tmp_path: Path) -> str:
     stages.report(stages.Context(cfg, out, False, lambda _message: None))
     assert (out / "figures" / "bleu_vs_steps.png").is_file()
     assert (out / "figures" / "latency_vs_batch.png").is_file()
+    assert (out / "figures" / "bleu_vs_latency.png").is_file()
+    assert (out / "figures" / "bleu_vs_throughput.png").is_file()
     assert (out / "figures" / "valid_bleu_vs_step.png").is_file()
     text = (out / "REPORT.md").read_text(encoding="utf-8")
     written = "Written DATE. Hardware: HARDWARE. Software: SOFTWARE."

@@ -3,9 +3,11 @@ terminal, Markdown for REPORT.md. Both render the same rows."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gmlm.bench.result import BenchResult, Ctranslate2Info
+from gmlm.bench.tradeoffs import advice
 
 
 @dataclass(frozen=True)
@@ -168,8 +170,9 @@ SPEEDUP_NOTE = (
 
 
 def format_report(result: BenchResult) -> str:
-    """The settings, the latency/throughput table and the speed-up tables (overall and by
-    source length), for people."""
+    """The settings, the latency/throughput table, the speed-up tables (overall and by
+    source length) and which system to pick for which job (when the rows have a BLEU), for
+    people."""
     parts: list[str] = [
         "\n".join(f"settings: {line}" for line in settings_lines(result)),
         "batch-1 latency (median, p90, p99) and throughput at each batch size:",
@@ -180,12 +183,24 @@ def format_report(result: BenchResult) -> str:
     by_length = length_table(result)
     if by_length is not None:
         parts += [length_note(result) + ":", table_text(by_length)]
+    choice = advice(result)
+    if choice is not None:
+        parts.append("\n".join([choice.intro + ":", *(f"  {line}" for line in choice.lines)]))
     return "\n\n".join(parts)
 
 
-def render_markdown(result: BenchResult) -> str:
-    """The same report as Markdown (settings as a list, the tables), e.g. for REPORT.md."""
-    parts = [
+def render_markdown(result: BenchResult, figures: Sequence[tuple[str, str]] = ()) -> str:
+    """The same report as Markdown, e.g. for REPORT.md: which system to pick for which job
+    first (when the rows have a BLEU), then `figures` ((caption, link) pairs: the trade-off
+    plots of :mod:`gmlm.bench.plots`), the settings as a list and the tables."""
+    parts = []
+    choice = advice(result)
+    if choice is not None:
+        lines = (_sentence(line) for line in choice.lines)
+        parts += [choice.intro + ":", "\n".join(f"- {line}." for line in lines)]
+    parts += [f"![{caption}]({link})" for caption, link in figures]
+    parts += [
+        "How the numbers were made:",
         "\n".join(f"- {line}" for line in settings_lines(result)),
         "Batch-1 latency (median, p90, p99; ms) and throughput (sentences/s and output "
         "tokens/s) at each batch size:",

@@ -21,6 +21,7 @@ from gmlm.cli.flags import (
 )
 from gmlm.cli.options import add_option_flags, documented_fields, option_overrides
 from gmlm.decoding.options import PRECISIONS, RefinementOptions
+from gmlm.errors import GmlmError
 
 DESCRIPTION = """\
 Times every system on the same sentences in one process: PaDIR with T = 1, 2, 4, 10 passes
@@ -42,8 +43,11 @@ against the split's references, so a speed is never shown without the quality it
 Systems are interleaved sentence by sentence and batch by batch so background
 load hits all alike. Prints the settings, a table, the speed-up of every PaDIR setting over
 every AR system (median and p99 ratios), the same median ratios within each third of the
-sentences by source length (does PaDIR's lead grow with the length?), and one JSON line
-last.
+sentences by source length (does PaDIR's lead grow with the length?), which system to pick
+for which job (the best BLEU, and the lowest latency and the highest throughput within 1 BLEU
+of it, with the Pareto fronts), and one JSON line last. --plots draws the trade-offs: BLEU
+against batch-1 median latency and against throughput, every system and precision a point;
+--replot re-renders an existing bench.json (tables, choices, plots, Markdown) without timing.
 
 Cost: time grows linearly with --sentences, the number of systems and the number of
 precisions. Measured: `make speed` (8 systems per precision, 200 sentences, batch sizes 1
@@ -65,8 +69,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--ar", type=Path, required=True, help="AR checkpoint or run folder")
-    p.add_argument("--padir", type=Path, required=True, help="PaDIR checkpoint or run folder")
+    p.add_argument("--ar", type=Path, help="AR checkpoint or run folder (required unless --replot)")
+    p.add_argument(
+        "--padir", type=Path, help="PaDIR checkpoint or run folder (required unless --replot)"
+    )
     p.add_argument(
         "--teacher",
         type=Path,
@@ -76,7 +82,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--ar1", type=Path, help="AR with a 1-layer decoder (optional; skipped when absent)"
     )
-    p.add_argument("--data", type=Path, required=True, help="prepared dataset (source text)")
+    p.add_argument(
+        "--data", type=Path, help="prepared dataset, source text (required unless --replot)"
+    )
     p.add_argument("--split", default="test", help="split whose sources are timed (test)")
     p.add_argument(
         "--sentences",
@@ -133,12 +141,32 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--markdown",
         type=Path,
-        help="also write the settings and tables as Markdown to this file (as REPORT.md "
-        f"shows them), e.g. to publish them; {OUTPUT_FILE_RULE}",
+        help="also write the report as Markdown to this file, as REPORT.md shows it (which "
+        f"system for which job, the --plots, the settings and tables); {OUTPUT_FILE_RULE}",
+    )
+    p.add_argument(
+        "--plots",
+        type=Path,
+        metavar="DIR",
+        help="also draw BLEU against batch-1 median latency and against throughput (the best "
+        "of the batch sizes), every system and precision a labelled point and the Pareto "
+        f"front a step line, as DIR/{PLOT_FILES[0]} and DIR/{PLOT_FILES[1]} (rows with a "
+        "BLEU only), each written atomically and replaced if it exists, but never an input "
+        "of the command nor a file inside a checkpoint or training run folder",
+    )
+    p.add_argument(
+        "--replot",
+        type=Path,
+        metavar="BENCH_JSON",
+        help="time nothing: re-render the bench.json of an earlier run (its --output) as "
+        "tables, --markdown and --plots (instead of --ar, --padir and --data)",
     )
     add_json(p, "print only the JSON line, not the settings and tables")
     p.set_defaults(func=run)
 
+
+# As in gmlm.bench.plots (not imported here: `gmlm --help` must not load matplotlib).
+PLOT_FILES = ("bleu_vs_latency.png", "bleu_vs_throughput.png")
 
 # The PaDIR settings swept by --steps and --length-beams, one system per value: the
 # library's gmlm.bench.latency.SWEPT (a test keeps them equal; importing it loads torch).
@@ -159,41 +187,58 @@ def add_sweep(p: argparse.ArgumentParser, flag: str, name: str, default: tuple[i
 
 
 def run(args: argparse.Namespace) -> int:
-    from gmlm.bench import format_report, json_line, render_markdown, run_bench
-    from gmlm.io import atomic_write_text, check_output_file
+    from gmlm.bench import format_report, json_line, run_bench
+    from gmlm.bench.outputs import check_outputs, read_result, write_outputs
 
     inputs = {"--ar": args.ar, "--padir": args.padir, "--teacher": args.teacher}
     inputs.update({"--ar1": args.ar1, "--data": args.data})
-    for flag, path in (("--output", args.output), ("--markdown", args.markdown)):
-        if path is not None:
-            check_output_file(path, flag, inputs=inputs)  # before the minutes of timing
-    result = run_bench(
-        args.ar,
-        args.padir,
-        args.data,
-        teacher=args.teacher,
-        ar1=args.ar1,
-        split=args.split,
-        sentences=args.sentences,
-        threads=args.threads,
-        precisions=args.precision,
-        batch_sizes=args.batch_sizes,
-        warmup=args.warmup,
-        steps=args.steps,
-        length_beams=args.length_beams,
-        padir_options={
-            name: value
-            for name, value in option_overrides(args, [RefinementOptions]).items()
-            if name not in SWEPT
-        },
-        device=args.device,
-        ctranslate2=args.ctranslate2,
-        cuda_graphs=args.cuda_graphs,
-        json_out=args.output,
-        log=lambda msg: print(msg, file=sys.stderr, flush=True),
-    )
-    if args.markdown is not None:
-        atomic_write_text(args.markdown, render_markdown(result) + "\n")
+    if args.replot is not None:
+        given = [flag for flag, path in {**inputs, "--output": args.output}.items() if path]
+        if given:
+            raise GmlmError(
+                f"--replot re-renders {args.replot} without timing anything: drop "
+                f"{', '.join(given)}"
+            )
+        check_outputs(
+            output=None, markdown=args.markdown, plots=args.plots, inputs={"--replot": args.replot}
+        )
+        result = read_result(args.replot, "--replot")
+    else:
+        missing = [flag for flag in ("--ar", "--padir", "--data") if inputs[flag] is None]
+        if missing:
+            raise GmlmError(
+                f"gmlm bench needs {', '.join(missing)} (or --replot BENCH_JSON to re-render "
+                "an earlier run without timing)"
+            )
+        check_outputs(  # before the minutes of timing
+            output=args.output, markdown=args.markdown, plots=args.plots, inputs=inputs
+        )
+        result = run_bench(
+            args.ar,
+            args.padir,
+            args.data,
+            teacher=args.teacher,
+            ar1=args.ar1,
+            split=args.split,
+            sentences=args.sentences,
+            threads=args.threads,
+            precisions=args.precision,
+            batch_sizes=args.batch_sizes,
+            warmup=args.warmup,
+            steps=args.steps,
+            length_beams=args.length_beams,
+            padir_options={
+                name: value
+                for name, value in option_overrides(args, [RefinementOptions]).items()
+                if name not in SWEPT
+            },
+            device=args.device,
+            ctranslate2=args.ctranslate2,
+            cuda_graphs=args.cuda_graphs,
+            json_out=args.output,
+            log=lambda msg: print(msg, file=sys.stderr, flush=True),
+        )
+    write_outputs(result, markdown=args.markdown, plots=args.plots)
     if not args.json:
         print(format_report(result))
     print(json_line(result), flush=True)

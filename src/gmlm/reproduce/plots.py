@@ -8,25 +8,7 @@ from typing import Any
 
 from gmlm.bench.result import BenchResult
 from gmlm.evaluation.results import EvaluationScores
-
-
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _save(fig: Any, path: Path) -> None:
-    import matplotlib.pyplot as plt
-
-    from gmlm.io import atomic_open
-
-    with atomic_open(path, "wb", encoding=None) as handle:
-        fig.savefig(handle, format="png", dpi=120)
-    plt.close(fig)
+from gmlm.plotting import pyplot, save_png
 
 
 def plot_bleu_vs_steps(scores: EvaluationScores, path: Path) -> Path | None:
@@ -38,7 +20,7 @@ def plot_bleu_vs_steps(scores: EvaluationScores, path: Path) -> Path | None:
     ]
     if not padir:
         return None
-    plt = _pyplot()
+    plt = pyplot()
     import matplotlib
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
@@ -57,7 +39,7 @@ def plot_bleu_vs_steps(scores: EvaluationScores, path: Path) -> Path | None:
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    _save(fig, path)
+    save_png(fig, path)
     return path
 
 
@@ -67,7 +49,7 @@ def plot_latency_vs_batch(bench: BenchResult, path: Path) -> Path | None:
     results = [r for r in bench.results if r.throughput]
     if not results:
         return None
-    plt = _pyplot()
+    plt = pyplot()
 
     precisions = sorted({r.precision for r in results})
     fig, axes = plt.subplots(
@@ -91,7 +73,7 @@ def plot_latency_vs_batch(bench: BenchResult, path: Path) -> Path | None:
         ax.grid(alpha=0.3)
     axes[0][-1].legend(fontsize=7, loc="best")
     fig.tight_layout()
-    _save(fig, path)
+    save_png(fig, path)
     return path
 
 
@@ -106,7 +88,7 @@ def plot_validation(
     }
     if not any(points.values()):
         return None
-    plt = _pyplot()
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for name, pts in points.items():
@@ -117,5 +99,5 @@ def plot_validation(
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    _save(fig, path)
+    save_png(fig, path)
     return path

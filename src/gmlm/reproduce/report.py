@@ -3,9 +3,10 @@
 Reads the typed results of the run folder (eval/scores.json or eval/examples.json,
 calibrate/calibrate.json, bench/bench.json, attention/attention.json, length/length.json,
 theory/verify.json, stages/*.json) and the trainers' validation records, draws the figures
-(:mod:`gmlm.reproduce.plots`), and puts the 30-second summary (:mod:`gmlm.reproduce.summary`)
-and the sections (:mod:`gmlm.reproduce.sections`) together under a header that says when, on
-what hardware and with which software the report was written (:mod:`gmlm.provenance`).
+(:mod:`gmlm.reproduce.plots`; the bench's trade-offs: :mod:`gmlm.bench.plots`), and puts the
+30-second summary (:mod:`gmlm.reproduce.summary`) and the sections
+(:mod:`gmlm.reproduce.sections`) together under a header that says when, on what hardware
+and with which software the report was written (:mod:`gmlm.provenance`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from gmlm.analysis.results import (
     CalibrationResult,
     LengthResult,
 )
+from gmlm.bench.plots import plot_tradeoffs
 from gmlm.bench.result import BenchResult
 from gmlm.evaluation.results import EvaluationScores
 from gmlm.io import atomic_write_text
@@ -95,7 +97,9 @@ def write_report(cfg: ReproduceConfig, out: Path) -> Path:
         lines += sections.examples_section(examples, (sections.AR_SYSTEM, sections.PADIR_SYSTEM))
     if bench is not None:
         plot = plots.plot_latency_vs_batch(bench, figures / "latency_vs_batch.png")
-        lines += sections.speed_section(bench, link(plot))
+        tradeoffs = plot_tradeoffs(bench, figures)
+        shown = [(figure.caption, str(figure.path.relative_to(out))) for figure in tradeoffs]
+        lines += sections.speed_section(bench, link(plot), shown)
     if calibration is not None:
         lines += sections.calibration_section(calibration, dict(TRAINED_RUNS))
     if ablation is not None:

@@ -282,13 +282,16 @@ def quality_section(scores: EvaluationScores, plot: str | None) -> list[str]:
     return lines
 
 
-def speed_section(bench: BenchResult, plot: str | None) -> list[str]:
+def speed_section(
+    bench: BenchResult, plot: str | None, tradeoffs: Sequence[tuple[str, str]] = ()
+) -> list[str]:
+    """The bench's report, its trade-off plots first (`tradeoffs`: (caption, link) pairs)."""
     from gmlm.bench import render_markdown
 
     return [
         "## Speed",
         "",
-        render_markdown(bench).strip(),
+        render_markdown(bench, tradeoffs).strip(),
         "",
         *_figure("latency per sentence vs batch size", plot),
     ]

@@ -44,12 +44,12 @@ def markdown(result: LoadResult) -> str:
 
 def plot(result: LoadResult, path: Path) -> Path | None:
     """Latency (ms, log scale) against the offered rate; None when nothing was answered."""
-    from gmlm.reproduce.plots import _pyplot, _save
+    from gmlm.plotting import pyplot, save_png
 
     models = list(dict.fromkeys(p.model for p in result.points))
     if not any(p.p50_ms is not None for p in result.points):
         return None
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for i, model in enumerate(models):
         first: dict[float, RatePoint] = {}
@@ -86,5 +86,5 @@ def plot(result: LoadResult, path: Path) -> Path | None:
     ax.legend(fontsize=8)
     ax.set_title("gmlm serve: latency against offered load")
     fig.tight_layout()
-    _save(fig, path)
+    save_png(fig, path)
     return path

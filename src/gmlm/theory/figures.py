@@ -36,6 +36,7 @@ import numpy as np
 
 from gmlm.errors import GmlmError
 from gmlm.io import atomic_open, atomic_write_json, make_dirs
+from gmlm.plotting import pyplot, save_png
 from gmlm.theory.asymptotics import asymptotics, inverse_fisher_roots, psd_margin
 from gmlm.theory.chains import BlockDynamics, independent_parallel_report, poincare_constant
 from gmlm.theory.distributions import Distribution, IsingModel, clique_region
@@ -221,7 +222,7 @@ def write_figure(result: FigureResult, out_dir: Path) -> list[Path]:
 
 
 def _plot_estimation(result: FigureResult, path: Path) -> None:
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.8))
     s = result.settings
     reps = s["repetitions"]
@@ -252,7 +253,7 @@ def _plot_estimation(result: FigureResult, path: Path) -> None:
         fig.text(0.01, 0.01, "\n".join(notes), fontsize=6, wrap=True)
     ax.legend()
     fig.tight_layout(rect=(0, 0.025 * len(notes), 1, 1))
-    _save(fig, path)
+    save_png(fig, path, dpi=130)
 
 
 def estimation_notes(result: FigureResult) -> list[str]:
@@ -286,7 +287,7 @@ def hitting_notes(result: FigureResult) -> list[str]:
 
 
 def _plot_hitting(result: FigureResult, path: Path) -> None:
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.8, 4.8))
     s = result.settings
     labels = list(dict.fromkeys(r["sampler"] for r in result.rows))
@@ -327,22 +328,7 @@ def _plot_hitting(result: FigureResult, path: Path) -> None:
         fig.text(0.01, 0.01, notes[0], fontsize=6, wrap=True)
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout(rect=(0, 0.05 if notes else 0, 1, 1))
-    _save(fig, path)
-
-
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _save(fig: Any, path: Path) -> None:
-    with atomic_open(path, "wb") as handle:
-        fig.savefig(handle, format="png", dpi=130)
-    _pyplot().close(fig)
+    save_png(fig, path, dpi=130)
 
 
 def summary_lines(result: FigureResult, columns: Sequence[str]) -> list[str]:
