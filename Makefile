@@ -79,5 +79,22 @@ speed-gpu: $(STAMP)
 	$(BIN)/gmlm bench $(SPEED_GPU_SETTINGS) --cuda-graphs --output runs/speed-gpu/bench-graphs.json \
 	  --markdown runs/speed-gpu/bench-graphs.md --plots runs/speed-gpu/graphs
 
+# The service under load (docs/RESULTS.md, "Under load"): `gmlm serve` with the shipped PaDIR
+# and AR and CTranslate2's export of the AR, 2 threads, one test sentence a request, open-loop
+# Poisson arrivals at each rate (the last rate again after the highest: the recovery). Each
+# request decodes as the bench's headline rows do: PaDIR T=4 B=5, AR and CTranslate2 beam 5.
+# Run it on an otherwise idle machine.
+LOAD_RATES ?= 1,2,4,8,16,32,1
+LOAD_DURATION ?= 20
+serve-load: $(STAMP)
+	$(BIN)/gmlm export --format ctranslate2 --checkpoint checkpoints/multi30k-de-en/ar \
+	  --out runs/serve-load/ar-ct2 --force
+	$(BIN)/gmlm loadtest --serve="--threads 2 --model padir=checkpoints/multi30k-de-en/padir \
+	  --model ar=checkpoints/multi30k-de-en/ar --model ct2=runs/serve-load/ar-ct2" \
+	  --input $(MULTI30K)/test_2016_flickr.de.gz --rates $(LOAD_RATES) --duration $(LOAD_DURATION) \
+	  --options 'ar={"beam": 5}' --options 'ct2={"beam": 5}' \
+	  --output runs/serve-load/load.json --markdown runs/serve-load/load.md \
+	  --plot runs/serve-load/load.png
+
 clean:
 	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 
 import numpy as np
 import pytest
@@ -110,3 +111,35 @@ def test_refuses_unknown_models_and_bad_settings():
             run_loadtest(url, ["fake"], [10_000.0], ["a"], duration=100, log=lambda _l: None)
         with pytest.raises(GmlmError, match="no empty lines"):
             run_loadtest(url, ["fake"], [1.0], ["a", ""], duration=0.1, log=lambda _l: None)
+
+
+def test_cli_starts_its_own_service_and_writes_every_output(tiny_models, tmp_path):
+    import subprocess
+    import sys
+
+    out = tmp_path / "load"
+    command = [
+        sys.executable, "-m", "gmlm", "loadtest", "--rates", "8,2", "--duration", "0.5",
+        "--warmup", "1", f"--serve=--threads 1 --model padir={tiny_models['padir']}",
+        "--options", 'padir={"steps": 2}', "--output", str(out / "load.json"),
+        "--markdown", str(out / "load.md"), "--plot", str(out / "load.png"),
+    ]  # fmt: skip
+    done = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert done.returncode == 0, done.stderr
+    result = LoadResult.read(out / "load.json")
+    assert [p.offered_rps for p in result.points] == [8.0, 2.0]
+    assert result.settings["options"] == {"padir": {"steps": 2}}
+    assert all(p.ok == p.sent and not p.errors for p in result.points)
+    assert (out / "load.png").is_file() and "| padir | 8 |" in (out / "load.md").read_text()
+    assert json.loads(done.stdout.strip().splitlines()[-1])["capacity_rps"]["padir"] == 8.0
+    bad = subprocess.run(
+        [sys.executable, "-m", "gmlm", "loadtest", "--options", "padir=[1]"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "expected MODEL=JSON" in bad.stderr

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gmlm.cli.flags import add_output, comma_list
 from gmlm.errors import GmlmError
+
+if TYPE_CHECKING:
+    from gmlm.serve.loadtest import LoadResult
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "reproduce" / "examples.de"
 
@@ -24,6 +29,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--url", default="http://127.0.0.1:8080", help="the service (default: %(default)s)"
+    )
+    p.add_argument(
+        "--serve",
+        metavar="ARGS",
+        help="start `gmlm serve ARGS` on a free port for the test and stop it after (SIGTERM), "
+        "e.g. --serve='--threads 2 --model padir=checkpoints/multi30k-de-en/padir' (with '=': "
+        "the ARGS start with a dash); --url is then ignored",
     )
     p.add_argument(
         "--model", action="append", help="a served model to load (repeat; default: every one)"
@@ -45,8 +57,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--options",
-        default="{}",
-        help="decoding settings of every request, JSON (e.g. '{\"steps\": 10}')",
+        action="append",
+        default=[],
+        metavar="MODEL=JSON",
+        help="decoding settings of one model's requests, e.g. ar='{\"beam\": 5}' (repeat; "
+        "default: each model's own)",
     )
     p.add_argument("--warmup", type=int, default=5, help="requests per model first, not counted")
     p.add_argument("--timeout", type=float, default=30.0, help="client timeout in seconds")
@@ -60,41 +75,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    from gmlm.data.textfiles import read_lines
-    from gmlm.io import atomic_write_text, check_output_file
-    from gmlm.serve.load_report import markdown, plot
-    from gmlm.serve.loadtest import run_loadtest
+def _load(
+    args: argparse.Namespace, url: str, texts: list[str], options: dict[str, dict[str, object]]
+) -> LoadResult:
+    from gmlm.serve.loadtest import check_loopback, run_loadtest
 
-    for path, flag in (
-        (args.output, "--output"),
-        (args.markdown, "--markdown"),
-        (args.plot, "--plot"),
-    ):
-        if path is not None:
-            check_output_file(path, flag)
-    try:
-        options = json.loads(args.options)
-    except json.JSONDecodeError as err:
-        raise GmlmError(f"--options {args.options!r}: not JSON ({err})") from None
-    if not isinstance(options, dict):
-        raise GmlmError(f"--options {args.options!r}: a JSON object, e.g. '{{\"steps\": 10}}'")
-    texts = read_lines(args.input)
     models = args.model
     if not models:
         import httpx
 
-        from gmlm.serve.loadtest import check_loopback
-
         try:
-            served = httpx.get(check_loopback(args.url) + "/v1/models", timeout=10).json()
+            served = httpx.get(check_loopback(url) + "/v1/models", timeout=10).json()
         except httpx.TransportError as err:
-            raise GmlmError(
-                f"--url {args.url}: no service answers ({err}); start gmlm serve"
-            ) from None
+            raise GmlmError(f"--url {url}: no service answers ({err}); start gmlm serve") from None
         models = [m["name"] for m in served["models"]]
-    result = run_loadtest(
-        args.url,
+    return run_loadtest(
+        url,
         models,
         args.rates,
         texts,
@@ -107,6 +103,38 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         log=lambda line: print(line, file=sys.stderr, flush=True),
     )
+
+
+def run(args: argparse.Namespace) -> int:
+    from gmlm.data.textfiles import read_lines
+    from gmlm.io import atomic_write_text, check_output_file
+    from gmlm.serve.load_report import markdown, plot
+
+    for path, flag in (
+        (args.output, "--output"),
+        (args.markdown, "--markdown"),
+        (args.plot, "--plot"),
+    ):
+        if path is not None:
+            check_output_file(path, flag)
+    options: dict[str, dict[str, object]] = {}
+    for spec in args.options:
+        name, sep, text = spec.partition("=")
+        try:
+            value = json.loads(text) if sep else None
+        except json.JSONDecodeError as err:
+            raise GmlmError(f"--options {spec!r}: not JSON ({err})") from None
+        if not name or not isinstance(value, dict):
+            raise GmlmError(f"--options {spec!r}: expected MODEL=JSON, e.g. ar='{{\"beam\": 5}}'")
+        options[name] = value
+    texts = read_lines(args.input)
+    if args.serve is None:
+        result = _load(args, args.url, texts, options)
+    else:
+        from gmlm.serve.loadtest import spawned_service
+
+        with spawned_service(shlex.split(args.serve)) as url:
+            result = _load(args, url, texts, options)
     table = markdown(result)
     print(table)
     if args.output is not None:

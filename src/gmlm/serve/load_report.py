@@ -3,6 +3,7 @@ offered load, one curve per model (p50 solid, p99 dashed)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from gmlm.serve.loadtest import LoadResult, RatePoint
@@ -14,7 +15,8 @@ def _ms(value: float | None) -> str:
 
 def markdown(result: LoadResult) -> str:
     s = result.settings
-    options = s["options"] or "the models' defaults"
+    given = {m: o for m, o in s["options"].items() if o}
+    options = ", ".join(f"{m} {json.dumps(o)}" for m, o in given.items()) or "the models' defaults"
     lines = [
         f"Open-loop Poisson load on {result.url}: {s['duration']:g} s per rate, "
         f"{s['lines']} line(s) per request, options {options}; "

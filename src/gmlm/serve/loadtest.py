@@ -17,13 +17,17 @@ capacity is the highest offered rate answered with p99 under `p99_limit_ms` and 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import math
 import random
 import re
+import signal
+import subprocess
+import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -135,7 +139,7 @@ async def _one_rate(
         body = {
             "model": model,
             "text": [texts[(i * lines + j) % len(texts)] for j in range(lines)],
-            "options": settings["options"],
+            "options": settings["options"].get(model, {}),
         }
         sent = time.monotonic()
         try:
@@ -193,14 +197,15 @@ def run_loadtest(
     *,
     duration: float = 20.0,
     lines: int = 1,
-    options: dict[str, Any] | None = None,
+    options: dict[str, dict[str, Any]] | None = None,
     warmup: int = 5,
     timeout_s: float = 30.0,
     p99_limit_ms: float = 500.0,
     seed: int = 0,
     log: Callable[[str], None] = print,
 ) -> LoadResult:
-    """Load every model in turn at every rate (see the module docstring)."""
+    """Load every model in turn at every rate (see the module docstring); `options`: each
+    model's decoding settings by model name (default: the model's own)."""
     import httpx
 
     from gmlm import provenance
@@ -225,10 +230,11 @@ def run_loadtest(
                 f"--rates {rate:g} x --duration {duration:g} s is more than {MAX_REQUESTS} "
                 "requests; shorten the duration"
             )
-    settings = {
+    per_model = {model: dict((options or {}).get(model, {})) for model in models}
+    settings: dict[str, Any] = {
         "duration": duration,
         "lines": lines,
-        "options": dict(options or {}),
+        "options": per_model,
         "warmup": warmup,
         "timeout_s": timeout_s,
         "p99_limit_ms": p99_limit_ms,
@@ -262,7 +268,7 @@ def run_loadtest(
                     body = {
                         "model": model,
                         "text": [texts[i % len(texts)]],
-                        "options": settings["options"],
+                        "options": per_model[model],
                     }
                     answer = await client.post("/v1/translate", json=body)
                     if answer.status_code != 200:
@@ -290,6 +296,46 @@ def run_loadtest(
             "git_commit": provenance.git_commit(),
         },
     )
+
+
+@contextlib.contextmanager
+def spawned_service(arguments: Sequence[str], ready_timeout_s: float = 600.0) -> Iterator[str]:
+    """Run `gmlm serve ARGUMENTS --port 0` in a process of its own until the block ends, then
+    stop it with SIGTERM (every accepted request answered); yields its URL once /ready."""
+    import httpx
+
+    command = [sys.executable, "-m", "gmlm", "serve", *arguments, "--port", "0"]
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stderr is not None
+        first = process.stderr.readline()
+        found = re.search(r"listening on (\S+)", first)
+        if found is None:
+            rest = process.stderr.read()
+            raise GmlmError(
+                f"gmlm serve {' '.join(arguments)} did not start: {first}{rest}".strip()
+            )
+        url = found.group(1)
+        deadline = time.monotonic() + ready_timeout_s
+        while True:
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(url + "/ready", timeout=10).status_code == 200:
+                    break
+            if process.poll() is not None or time.monotonic() > deadline:
+                if process.poll() is None:
+                    process.kill()
+                said = process.stderr.read().strip()
+                raise GmlmError(f"gmlm serve at {url} never became ready: {said}")
+            time.sleep(0.2)
+        yield url
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
 
 
 def describe(p: RatePoint) -> str:

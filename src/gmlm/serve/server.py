@@ -69,6 +69,7 @@ def bind(host: str, port: int) -> socket.socket:
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
+        sock.listen(2048)  # connections wait in the backlog from now on, even before uvicorn runs
     except OSError as err:
         raise GmlmError(f"cannot listen on {host}:{port}: {err.strerror or err}") from None
     sock.set_inheritable(True)

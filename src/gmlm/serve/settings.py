@@ -37,7 +37,7 @@ class ServeSettings:
         ),
     )
     max_wait_ms: float = field(
-        default=2.0,
+        default=0.0,
         metadata=doc(
             "how long the batcher waits for more requests after the first one of a "
             "batch arrives, in milliseconds (0: decode at once)"
