@@ -328,6 +328,32 @@ def test_cli_file_round_trip(
     assert written[1] == "" and all(expected[i] for i in (0, 2, 3))
 
 
+def test_cli_timing_reports_the_rate_and_padirs_padded_share(
+    checkpoint_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gmlm.decoding.refinement import PaddingStats
+    from gmlm.translation import translator as translator_module
+
+    lines = ["der Hund läuft über einen großen Hund.", "", "die Katze springt.", "das ist."]
+    source = tmp_path / "in.de"
+    source.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    stats = PaddingStats()
+    translator = translator_module.load(checkpoint_dir, device="cpu")
+    translator.padding = stats
+    translator.translate(lines, length_offsets=(-2, 3))  # candidates of several lengths
+    args = ["translate", "--checkpoint", str(checkpoint_dir), "--input", str(source)]
+    assert main([*args, "--timing", "--length-offsets=-2,3"]) == 0
+    said = capsys.readouterr().err.strip().splitlines()[-1]
+    padded = stats.computed - stats.content
+    assert re.fullmatch(
+        rf"gmlm: translated 4 lines in [0-9.]+ s \([0-9.]+ sentences/s, batch size 32, fp32\); "
+        rf"padded share of PaDIR's row-positions {100 * stats.padded_share:.1f}% "
+        rf"\({padded} of {stats.computed}\)",
+        said,
+    ), said
+    assert stats.computed > stats.content > 0
+
+
 def test_cli_output_named_gz_is_gzip_and_a_full_disk_is_one_line(
     checkpoint_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 import warnings
 from pathlib import Path
 
@@ -71,6 +72,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="a line longer than the model's max_source_len: stop with an error naming it "
         "(default), split it at sentence punctuation, or report it and leave its output empty",
     )
+    p.add_argument(
+        "--timing",
+        action="store_true",
+        help="report on stderr the seconds the translation took (model loading excluded), "
+        "sentences per second and, for PaDIR, the padded share of its decoder passes' "
+        "row-positions",
+    )
     add_option_flags(p, DECODING)
     p.set_defaults(func=run)
 
@@ -94,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
     if translator.defaults:
         shown = " ".join(f"{k}={v}" for k, v in translator.defaults.items())
         print(f"gmlm: the checkpoint's decoding defaults (decoding.json): {shown}", file=sys.stderr)
+    start = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         outputs = translator.translate(
@@ -105,8 +114,23 @@ def run(args: argparse.Namespace) -> int:
             origin=origin,
             **option_overrides(args, DECODING.values()),
         )
+    seconds = time.perf_counter() - start
     for warning in caught:
         print(f"gmlm: warning: {warning.message}", file=sys.stderr)
+    if args.timing:
+        rate = f"{len(lines) / seconds:.2f} sentences/s" if seconds > 0 else "instant"
+        padding = translator.padding
+        padded = (
+            f"; padded share of PaDIR's row-positions {100 * padding.padded_share:.1f}% "
+            f"({padding.computed - padding.content} of {padding.computed})"
+            if padding.computed
+            else ""
+        )
+        print(
+            f"gmlm: translated {len(lines)} lines in {seconds:.2f} s ({rate}, batch size "
+            f"{args.batch_size}, {args.precision}){padded}",
+            file=sys.stderr,
+        )
     text = "".join(line + "\n" for line in outputs)
     if args.output is None:
         sys.stdout.write(text)

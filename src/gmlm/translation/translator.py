@@ -58,7 +58,7 @@ from gmlm.decoding.options import (
     RefinementOptions,
     decoding_options,
 )
-from gmlm.decoding.refinement import refine, sentence_generators
+from gmlm.decoding.refinement import PaddingStats, refine, sentence_generators
 from gmlm.errors import GmlmError
 from gmlm.models import AutoregressiveModel, ModelKind, PadirModel
 from gmlm.nn.config import ModelConfig
@@ -105,6 +105,9 @@ class Translator:
         self.config = config
         self._copies: dict[str, AutoregressiveModel | PadirModel] = {}
         self._graphed: dict[str, AutoregressiveModel | PadirModel] = {}
+        # Row-positions of every PaDIR pass so far, and how many were padding (the cost that
+        # grouping candidates by length saves; `gmlm translate --timing` reports it).
+        self.padding = PaddingStats()
         self.cuda_graphs = cuda_graphs
         if cuda_graphs and self.device.type != "cuda":
             raise GmlmError(
@@ -277,7 +280,7 @@ class Translator:
         if isinstance(options, RefinementOptions):
             assert isinstance(model, PadirModel)
             generators = sentence_generators(seed, lines, pieces)
-            return [r.tokens for r in refine(model, src, options, generators)]
+            return [r.tokens for r in refine(model, src, options, generators, stats=self.padding)]
         assert isinstance(model, AutoregressiveModel)
         if options.beam == 1:
             return [h.tokens for h in greedy_search(model, src, options)]
