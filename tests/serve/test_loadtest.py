@@ -57,7 +57,7 @@ def test_capacity_is_the_highest_clean_rate_under_the_limit():
     def point(rate, p99, errors=None):
         return RatePoint(
             model="m", offered_rps=rate, sent=10, ok=10, errors=errors or {}, achieved_rps=rate,
-            p50_ms=p99 / 2, p90_ms=p99, p99_ms=p99, server_batch_ms_p50=1.0,
+            p50_ms=p99 / 2, p90_ms=p99, p99_ms=p99, refused_p99_ms=None, server_batch_ms_p50=1.0,
             queue_wait_ms_mean=0.0, batch_sentences_mean=1.0, resident_mb=1.0,
         )  # fmt: skip
 
@@ -86,6 +86,7 @@ def test_a_short_run_against_a_real_server(tmp_path):
         assert p.sent == len(arrivals(p.offered_rps, 1.0, 0))
         assert p.ok + sum(p.errors.values()) == p.sent
         assert set(p.errors) <= {"503"}
+        assert (p.refused_p99_ms is None) == ("503" not in p.errors)
         assert p.resident_mb is not None and p.resident_mb > 10
     assert slow.ok == slow.sent and slow.batch_sentences_mean == 1.0
     answered = [t for batch in backend.batches for t in batch]

@@ -51,6 +51,7 @@ class RatePoint(Record):
     p50_ms: float | None
     p90_ms: float | None
     p99_ms: float | None
+    refused_p99_ms: float | None  # how fast 503s (queue full) came back
     server_batch_ms_p50: float | None  # the service's decode time of the answered requests
     queue_wait_ms_mean: float | None  # from /metrics, this rate's requests
     batch_sentences_mean: float | None
@@ -128,6 +129,7 @@ async def _one_rate(
     times = arrivals(rate, settings["duration"], settings["seed"])
     lines = settings["lines"]
     latencies: list[float] = []
+    refusals: list[float] = []
     server_ms: list[float] = []
     errors: Counter[str] = Counter()
     before = (await client.get("/metrics")).text
@@ -150,11 +152,14 @@ async def _one_rate(
         except httpx.TransportError as err:
             errors[type(err).__name__] += 1
             return
+        elapsed = 1000.0 * (time.monotonic() - sent)
         if answer.status_code == 200:
-            latencies.append(1000.0 * (time.monotonic() - sent))
+            latencies.append(elapsed)
             server_ms.append(float(answer.json()["timings"]["batch_ms"]))
         else:
             errors[str(answer.status_code)] += 1
+            if answer.status_code == 503:
+                refusals.append(elapsed)
 
     start = time.monotonic()
     await asyncio.gather(*(send(i, at) for i, at in enumerate(times)))
@@ -172,6 +177,7 @@ async def _one_rate(
         p50_ms=percentile(latencies, 50),
         p90_ms=percentile(latencies, 90),
         p99_ms=percentile(latencies, 99),
+        refused_p99_ms=percentile(refusals, 99),
         server_batch_ms_p50=percentile(server_ms, 50),
         queue_wait_ms_mean=None if wait is None else 1000.0 * wait,
         batch_sentences_mean=_delta_mean(before, after, "gmlm_batch_sentences", model),
@@ -345,7 +351,8 @@ def describe(p: RatePoint) -> str:
     errors = ", ".join(f"{k}: {v}" for k, v in p.errors.items()) or "none"
     return (
         f"{p.model} at {p.offered_rps:g}/s: {p.ok}/{p.sent} answered ({p.achieved_rps:.2f}/s), "
-        f"p50 {ms(p.p50_ms)} ms, p90 {ms(p.p90_ms)}, p99 {ms(p.p99_ms)}; errors {errors}; "
+        f"p50 {ms(p.p50_ms)} ms, p90 {ms(p.p90_ms)}, p99 {ms(p.p99_ms)}; errors {errors}"
+        f"{'' if p.refused_p99_ms is None else f' (503s in {ms(p.refused_p99_ms)} ms at p99)'}; "
         f"server decode p50 {ms(p.server_batch_ms_p50)} ms, queue wait {ms(p.queue_wait_ms_mean)} "
         f"ms, batch {ms(p.batch_sentences_mean)} sentences"
     )
