@@ -226,3 +226,36 @@ def test_cli_writes_the_same_dataset(
     assert main(["distill", *args, *flags, "--no-progress"]) == 0
     assert (out / "train.tgt.txt").read_bytes() == (reference / "train.tgt.txt").read_bytes()
     assert json.loads((out / "distill.json").read_text(encoding="utf-8"))["batch_size"] == 32
+
+
+def test_torchrun_processes_share_the_chunks_and_write_the_one_process_dataset(
+    data: Path, teacher: Path, reference: Path, tmp_path: Path
+) -> None:
+    """Two CPU processes (gloo) each translate every other chunk of 50 sentences; rank 0 builds
+    the dataset: the files equal the one-process distillation's, byte for byte."""
+    import os
+    import subprocess
+    import sys
+
+    from gmlm.translation.distill import CHUNK_SENTENCES
+
+    out = tmp_path / "out"
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+        "-m", "gmlm", "distill", "--teacher", str(teacher), "--data", str(data), "--out",
+        str(out), "--beam", str(BEAM), "--batch-size", "16", "--precision", "fp32",
+        "--threads", "1", "--chunk-sentences", "50", "--no-progress",
+    ]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for name in ("train.src.txt", "train.tgt.txt", "train.tgt.bin", "train.idx.npy"):
+        assert (out / name).read_bytes() == (reference / name).read_bytes(), name
+    record = json.loads((out / "distill.json").read_text(encoding="utf-8"))
+    assert record["chunks"] == 4 and record["timed_sentences"] == 198
+    assert not list(out.glob("work")) and not list(out.glob(".*"))
+    assert "2 processes" in done.stdout + done.stderr
+    help_text = subprocess.run(
+        [sys.executable, "-m", "gmlm", "distill", "--help"], capture_output=True, text=True
+    ).stdout
+    assert f"(default: {CHUNK_SENTENCES:,})" in " ".join(help_text.split())

@@ -28,6 +28,10 @@ How the work is organised, so that nothing is wasted and nothing is half-written
   returns at once.
 * ``OUT`` is locked throughout (:mod:`gmlm.locking`): a second distillation into it, which
   would translate the same chunks and mix the two runs' files, fails at once.
+* Under ``torchrun`` (several processes, on one machine or several sharing ``OUT``), process r
+  of W translates the chunks i with i % W == r, each resumable as above; rank 0 holds the lock,
+  waits for all, reads every chunk back and builds the dataset, so the result is the one
+  process's, byte for byte.
 
 Sources that are empty or longer than the teacher's ``max_source_len`` are not translated
 (their target stays empty, so the data filter drops the pair); teacher outputs that decode
@@ -36,6 +40,7 @@ to nothing are counted. All of these are reported in ``distill.json``.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -60,6 +65,14 @@ from gmlm.data.prepare import DataConfig, prepare_dataset
 from gmlm.errors import GmlmError
 from gmlm.io import atomic_open, atomic_write_json, check_output_folder, make_dirs
 from gmlm.locking import folder_lock
+from gmlm.training.distributed import (
+    DistInfo,
+    barrier,
+    init_distributed,
+    pick_device,
+    process_device,
+    shutdown,
+)
 from gmlm.training.precision import bf16_by_default
 from gmlm.translation.translator import Translator, load
 
@@ -260,27 +273,32 @@ def _translate_chunks(
     batch_size: int,
     progress: bool,
     say: Log,
+    shard: DistInfo,
 ) -> tuple[list[str], dict[str, Any]]:
-    """Translate every chunk not already in `work`; returns the outputs (corpus order,
-    "" where untranslated) and timing."""
+    """Translate every chunk of this process's share (all of them in one process) not already
+    in `work`; returns the outputs of that share (corpus order, "" elsewhere) and timing."""
     outputs = [""] * len(plan.sources)
     chunks = plan.chunks
     todo = []
     for index, chunk in enumerate(chunks):
+        if index % shard.world_size != shard.rank:
+            continue
         done = read_chunk(chunk_path(work, index), len(chunk))
         if done is None:
             todo.append(index)
             continue
         for i, text in zip(chunk, done, strict=True):
             outputs[i] = text
-    resumed = len(chunks) - len(todo)
+    mine = len(range(shard.rank, len(chunks), shard.world_size))
+    resumed = mine - len(todo)
     if resumed:
-        say(f"resuming: {resumed} of {len(chunks)} chunks already translated in {work}")
+        say(f"resuming: {resumed} of {mine} chunks already translated in {work}")
     translated_now = 0
     start = time.perf_counter()
+    share = sum(len(c) for i, c in enumerate(chunks) if i % shard.world_size == shard.rank)
     with tqdm(
-        total=len(plan.order),
-        initial=len(plan.order) - sum(len(chunks[i]) for i in todo),
+        total=share,
+        initial=share - sum(len(chunks[i]) for i in todo),
         desc="distill",
         unit="sent",
         dynamic_ncols=True,
@@ -387,21 +405,43 @@ def distill(
     prepared = load_dataset(data)
     if "train" not in prepared.splits:
         raise GmlmError(f"{data}: has no train split to distill")
-    with folder_lock(out, f"--out {out}"):
-        return _distill(
-            teacher,
-            data,
-            out,
-            prepared,
-            beam=beam,
-            batch_size=batch_size,
-            bf16=bf16,
-            threads=threads,
-            device=device,
-            progress=progress,
-            say=say,
-            chunk_sentences=chunk_sentences,
-        )
+    shard = _join_shards(device)
+    run = functools.partial(
+        _distill,
+        teacher,
+        data,
+        out,
+        prepared,
+        beam=beam,
+        batch_size=batch_size,
+        bf16=bf16,
+        threads=threads,
+        device=_shard_device(device, shard),
+        progress=progress and shard.is_main,
+        say=say if shard.is_main else (lambda _msg: None),
+        chunk_sentences=chunk_sentences,
+        shard=shard,
+    )
+    try:
+        if not shard.is_main:  # the job's rank 0 holds the folder for all its processes
+            return run()
+        with folder_lock(out, f"--out {out}"):
+            return run()
+    finally:
+        shutdown(shard)
+
+
+def _join_shards(device: str) -> DistInfo:
+    """Under `torchrun` with several processes, join their group (gloo on the CPU, NCCL on
+    GPUs): each process then translates its share of the chunks; else one process does all."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return DistInfo()
+    return init_distributed(process_device(pick_device(device)))
+
+
+def _shard_device(device: str, shard: DistInfo) -> str:
+    """Each process's device: under torchrun a GPU becomes its local rank's own."""
+    return str(process_device(pick_device(device))) if shard.active else device
 
 
 def _distill(
@@ -418,8 +458,11 @@ def _distill(
     progress: bool,
     say: Log,
     chunk_sentences: int,
+    shard: DistInfo,
 ) -> Path:
-    """`distill` into the folder `out`, locked by this process (gmlm.locking)."""
+    """`distill` into the folder `out`, locked by this process or, under torchrun, by the
+    job's rank 0 (gmlm.locking): rank r translates the chunks i with i % world_size == r, and
+    rank 0 then reads every chunk back and builds the dataset, in the corpus's order."""
     _check_out(out, data, Path(teacher))
     previous_threads = torch.get_num_threads()
     if threads > 0:
@@ -438,7 +481,9 @@ def _distill(
                 "teacher reads and writes text, and the distilled data keeps the data's one"
             )
         work = out / WORK
-        _prepare_work(work, settings, say)
+        if shard.is_main:
+            _prepare_work(work, settings, say)
+        barrier(shard)  # every process sees the work folder rank 0 made ready
         sources = prepared.read_text("train", "src")
         plan = make_plan(sources, loaded.translator, chunk_sentences)
         say(
@@ -446,6 +491,7 @@ def _distill(
             f"{loaded.path} (step {loaded.step}), beam {beam}, "
             f"{'bf16' if use_bf16 else 'fp32'}, batch {batch_size}, "
             f"{torch.get_num_threads()} threads on {loaded.translator.device}"
+            + (f", {shard.world_size} processes" if shard.active else "")
         )
         outputs, timing = _translate_chunks(
             loaded,
@@ -456,9 +502,20 @@ def _distill(
             batch_size=batch_size,
             progress=progress,
             say=say,
+            shard=shard,
         )
     finally:
         torch.set_num_threads(previous_threads)
+    barrier(shard)  # every chunk is written
+    if not shard.is_main:
+        return out
+    if shard.active:  # the other processes' chunks, read back from the work folder
+        for index, chunk in enumerate(plan.chunks):
+            done = read_chunk(chunk_path(work, index), len(chunk))
+            if done is None:
+                raise GmlmError(f"{chunk_path(work, index)}: missing after every process ended")
+            for i, text in zip(chunk, done, strict=True):
+                outputs[i] = text
     build_start = time.perf_counter()
     built = _build_dataset(prepared, data, sources, outputs, work / DATASET, loaded, beam)
     counts = {
