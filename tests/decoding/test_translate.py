@@ -271,6 +271,10 @@ def test_decoding_settings_reach_the_decoder(translators: dict[str, Translator])
     options = translators["padir"].options(steps=7, length_offsets=[-1, 1], dedup_final=False)
     assert (options.steps, options.length_offsets, options.dedup_final) == (7, (-1, 1), False)
     assert options.length_penalty == 0.0 and options.drop_unchanged_initial
+    assert (
+        options.stutter_ngram == 4
+        and translators["padir"].options(stutter_ngram=1).stutter_ngram == 1
+    )
     ar = translators["ar"].options(beam=4)
     assert (ar.beam, ar.length_penalty) == (4, 0.6)
 
@@ -448,8 +452,9 @@ def test_cli_checks_the_output_before_translating(
         (["--input", "{tmp}"], "{tmp} is a folder; give the path of a file inside it"),
         (["--length-weight", "nan"], "length_weight=nan: expected a finite number"),
         (["--steps", "100000000", "--remask", "linear"], "steps=100000000 must be between 1"),
+        (["--stutter-ngram", "0"], "stutter_ngram=0 must be between 1 (repeated tokens) and 16"),
     ],
-    ids=["input-folder", "length-weight-nan", "steps-unbounded"],
+    ids=["input-folder", "length-weight-nan", "steps-unbounded", "stutter-ngram-0"],
 )
 def test_cli_refuses_bad_settings_before_translating(
     flags: list[str],

@@ -236,10 +236,11 @@ def quality_section(scores: EvaluationScores, plot: str | None) -> list[str]:
         "",
         "Stutter: adjacent repeated words in a hypothesis beyond those in its reference, per "
         "100 hypothesis words; repeats: all adjacent repeated words per 100 words. PaDIR "
-        f"decodes with gmlm's defaults (stutter remasking '{defaults.stutter_remask}', "
-        f"adjacent duplicate tokens {'dropped' if defaults.dedup_final else 'kept'}), so its "
-        "rates are measured after those fixes; the attention analysis below counts stutter on "
-        "the raw output, before dedup.",
+        f"decodes with gmlm's defaults (stutter remasking '{defaults.stutter_remask}' of "
+        f"repeated tokens and n-grams of up to {defaults.stutter_ngram} tokens, such repeats "
+        f"{'dropped from' if defaults.dedup_final else 'kept in'} the output), so its rates "
+        "are measured after those fixes; the attention analysis below counts stutter on the "
+        "raw output, before dedup.",
         "",
         table(
             ["model", "stutter / 100 words", "repeats / 100 words"],
