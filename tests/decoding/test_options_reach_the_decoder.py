@@ -66,6 +66,7 @@ CASES: dict[str, dict[str, Case]] = {
         "init": Case("mask"),
         "early_stop": Case(False, changes=False),
         "stutter_remask": Case("none"),
+        "stutter_ngram": Case(1, {"stutter_remask": "none"}),  # more repeats, then 2-4-grams kept
         "drop_unchanged_initial": Case(False),
         "dedup_final": Case(False, {"stutter_remask": "none"}),  # more repeats to keep
         "selection": Case("sum"),
@@ -137,8 +138,10 @@ def received(monkeypatch: pytest.MonkeyPatch) -> list[Call]:
     for name in ("refine", "greedy_search", "beam_search"):
         original = getattr(translator_module, name)
 
-        def spy(model: Any, src: Any, options: Any, *rest: Any, _original: Any = original) -> Any:
-            results = _original(model, src, options, *rest)
+        def spy(
+            model: Any, src: Any, options: Any, *rest: Any, _original: Any = original, **kw: Any
+        ) -> Any:
+            results = _original(model, src, options, *rest, **kw)
             scores = [[h.score for h in r] if isinstance(r, list) else r.score for r in results]
             calls.append(Call(model, options, scores))
             return results

@@ -11,11 +11,12 @@ import random
 import pytest
 import torch
 
-from gmlm.decoding.options import MAX_STEPS, RefinementOptions
+from gmlm.decoding.options import MAX_STEPS, MAX_STUTTER_NGRAM, RefinementOptions
 from gmlm.decoding.refinement import (
     PaddingStats,
     RefinementState,
     candidate_lengths,
+    drop_repeats,
     least_confident,
     log_probs_of,
     output_mask,
@@ -24,6 +25,7 @@ from gmlm.decoding.refinement import (
     refinement_init,
     refinement_step,
     remask_counts,
+    repeated_ngram_positions,
     sentence_generators,
     sentence_seed,
     width_groups,
@@ -31,6 +33,7 @@ from gmlm.decoding.refinement import (
 from gmlm.decoding.scores import length_penalty
 from gmlm.errors import GmlmError
 from gmlm.models import PadirModel
+from gmlm.models.padir import stutter_positions
 from gmlm.nn.layers import DecoderOutput
 from tests.helpers.reversal import CONFIG, EOS, PAD
 
@@ -290,6 +293,98 @@ def test_stutter_remasking_and_final_dedup(
     assert kept.tokens == stuttering
 
 
+def plain_repeated_ngrams(tokens: list[int], length: int, longest: int) -> set[int]:
+    """The positions repeated_ngram_positions marks, by its definition, as a plain loop."""
+    found = set()
+    for n in range(1, longest + 1):
+        for i in range(length - 2 * n + 1):
+            if tokens[i : i + n] == tokens[i + n : i + 2 * n]:
+                found |= set(range(i + n, i + 2 * n))
+    return found
+
+
+def test_repeated_ngram_positions() -> None:
+    # A 3-gram repeated at 1 ("in a field in a field"), a 2-gram at 7, a stutter at 11, and
+    # "13 12" repeated past the content (12 positions).
+    tokens = torch.tensor([[7, 8, 9, 10, 8, 9, 10, 11, 12, 11, 12, 12, 13, 12, 13, PAD]])
+    content = (torch.arange(16) < 12).unsqueeze(0)
+
+    def marked_at(longest: int) -> list[int]:
+        return repeated_ngram_positions(tokens, content, longest)[0].nonzero().flatten().tolist()
+
+    assert marked_at(4) == marked_at(3) == [4, 5, 6, 9, 10, 11]
+    assert marked_at(2) == [9, 10, 11] and marked_at(1) == [11]
+    # n = 1 is the paper's stutter, as training remasks it between stages
+    stutter = stutter_positions(tokens, content)
+    assert torch.equal(repeated_ngram_positions(tokens, content, 1), stutter)
+    rng = random.Random(36)
+    rows, lengths = [], []
+    for _ in range(300):
+        rows.append([rng.choice([7, 8, 9][: rng.randint(1, 3)]) for _ in range(17)])
+        lengths.append(rng.randint(0, 17))
+    tokens = torch.tensor(rows)
+    content = torch.arange(17) < torch.tensor(lengths).unsqueeze(1)
+    for longest in (1, 2, 3, 5, MAX_STUTTER_NGRAM):
+        marked = repeated_ngram_positions(tokens, content, longest)
+        for row, length, got in zip(rows, lengths, marked, strict=True):
+            expected = plain_repeated_ngrams(row, length, longest)
+            assert set(got.nonzero().flatten().tolist()) == expected, (row, length, longest)
+    assert marked.any() and not marked.all()
+
+
+@pytest.mark.parametrize(
+    ("tokens", "longest", "kept"),
+    [
+        ([7, 8, 9, 10, 8, 9, 10, 11], 3, [7, 8, 9, 10, 11]),  # in a field in a field .
+        ([7, 8, 9, 10, 8, 9, 10, 11], 2, [7, 8, 9, 10, 8, 9, 10, 11]),  # a 3-gram: kept
+        ([7, 8, 7, 8, 7, 8, 9], 2, [7, 8, 9]),  # the second and third copies
+        ([7, 8, 9, 8, 9, 9, 7], 2, [7, 8, 9, 7]),  # dropping 8 9 leaves a stutter: dropped too
+        ([7, 7, 7], 4, [7]),
+        ([], 4, []),
+    ],
+)
+def test_drop_repeats(tokens: list[int], longest: int, kept: list[int]) -> None:
+    assert drop_repeats(torch.tensor(tokens, dtype=torch.long), longest).tolist() == kept
+
+
+def test_drop_repeats_leaves_no_repeat() -> None:
+    rng = random.Random(7)
+    for _ in range(200):
+        tokens = [rng.choice([7, 8, 9]) for _ in range(rng.randint(0, 20))]
+        kept = drop_repeats(torch.tensor(tokens, dtype=torch.long), 4).tolist()
+        assert not plain_repeated_ngrams(kept, len(kept), 4), (tokens, kept)
+        rest = iter(tokens)
+        assert all(t in rest for t in kept)  # a subsequence
+        if not plain_repeated_ngrams(tokens, len(tokens), 4):
+            assert kept == tokens
+
+
+@pytest.mark.parametrize("stutter", ["previous", "initial", "none"])
+@pytest.mark.parametrize("ngram", [1, 2, 3, MAX_STUTTER_NGRAM])
+def test_repeated_ngrams_are_remasked_and_dropped_as_stutter(
+    stutter: str, ngram: int, untrained_padir: PadirModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = list(range(7, 18))
+    # A 2-gram repeated at 1 (second copy at 3, 4) and a 3-gram at 5 (second copy at 8-10).
+    repeating = [7, 8, 9, 8, 9, 12, 13, 14, 12, 13, 14]
+    inputs = fixed_predictions(untrained_padir, monkeypatch, [first, repeating, repeating])
+    options = dataclasses.replace(
+        PLAIN, steps=3, length_beam=1, stutter_remask=stutter, stutter_ngram=ngram
+    )
+    src = torch.tensor([[7, 8, EOS]])
+    state = run(untrained_padir, src, options, lengths=torch.tensor([[12]]))
+    source = {"previous": first, "initial": state.initial[0, :11].tolist()}.get(stutter)
+    second = {1: [], 2: [3, 4]}.get(ngram, [3, 4, 8, 9, 10])
+    assert inputs[2][0, :11].tolist() == [
+        source[i] if source is not None and i in second else t for i, t in enumerate(repeating)
+    ]
+    (result,) = refinement_finish(state, options)
+    assert result.raw == result.tokens == repeating  # the final pass is not remasked
+    deduped = dataclasses.replace(options, dedup_final=True)
+    (result,) = refinement_finish(state, deduped)
+    assert result.tokens == [t for i, t in enumerate(repeating) if i not in second]
+
+
 def test_tokens_left_at_their_initial_value_are_dropped(
     untrained_padir: PadirModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -507,6 +602,8 @@ def test_mask_start_and_option_errors(
         (RefinementOptions(length_offsets=(0, 1)), "length_offsets"),
         (RefinementOptions(length_beam=33), "length_beam=33"),
         (RefinementOptions(remask_ratio=1.0), "remask_ratio"),
+        (RefinementOptions(stutter_ngram=0), r"stutter_ngram=0 must be between 1 \(repeated"),
+        (RefinementOptions(stutter_ngram=MAX_STUTTER_NGRAM + 1), "stutter_ngram=17"),
     ]
     for options, message in bad:
         with pytest.raises(GmlmError, match=message):

@@ -477,8 +477,9 @@ def test_cli_checks_the_output_before_translating(
         (["--input", "{tmp}"], "{tmp} is a folder; give the path of a file inside it"),
         (["--length-weight", "nan"], "length_weight=nan: expected a finite number"),
         (["--steps", "100000000", "--remask", "linear"], "steps=100000000 must be between 1"),
+        (["--stutter-ngram", "0"], "stutter_ngram=0 must be between 1 (repeated tokens) and 16"),
     ],
-    ids=["input-folder", "length-weight-nan", "steps-unbounded"],
+    ids=["input-folder", "length-weight-nan", "steps-unbounded", "stutter-ngram-0"],
 )
 def test_cli_refuses_bad_settings_before_translating(
     flags: list[str],

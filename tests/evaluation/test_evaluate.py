@@ -9,7 +9,8 @@ import pytest
 
 from gmlm.cli.main import main
 from gmlm.evaluation.bleu import corpus_scores
-from gmlm.evaluation.stutter import stutter_report
+from gmlm.evaluation.results import Evaluation
+from gmlm.evaluation.stutter import repeat_report, stutter_report
 
 HYPS = [
     "The cat sat on the the mat.",
@@ -101,3 +102,25 @@ def test_cli_json_and_errors(tmp_path, capsys):
     bad.write_bytes(b"ok\n\xff\xfe broken\n" + b"x\n" * 4)
     assert main(["evaluate", "--hyp", str(bad), "--ref", str(ref)]) == 2
     assert "bad.txt:2: invalid UTF-8" in capsys.readouterr().err
+
+
+def test_cli_reports_repeated_ngrams(tmp_path, capsys):
+    hyps, refs = ["A girl in a field in a field.", "a dog"], ["A girl in a field.", "a a dog"]
+    hyp, ref = write(tmp_path, "hyp.txt", hyps), write(tmp_path, "ref.txt", refs)
+    assert main(["evaluate", "--hyp", str(hyp), "--ref", str(ref), "--json"]) == 0
+    evaluation = Evaluation.from_json(json.loads(capsys.readouterr().out))
+    assert evaluation.stutter.hypothesis_ngram_repeats == repeat_report(hyps)
+    assert evaluation.stutter.reference_ngram_repeats == repeat_report(refs)
+    assert main(["evaluate", "--hyp", str(hyp), "--ref", str(ref)]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    start = printed.index(
+        "repeated n-grams (words[i:i+n] == words[i+n:i+2n]): hypothesis | reference (control)"
+    )
+    none = "0.00% of lines, 0.000 per 100 words"
+    assert printed[start + 1 :] == [
+        f"  n=1: {none} | 50.00% of lines, 12.500 per 100 words",
+        f"  n=2: {none} | {none}",
+        f"  n=3: 50.00% of lines, 10.000 per 100 words | {none}",
+        f"  n=4: {none} | {none}",
+        "  lines with a repeated phrase (2-4 words): 1 of 2 lines (50.00%) | 0 of 2 lines (0.00%)",
+    ]

@@ -14,6 +14,7 @@ place changes the report.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -22,8 +23,11 @@ from pathlib import Path
 import pytest
 
 from gmlm.errors import GmlmError
+from gmlm.evaluation.results import EvaluationScores
+from gmlm.evaluation.stutter import repeat_report
 from gmlm.reproduce import stages
 from gmlm.reproduce.config import load_reproduce_config
+from gmlm.reproduce.sections import quality_section
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 GOLDEN = Path(__file__).resolve().parent / "golden" / "REPORT.md"
@@ -99,3 +103,38 @@ def test_every_command_of_the_reproduce_section_parses(preset: str) -> None:
     if cfg.evaluate.sentences > 0:  # the first N, scored against the first N references
         assert f"head -n {cfg.evaluate.sentences} OUT/data/test.src.txt | gmlm translate" in text
         assert "gmlm evaluate --hyp hyp.txt --ref OUT/eval/reference.txt" in text
+
+
+def test_the_stutter_section_shows_repeated_ngrams() -> None:
+    """Scores with repeated n-grams get their table (every system, the references as a
+    control); the fixture's, of gmlm before they were measured, have none (the golden file)."""
+    fixture = EvaluationScores.read(FIXTURES / "run" / "eval" / "scores.json")
+    assert "Repeated n-grams" not in "\n".join(quality_section(fixture, None))
+    padir = repeat_report(["a girl in a field in a field", "a dog"]).rounded()
+    rows = tuple(
+        dataclasses.replace(
+            r,
+            quality=dataclasses.replace(
+                r.quality, ngram_repeats=padir if r.system == "padir-T4-B5" else None
+            ),
+        )
+        for r in fixture.systems
+    )
+    scores = dataclasses.replace(
+        fixture,
+        systems=rows,
+        reference_ngram_repeats=repeat_report(["a girl in a field", "a a dog dog"]).rounded(),
+    )
+    text = "\n".join(quality_section(scores, None))
+    stutter = text.split("## Stutter")[1]
+    assert (
+        "| model | lines with a repeated phrase (2-4 words) | 1-gram: lines / per 100 words | "
+        "2-gram: lines / per 100 words | 3-gram: lines / per 100 words | 4-gram: lines / per "
+        "100 words |"
+    ) in stutter
+    none = "0.0% / 0.00"
+    assert f"| PaDIR T=4 B=5 | 1 (50.0%) | {none} | {none} | 50.0% / 10.00 | {none} |" in stutter
+    assert "| AR (distilled), beam 5 | n/a | n/a | n/a | n/a | n/a |" in stutter
+    assert f"| reference (control) | 0 (0.0%) | 50.0% / 22.22 | {none} | {none} | {none} |" in (
+        stutter
+    )

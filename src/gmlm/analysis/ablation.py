@@ -7,16 +7,17 @@
     print(render_ablation_markdown(result))     # an AblationResult; .to_json() / .write(path)
 
 The first row decodes the split with `options` (default: those of ``gmlm translate``), each
-later row with those plus one variant's settings (`gmlm.decoding.options.parse_variant`;
-the default variants, `ABLATION_VARIANTS`, switch off each choice the defaults make: the
-candidate selection, stutter remasking, the final dedup, pruning, the B predicted lengths,
-and try the paper's T = 10). Every row is ``gmlm translate`` of the split's source file with
-those flags (`Translator.translate`, over-long lines split at sentence punctuation as the
-evaluation does), scored with SacreBLEU, chrF, the BLEU length ratio and the stutter rate,
-and compared with the first row by sacrebleu's paired bootstrap (1,000 resamples; its seed
-is sacrebleu's, in the signature), so a difference within noise reads as one. A variant whose
-translations equal the first row's, line for line, is marked so and not tested (sacrebleu
-gives a system tested against itself its smallest p-value, by design).
+later row with those plus one variant's settings (`gmlm.decoding.options.parse_variant`; the
+default variants, `ABLATION_VARIANTS`, switch off each choice the defaults make: the
+candidate selection, stutter remasking, stutter of repeated n-grams, the final dedup,
+pruning, the B predicted lengths, and try the paper's T = 10). Every row is ``gmlm
+translate`` of the split's source file with those flags (`Translator.translate`, over-long
+lines split at sentence punctuation as the evaluation does), scored with SacreBLEU, chrF,
+the BLEU length ratio and the stutter rate, and compared with the first row by sacrebleu's
+paired bootstrap (1,000 resamples; its seed is sacrebleu's, in the signature), so a
+difference within noise reads as one. A variant whose translations equal the first row's,
+line for line, is marked so and not tested (sacrebleu gives a system tested against itself
+its smallest p-value, by design).
 
 This is how gmlm chooses its decoding defaults: on validation data, never on the test set,
 and it gives the decoding half of the ablation table in the reproduction report (the

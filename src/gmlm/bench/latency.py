@@ -223,7 +223,7 @@ def padir_note(options: DecodingOptions) -> str:
     return (
         f"pruning {pruning_text(options.prune_after, options.prune_keep)}; length shift "
         f"{options.length_shift}; selection {options.selection}; stutter remasking "
-        f"{options.stutter_remask}"
+        f"{options.stutter_remask} (repeats of up to {options.stutter_ngram} tokens)"
     )
 
 

@@ -1,4 +1,5 @@
-"""`gmlm evaluate`: SacreBLEU, chrF and the stutter rate of a hypothesis file."""
+"""`gmlm evaluate`: SacreBLEU, chrF, the stutter rate and repeated n-grams of a hypothesis
+file."""
 
 from __future__ import annotations
 
@@ -10,16 +11,19 @@ from gmlm.data.textfiles import read_lines
 from gmlm.errors import GmlmError
 from gmlm.evaluation.bleu import corpus_scores, default_tokenizer
 from gmlm.evaluation.results import Evaluation, ScoreSummary
-from gmlm.evaluation.stutter import stutter_report
+from gmlm.evaluation.stutter import repeat_lines, stutter_report
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "evaluate",
-        help="SacreBLEU, chrF and stutter rate of a hypothesis file",
+        help="SacreBLEU, chrF, stutter rate and repeated n-grams of a hypothesis file",
         description="Scores detokenized, cased hypotheses against one reference per line, as "
         "the `sacrebleu` command does (same scores and signatures), and measures word-level "
-        "stutter: adjacent repeated words in excess of those in the reference.",
+        "stutter: adjacent repeated words in excess of those in the reference; and immediately "
+        "repeated n-grams (n = 1..4: 'in a field in a field') in the hypotheses and, as a "
+        "control, the references: the share of lines with one, the rate per 100 words, and the "
+        "lines with a repeated phrase of 2-4 words.",
     )
     p.add_argument("--hyp", type=Path, required=True, help="hypotheses, one per line (UTF-8)")
     p.add_argument("--ref", type=Path, required=True, help="references, line-aligned with --hyp")
@@ -77,4 +81,5 @@ def run(args: argparse.Namespace) -> int:
         f"  raw repeats per 100 words: hypothesis {stutter.hypothesis_repeats_per_100_words:.3f},"
         f" reference (control) {stutter.reference_repeats_per_100_words:.3f}"
     )
+    print("\n".join(repeat_lines(stutter)))
     return 0

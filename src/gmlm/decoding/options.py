@@ -34,6 +34,10 @@ MAX_STEPS = 1000
 # with `gmlm bench` on the shipped PaDIR (docs/RESULTS.md, "Padding").
 SPLIT_OVERHEAD = 32
 
+# The longest repeated n-gram of tokens stutter_ngram may ask for: bounds the cost of a typo
+# (each pass compares the hypotheses once per n and token of the n-gram).
+MAX_STUTTER_NGRAM = 16
+
 StutterRemask = Literal["none", "previous", "initial"]
 Remask = Literal["none", "constant", "linear"]
 Selection = Literal["sum", "mean", "changed"]
@@ -172,8 +176,19 @@ class RefinementOptions:
     stutter_remask: StutterRemask = field(
         default="previous",
         metadata=doc(
-            "before each pass but the last, replace a token equal to its left neighbour by the "
-            "previous iteration's token or the initial token, or not at all"
+            "before each pass but the last, replace a token equal to its left neighbour (and "
+            "the second copy of a repeated n-gram, --stutter-ngram) by the previous "
+            "iteration's token or the initial token, or not at all"
+        ),
+    )
+    stutter_ngram: int = field(
+        default=4,
+        metadata=doc(
+            "the longest repeat treated as stutter: an n-gram of tokens immediately repeated "
+            "('in a field in a field'), n = 1 to this (1 to "
+            f"{MAX_STUTTER_NGRAM}; 1: a token equal to its left neighbour, as in the paper); "
+            "--stutter-remask replaces, and the final dedup drops, the second copy of each "
+            "(4: chosen on validation data)"
         ),
     )
     drop_unchanged_initial: bool = field(
@@ -186,7 +201,8 @@ class RefinementOptions:
     dedup_final: bool = field(
         default=True,
         metadata=doc(
-            "keep repeated adjacent output tokens (dropped by default), e.g. to measure stutter",
+            "keep repeated adjacent output tokens and n-grams (--stutter-ngram; dropped by "
+            "default), e.g. to measure stutter",
             flag="--no-dedup",
         ),
     )
@@ -280,6 +296,11 @@ class RefinementOptions:
         if self.stutter_remask not in ("none", "previous", "initial"):
             raise GmlmError(
                 f"stutter_remask={self.stutter_remask!r}: choose none, previous or initial"
+            )
+        if not 1 <= self.stutter_ngram <= MAX_STUTTER_NGRAM:
+            raise GmlmError(
+                f"stutter_ngram={self.stutter_ngram} must be between 1 (repeated tokens) and "
+                f"{MAX_STUTTER_NGRAM} (repeated n-grams of up to that many tokens)"
             )
         if self.selection not in ("sum", "mean", "changed"):
             raise GmlmError(f"selection={self.selection!r}: choose sum, mean or changed")
@@ -391,6 +412,7 @@ ABLATION_VARIANTS: tuple[str, ...] = (
     "selection=sum",  # the paper's selection: summed token log-probabilities
     "selection=changed",  # the authors' code: summed over the tokens changed from the start
     "stutter_remask=none",  # no stutter remasking between passes
+    "stutter_ngram=1",  # the paper's stutter: a repeated token, not a repeated n-gram
     "dedup_final=false",  # repeated adjacent tokens kept in the output
     "prune_after=0",  # every candidate through every pass
     "prune_after=2 prune_keep=2",  # the earlier default: all candidates through pass 2

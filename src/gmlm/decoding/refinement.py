@@ -35,7 +35,9 @@ positions past the length stay pad, the last one stays EOS, the others take the 
 that before the final pass
 
 * stutter remasking replaces every token equal to its left neighbour by that position's
-  previous input token (``"previous"``) or initial token (``"initial"``);
+  previous input token (``"previous"``) or initial token (``"initial"``); with
+  ``stutter_ngram`` = N > 1, the second copy of every immediately repeated n-gram too,
+  n = 1..N (tokens[i:i+n] == tokens[i+n:i+2n]: "in a field in a field");
 * Mask-Predict style remasking (``remask``) resets the least confident positions (lowest
   probability of their argmax) to their initial token: a fixed fraction every pass
   (``"constant"``) or a share falling linearly to zero over the passes (``"linear"``,
@@ -58,10 +60,12 @@ the same last argmax (same length, same tokens: several random starts that conve
 one candidate with the score of the lowest-index one, which wins their tie; so the choice
 never rests on float noise between equal hypotheses. Then tokens still equal to their
 random initial token are dropped (the model never changed them), and tokens equal to the
-previous kept token (stutter). The authors' release scores only the tokens that survive this
-filtering; we score before it, because otherwise a candidate gains from every position the
-model left unchanged, i.e. from the positions it is least sure of (on a small reversal task
-this picked a wrong-length candidate for most sentences).
+previous kept token (stutter); with ``stutter_ngram`` = N > 1, then the second copy of every
+immediately repeated n-gram of the kept tokens, n = 1..N, again until none is left (dropping
+one can bring two copies of another together). The authors' release scores only the tokens
+that survive this filtering; we score before it, because otherwise a candidate gains from
+every position the model left unchanged, i.e. from the positions it is least sure of (on a
+small reversal task this picked a wrong-length candidate for most sentences).
 
 Pruning (``prune_after`` = t > 0, ``prune_keep`` = k_1, k_2, ...): after pass t, each
 sentence's candidates are ranked by the same score as the final choice (their last argmax and
@@ -101,10 +105,11 @@ start, no offsets, random initial tokens (the model config's choice), stutter re
 the previous iteration's tokens, dropping unchanged initial tokens and final stutter, no
 length penalty, no Mask-Predict remasking. (In the authors' release, previous-iteration
 tokens are the default replacement, but stutter remasking sits behind a flag that defaults
-to off; we enable it because the paper's inference includes it.) Two defaults depart
+to off; we enable it because the paper's inference includes it.) Three defaults depart
 from the paper, chosen on validation data: pruning (after pass 1 to each sentence's best 3
-candidates, after pass 2 to its best 2; see above), and candidates are selected by their
-*mean* token log-probability.
+candidates, after pass 2 to its best 2; see above), candidates are selected by their
+*mean* token log-probability, and stutter covers repeated n-grams of up to 4 tokens, not
+only repeated tokens (``stutter_ngram``; docs/RESULTS.md, "Phrase repeats").
 The selection rules, with that same earlier PaDIR, T = 4, B = 5, no pruning, on the
 1,014 sentences of the Multi30k val split (`gmlm translate ... --selection S
 --length-weight W`, then `gmlm evaluate`): sum 30.56 BLEU (length ratio 0.849), mean
@@ -134,7 +139,6 @@ from gmlm.models.padir import (
     PadirModel,
     initial_hypothesis,
     ordinary_argmax,
-    stutter_positions,
 )
 from gmlm.nn.attention import KVCache
 from gmlm.nn.config import ModelConfig
@@ -408,6 +412,33 @@ def least_confident(log_probs: Tensor, content: Tensor, counts: Tensor) -> Tenso
     return content & (ranks < counts.unsqueeze(1))
 
 
+def repeated_ngram_positions(tokens: Tensor, content: Tensor, longest: int) -> Tensor:
+    """(N, W) True at the second copy of every immediately repeated n-gram of content tokens,
+    n = 1 .. `longest`: at i+n .. i+2n-1 wherever tokens[i:i+n] == tokens[i+n:i+2n], all 2n of
+    them content (`content` (N, W) marks a prefix of each row). n = 1: a token equal to its
+    left neighbour (the paper's stutter)."""
+    found = torch.zeros_like(content)
+    width = tokens.shape[1]
+    for n in range(1, min(longest, width // 2) + 1):
+        # same[:, k]: token k equals token k + n; an n-gram repeats at i if it does for i..i+n-1
+        same = (tokens[:, :-n] == tokens[:, n:]) & content[:, n:]
+        starts = same.unfold(1, n, 1).all(2)  # (N, W - 2n + 1)
+        for j in range(n):
+            found[:, n + j : n + j + starts.shape[1]] |= starts
+    return found
+
+
+def drop_repeats(tokens: Tensor, longest: int) -> Tensor:
+    """(L,) `tokens` without the second copy of every immediately repeated n-gram, n = 1 ..
+    `longest`, again until none is left (a drop can bring two copies of another together)."""
+    while True:
+        every = torch.ones_like(tokens, dtype=torch.bool)
+        repeated = repeated_ngram_positions(tokens[None], every[None], longest)[0]
+        if not repeated.any():
+            return tokens
+        tokens = tokens[~repeated]
+
+
 def next_input(
     predicted: Tensor,
     log_probs: Tensor,
@@ -418,12 +449,14 @@ def next_input(
     options: RefinementOptions,
 ) -> Tensor:
     """The decoder input after a non-final pass (all (N, W)): the argmax `predicted` (with
-    `log_probs`), stutter-remasked from `previous` (this pass's input) or `initial`, then
-    the least confident positions reset to `initial`."""
+    `log_probs`), stutter-remasked from `previous` (this pass's input) or `initial` (the
+    second copy of a repeated n-gram of up to `stutter_ngram` tokens), then the least
+    confident positions reset to `initial`."""
     nxt = predicted
     if options.stutter_remask != "none":
         source = previous if options.stutter_remask == "previous" else initial
-        nxt = torch.where(stutter_positions(predicted, content), source, nxt)
+        repeats = repeated_ngram_positions(predicted, content, options.stutter_ngram)
+        nxt = torch.where(repeats, source, nxt)
     if options.remask != "none":
         counts = remask_counts(content.sum(1), step, options)
         nxt = torch.where(least_confident(log_probs, content, counts), initial, nxt)
@@ -662,10 +695,14 @@ def refinement_finish(state: RefinementState, options: RefinementOptions) -> lis
     for sentence, row in enumerate(chosen.tolist()):
         n, s = int(lengths[row]), int(state.source_lengths[row])
         raw = state.tokens[row, : n - 1]
+        tokens = raw[keep[row, : n - 1]]
+        if options.dedup_final and options.stutter_ngram > 1:  # (1: output_mask did it)
+            # on the CPU: a few ids, where a device would launch a dozen tiny kernels a round
+            tokens = drop_repeats(tokens.cpu(), options.stutter_ngram)
         attention = state.self_attention, state.cross_attention
         results.append(
             Refined(
-                tokens=raw[keep[row, : n - 1]].tolist(),
+                tokens=tokens.tolist(),
                 score=float(scores[row]),
                 log_prob=float(log_prob[row]),
                 candidate=int(picked[sentence]),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gmlm.evaluation.stutter import StutterReport
+from gmlm.evaluation.stutter import RepeatReport, StutterReport
 from gmlm.evaluation.summary import Quality, Signatures
 from gmlm.records import FLATTEN, OMIT_NONE, Record
 
@@ -30,7 +30,9 @@ class SystemScores(Record):
 @dataclass(frozen=True, kw_only=True)
 class EvaluationScores(Record):
     """eval/scores.json: every system scored on `sentences` pairs of `split`: all of it, or its
-    first `sentences` of `split_sentences` (absent when the whole split was scored)."""
+    first `sentences` of `split_sentences` (absent when the whole split was scored); the
+    references' adjacent repeats and repeated n-grams as a control (the n-grams absent in files
+    of gmlm before they were measured)."""
 
     split: str
     sentences: int
@@ -38,6 +40,7 @@ class EvaluationScores(Record):
     tokenize: str
     signatures: Signatures = field(metadata=FLATTEN)
     reference_repeats_per_100_words: float
+    reference_ngram_repeats: RepeatReport | None = field(default=None, metadata=OMIT_NONE)
     precision: str
     systems: tuple[SystemScores, ...]
 

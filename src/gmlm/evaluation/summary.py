@@ -1,4 +1,5 @@
-"""The numbers a results table shows for one system: BLEU, chrF, length ratio, stutter."""
+"""The numbers a results table shows for one system: BLEU, chrF, length ratio, stutter,
+repeated n-grams."""
 
 from __future__ import annotations
 
@@ -6,22 +7,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gmlm.evaluation.bleu import corpus_scores
-from gmlm.evaluation.stutter import stutter_report
-from gmlm.records import Record, json_key
+from gmlm.evaluation.stutter import RepeatReport, repeat_report, stutter_report
+from gmlm.records import OMIT_NONE, Record, json_key
 
 
 @dataclass(frozen=True, kw_only=True)
 class Quality(Record):
     """Rounded scores of one system's hypotheses: BLEU and chrF (sacrebleu), the BLEU length
     ratio (hypothesis / reference length in BLEU tokens), stutters in excess of the references
-    and all adjacent repeats, per 100 hypothesis words. Rows of results tables carry these five
-    keys among their own (a flattened field)."""
+    and all adjacent repeats, per 100 hypothesis words, and the immediately repeated n-grams
+    (n = 1..4, rounded; None in files of gmlm before they were measured). Rows of results tables
+    carry these keys among their own (a flattened field)."""
 
     bleu: float
     chrf: float
     length_ratio: float
     stutter_per_100_words: float
     repeats_per_100_words: float
+    ngram_repeats: RepeatReport | None = field(default=None, metadata=OMIT_NONE)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,5 +48,6 @@ def quality_row(
         length_ratio=round(scores["bleu"].length_ratio or 0.0, 3),
         stutter_per_100_words=round(stutter.stutters_per_100_words, 3),
         repeats_per_100_words=round(stutter.hypothesis_repeats_per_100_words, 3),
+        ngram_repeats=repeat_report(hypotheses, tokenize).rounded(),
     )
     return quality, Signatures(bleu=scores["bleu"].signature, chrf=scores["chrf"].signature)

@@ -264,10 +264,11 @@ def quality_section(scores: EvaluationScores, plot: str | None) -> list[str]:
         "",
         "Stutter: adjacent repeated words in a hypothesis beyond those in its reference, per "
         "100 hypothesis words; repeats: all adjacent repeated words per 100 words. PaDIR "
-        f"decodes with gmlm's defaults (stutter remasking '{defaults.stutter_remask}', "
-        f"adjacent duplicate tokens {'dropped' if defaults.dedup_final else 'kept'}), so its "
-        "rates are measured after those fixes; the attention analysis below counts stutter on "
-        "the raw output, before dedup.",
+        f"decodes with gmlm's defaults (stutter remasking '{defaults.stutter_remask}' of "
+        f"repeated tokens and n-grams of up to {defaults.stutter_ngram} tokens, such repeats "
+        f"{'dropped from' if defaults.dedup_final else 'kept in'} the output), so its rates "
+        "are measured after those fixes; the attention analysis below counts stutter on the "
+        "raw output, before dedup.",
         "",
         table(
             ["model", "stutter / 100 words", "repeats / 100 words"],
@@ -279,7 +280,42 @@ def quality_section(scores: EvaluationScores, plot: str | None) -> list[str]:
         ),
         "",
     ]
-    return lines
+    return lines + _ngram_repeats_table(scores)
+
+
+def _ngram_repeats_table(scores: EvaluationScores) -> list[str]:
+    """The immediately repeated n-grams of every system and of the references (none for an
+    eval/scores.json of gmlm before they were measured)."""
+    from gmlm.evaluation.stutter import NGRAM_ORDERS, RepeatReport
+
+    if scores.reference_ngram_repeats is None:
+        return []
+
+    def cells(r: RepeatReport | None) -> list[str | None]:
+        if r is None:
+            return [None] * (len(NGRAM_ORDERS) + 1)
+        return [
+            f"{r.phrase_lines} ({100 * r.phrase_line_share:.1f}%)",
+            *(f"{100 * g.line_share:.1f}% / {g.per_100_words:.2f}" for g in r.ngrams),
+        ]
+
+    return [
+        "Repeated n-grams: an n-gram of words immediately repeated (words[i:i+n] == "
+        "words[i+n:i+2n], the words of the stutter metric; n = 1 is the adjacent repeat "
+        "above): the share of lines with one / such repeats per 100 words; a repeated phrase "
+        "is one of 2-4 words ('in a field in a field').",
+        "",
+        table(
+            [
+                "model",
+                "lines with a repeated phrase (2-4 words)",
+                *(f"{n}-gram: lines / per 100 words" for n in NGRAM_ORDERS),
+            ],
+            [[r.label, *cells(r.quality.ngram_repeats)] for r in scores.systems]
+            + [["reference (control)", *cells(scores.reference_ngram_repeats)]],
+        ),
+        "",
+    ]
 
 
 def speed_section(

@@ -475,7 +475,7 @@ def evaluate(ctx: Context) -> dict[str, Any]:
     from gmlm.data import load_dataset
     from gmlm.evaluation.bleu import default_tokenizer
     from gmlm.evaluation.results import EvaluationScores, SystemScores
-    from gmlm.evaluation.stutter import stutter_report
+    from gmlm.evaluation.stutter import repeat_report, stutter_report
     from gmlm.evaluation.summary import Signatures, quality_row
     from gmlm.training.checkpoint import checkpoint_fingerprint, resolve_checkpoint
 
@@ -549,6 +549,7 @@ def evaluate(ctx: Context) -> dict[str, Any]:
         tokenize=tokenize,
         signatures=signatures,
         reference_repeats_per_100_words=round(control.reference_repeats_per_100_words, 3),
+        reference_ngram_repeats=repeat_report(references, tokenize).rounded(),
         precision="bf16" if e.bf16 else "fp32",
         systems=tuple(rows),
     ).write(folder / "scores.json")
