@@ -270,3 +270,23 @@ def test_hitting_figure_values_match_brute_force(tmp_path: Path) -> None:
             else:
                 bound = min(1.0, HITTING_BUDGET * escape)
                 assert row["prop5_hit_probability_bound"] == pytest.approx(bound, rel=1e-9)
+
+
+def test_a_sample_beyond_the_free_memory_is_refused_before_any_work(monkeypatch, capsys, tmp_path):
+    from gmlm.memory import format_bytes
+    from gmlm.theory import figures
+    from gmlm.theory.settings import EstimationSettings
+
+    monkeypatch.setattr("gmlm.memory.available_bytes", lambda device="cpu": 2**30)
+    monkeypatch.setattr(figures, "IsingModel", None)  # nothing is built
+    settings = EstimationSettings(sample_sizes=(100, 10**8))
+    # one mask per sample: C(4, 2) = 6 masks' cumulative weights and comparisons per sample
+    assert figures.estimation_bytes(settings) == 10**8 * (32 + 17 * 6)
+    out = tmp_path / "out"
+    assert main(["theory", "figure1", "--sizes", "100,100000000", "--out", str(out)]) == 2
+    assert capsys.readouterr().err == (
+        "gmlm: error: figure1 with 100,000,000 samples needs about "
+        f"{format_bytes(figures.estimation_bytes(settings))} of memory, but 1.0 GiB is "
+        "available; lower the largest sample size (--sizes)\n"
+    )
+    assert list(out.iterdir()) == []

@@ -11,7 +11,7 @@ later row with those plus one variant's settings (`gmlm.decoding.options.parse_v
 the default variants, `ABLATION_VARIANTS`, switch off each choice the defaults make: the
 candidate selection, stutter remasking, the final dedup, pruning, the B predicted lengths,
 and try the paper's T = 10). Every row is ``gmlm translate`` of the split's source file with
-those flags (`Translator.translate`, over-long lines split at sentence punctuation as the
+those flags (`Translator.translate`, over-long lines translated sentence by sentence as the
 evaluation does), scored with SacreBLEU, chrF, the BLEU length ratio and the stutter rate,
 and compared with the first row by sacrebleu's paired bootstrap (1,000 resamples; its seed
 is sacrebleu's, in the signature), so a difference within noise reads as one. A variant whose

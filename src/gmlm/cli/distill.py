@@ -8,8 +8,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gmlm.cli.flags import add_batch_size, add_device, add_no_progress, add_precision
-from gmlm.decoding.options import FLOAT_PRECISIONS
+from gmlm.cli.flags import add_batch_size, add_device, add_no_progress, add_precision, number
+from gmlm.cli.options import setting_type
+from gmlm.config import THREADS
+from gmlm.decoding.options import FLOAT_PRECISIONS, SearchOptions
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -33,7 +35,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--data", type=Path, required=True, help="prepared dataset to distill")
     p.add_argument("--out", type=Path, required=True, help="distilled dataset folder to write")
-    p.add_argument("--beam", type=int, default=5, help="teacher beam size (default: 5)")
+    p.add_argument(
+        "--beam",
+        type=setting_type(SearchOptions, "beam"),
+        default=5,
+        help="teacher beam size (default: 5)",
+    )
     add_batch_size(p, 128, "sentences per decoder batch, similar lengths together")
     add_precision(
         p,
@@ -45,7 +52,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--threads",
-        type=int,
+        type=number(int, THREADS),
         default=0,
         help="torch CPU threads (default: torch's choice, all cores). Use 1 when another job "
         "shares the cores: 2 threads competing with a 2-thread training job on 2 cores were "
