@@ -259,13 +259,13 @@ def test_progress_lines_come_every_few_seconds_with_the_blocks_done():
     now[0] += 7.0
     progress(1, 30, 100)
     assert lines == [
-        "  0 operator applications, 20 of 100 blocks of the next; 10.0 s so far",
-        "  0 operator applications, 40 of 100 blocks of the next; 20.0 s so far",
-        "  0 operator applications, 60 of 100 blocks of the next; 30.0 s so far",
-        "  0 operator applications, 80 of 100 blocks of the next; 40.0 s so far",
-        "  0 operator applications, 100 of 100 blocks of the next; 50.0 s so far",
+        "  0 operator applications, 20 of 100 blocks of the next (about 50.0 s); 10.0 s so far",
+        "  0 operator applications, 40 of 100 blocks of the next (about 50.0 s); 20.0 s so far",
+        "  0 operator applications, 60 of 100 blocks of the next (about 50.0 s); 30.0 s so far",
+        "  0 operator applications, 80 of 100 blocks of the next (about 50.0 s); 40.0 s so far",
+        "  0 operator applications, 100 of 100 blocks of the next (about 50.0 s); 50.0 s so far",
         "  first operator application: 50.0 s; at least 20 applications in all: 17 min or more",
-        "  1 operator applications, 30 of 100 blocks of the next; 61.0 s so far",
+        "  1 operator applications, 30 of 100 blocks of the next (about 36.7 s); 61.0 s so far",
     ]
 
 

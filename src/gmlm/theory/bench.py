@@ -119,7 +119,8 @@ def _duration(seconds: float) -> str:
 class ProgressLines:
     """Progress of a matrix-free Poincare computation as lines for `say`: the time of the first
     operator application and what it implies for the `least` applications the method needs at
-    least, then a line every `every` seconds (blocks done in the application under way)."""
+    least, then a line every `every` seconds (the blocks done in the application under way and
+    its time at that pace)."""
 
     def __init__(
         self,
@@ -129,10 +130,12 @@ class ProgressLines:
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.say, self.least, self.every, self.clock = say, least, every, clock
-        self.start = self.last = clock()
+        self.start = self.last = self.application_start = clock()
 
     def __call__(self, applications: int, blocks: int, total: int) -> None:
         now = self.clock()
+        if not total:
+            self.application_start = now
         if applications == 1 and not total:
             took = now - self.start
             self.say(
@@ -140,7 +143,10 @@ class ProgressLines:
                 f"applications in all: {_duration(self.least * took)} or more"
             )
         elif now - self.last >= self.every:
-            within = f", {blocks:,} of {total:,} blocks of the next" if total else ""
+            within = ""
+            if total:
+                pace = (now - self.application_start) * total / blocks
+                within = f", {blocks:,} of {total:,} blocks of the next (about {_duration(pace)})"
             self.say(
                 f"  {applications:,} operator applications{within}; "
                 f"{_duration(now - self.start)} so far"
