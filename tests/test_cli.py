@@ -164,13 +164,18 @@ def test_output_flags_follow_the_vocabulary():
 
 def test_shared_list_parsers():
     from gmlm.cli.flags import float_list, int_list, precision_list
+    from gmlm.config import Range
 
-    assert int_list("1, 8,,64") == (1, 8, 64) and float_list("0,.5") == (0.0, 0.5)
+    ints, floats = int_list(Range(ge=1)), float_list(Range(ge=0, lt=1))
+    assert ints("1, 8,,64") == (1, 8, 64) and floats("0,.5") == (0.0, 0.5)
     assert precision_list("bf16,fp32") == ("bf16", "fp32")
     for parse, text, message in (
-        (int_list, "1,x", "'1,x': expected comma-separated integers, e.g. 1,8,64"),
-        (int_list, ",", "',': expected comma-separated integers"),
-        (float_list, "a", "'a': expected comma-separated numbers, e.g. 0,0.5"),
+        (ints, "1,x", "'1,x': expected comma-separated integers, e.g. 1,8,64"),
+        (ints, ",", "',': expected comma-separated integers"),
+        (ints, "4,0", "0 must be >= 1"),
+        (floats, "a", "'a': expected comma-separated numbers, e.g. 0,0.5"),
+        (floats, "0.5,1", "1 must be in [0, 1)"),
+        (floats, "0.5,nan", "nan: expected a finite number, not NaN or infinity"),
         (precision_list, "fp16", "'fp16': choose from fp32, bf16, int8"),
     ):
         with pytest.raises(argparse.ArgumentTypeError, match=re.escape(message)):
@@ -223,3 +228,93 @@ def test_every_flag_the_readme_names_is_in_its_commands_help():
             if flag.startswith("--") and flag not in shown
         ]
     assert wrong == []
+def leaf_parsers(parser=None, names=()):
+    """(names, parser) of every command and subcommand that takes flags of its own."""
+    parser = parser or build_parser()
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        yield names, parser
+    for sub in subs:
+        for name, child in sub.choices.items():
+            yield from leaf_parsers(child, (*names, name))
+
+
+def test_every_numeric_flag_checks_a_declared_range():
+    """A number on the command line is read by gmlm.cli.flags.number, which checks the range
+    declared with the setting as it parses: never by a bare int or float."""
+    from gmlm.cli.flags import number
+
+    bare, ranged = [], 0
+    for names, parser in leaf_parsers():
+        for action in parser._actions:
+            item = action.type
+            if not isinstance(item, number):  # a comma-separated list: its items'
+                item = getattr(item, "item", item)
+            if item in (int, float):
+                bare.append(f"gmlm {' '.join(names)} {'/'.join(action.option_strings)}")
+            ranged += isinstance(item, number)
+    assert bare == []
+    assert ranged > 60  # the walk sees the flags
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["throughput", "--steps", "-2"], "argument --steps: -2 must be between 1 and 100000"),
+        (["throughput", "--steps", "0"], "argument --steps: 0 must be between 1 and 100000"),
+        (["throughput", "--warmup", "-1"], "argument --warmup: -1 must be between 0 and 100000"),
+        (
+            ["analyze", "calibrate", *CKPT, *DATA, "--min-gain", "nan"],
+            "argument --min-gain: nan: expected a finite number",
+        ),
+        (
+            ["analyze", "calibrate", *CKPT, *DATA, "--min-gain", "-1"],
+            "argument --min-gain: -1 must be between 0 and 100 (BLEU points)",
+        ),
+        (["theory", "poincare", "--n", "1000000000"], "argument --n: 1000000000 must be between"),
+        (["theory", "poincare", "--k", "0"], "argument --k: 0 must be between 1 and 24"),
+        (["theory", "figure1", "--sizes", "100000000000"], "100000000000 must be between 1 and"),
+        (["theory", "figure3", "--reps", "0"], "argument --reps: 0 must be between 1 and 100000"),
+        (["theory", "verify", "--tol", "inf"], "argument --tol: inf: expected a finite number"),
+        (["bench", "--ar", "a", "--padir", "p", *DATA, "--warmup", "-5"], "-5 must be between 0"),
+        (["bench", "--ar", "a", "--padir", "p", *DATA, "--steps", "1,0"], "0 must be between 1"),
+        (["data", "bench", "d", "--epochs", "0"], "argument --epochs: 0 must be between 1"),
+        (["data", "prepare", "--out", "o", "--vocab-size", "-4"], "-4 must be between 1 and"),
+        (["distill", "--teacher", "t", *DATA, "--out", "o", "--beam", "0"], "0 must be between"),
+        (["translate", *CKPT, "--beam", "100000"], "100000 must be between 1 and 1000"),
+    ],
+    ids=lambda value: "-".join(value) if isinstance(value, list) else None,
+)
+def test_out_of_range_flags_are_refused_as_they_are_parsed(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err.splitlines()[-1] and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["threads=-1"], "threads=-1 must be between 0 and 4096 (0: the default)"),
+        (["max_tokens=0"], "max_tokens=0 must be between 1 and 16777216"),
+        (["model.d_model=1000000000"], "model.d_model=1000000000 must be between 1 and 65536"),
+        (["optim.lr=-1"], "optim.lr=-1 must be > 0"),
+        (["padir.keep_rate=1.5"], "padir.keep_rate=1.5 must be between 0 and 1"),
+        (["optim.betas=[0.9, 1.5]"], "optim.betas[1]=1.5 must be in [0, 1)"),
+    ],
+)
+def test_out_of_range_training_settings_are_clean_errors(overrides, message, capsys):
+    assert main(["train", "--config", "tiny-ar", *overrides, "data=x", "out=y"]) == 2
+    assert capsys.readouterr().err == f"gmlm: error: {message}\n"
+
+
+def test_out_of_range_reproduce_settings_are_clean_errors(tmp_path, capsys):
+    argv = ["reproduce", "--preset", "smoke", "--out", str(tmp_path / "run")]
+    assert main([*argv, "evaluate.ar_beams=[1, 100000]"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err == "gmlm: error: evaluate.ar_beams[1]=100000 must be between 1 and 1000 (1 is "
+        "greedy search)\n"
+    )
+    assert not (tmp_path / "run").exists()

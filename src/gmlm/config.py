@@ -4,8 +4,16 @@ A schema is a (nested) dataclass whose fields all have defaults. A preset is a Y
 overrides some of those fields; presets may name a parent with a top-level `base: NAME` key.
 Command-line overrides use dotted paths (`model.d_model=256`). Unknown keys are rejected with
 the list of valid ones, values are checked against the field types (a float setting must be a
-finite number: NaN slips through every range check, since all comparisons with it are false),
-and the resolved config is written next to every output with :func:`save_config`.
+finite number: NaN slips through every range check, since all comparisons with it are false)
+and against the range each numeric field declares (:func:`bounds`), and the resolved config is
+written next to every output with :func:`save_config`.
+
+Every numeric setting declares its range once, with the setting: a dataclass field in its
+metadata (``steps: int = field(default=4, metadata=bounds(ge=1, le=1000))``), a function
+parameter as a :class:`Range` constant that the function checks (those several commands
+share, SEED, BATCH_SIZE, ..., below). The loader checks the fields' ranges,
+:func:`check_settings` those of settings built in Python, and every numeric flag checks its
+range as it is parsed (gmlm.cli.flags.number).
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ import math
 import types
 import typing
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -32,6 +41,137 @@ class ConfigError(GmlmError, ValueError):
     """A configuration problem the user can fix (unknown key, bad value, missing preset)."""
 
 
+def _show(value: float) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+@dataclass(frozen=True)
+class Range:
+    """The values a numeric setting may take: ``ge <= value <= le`` and ``gt < value < lt``
+    (None: no bound on that side). `note` says what the bounds mean or why they are there,
+    for the error message. A float setting must also be finite, whatever its range."""
+
+    ge: float | None = None
+    le: float | None = None
+    gt: float | None = None
+    lt: float | None = None
+    note: str = ""
+
+    def __contains__(self, value: object) -> bool:
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return False
+        return (
+            (self.ge is None or value >= self.ge)
+            and (self.gt is None or value > self.gt)
+            and (self.le is None or value <= self.le)
+            and (self.lt is None or value < self.lt)
+        )
+
+    def describe(self) -> str:
+        """The range in words: "between 1 and 1000", ">= 0", "in [0, 1)"."""
+        low = [(b, "[", ">=") for b in (self.ge,) if b is not None]
+        low += [(b, "(", ">") for b in (self.gt,) if b is not None]
+        high = [(b, "]", "<=") for b in (self.le,) if b is not None]
+        high += [(b, ")", "<") for b in (self.lt,) if b is not None]
+        if not (low and high):
+            return " and ".join(f"{sign} {_show(b)}" for b, _, sign in low + high) or "any number"
+        (lo, left, _), (hi, right, _) = low[0], high[0]
+        if left + right == "[]":
+            return f"between {_show(lo)} and {_show(hi)}"
+        return f"in {left}{_show(lo)}, {_show(hi)}{right}"
+
+    def problem(self, value: Any) -> str:
+        """What is wrong with `value` ("must be between 1 and 1000 (1 is greedy search)",
+        ": expected a finite number, ..."), or "" when it lies in the range."""
+        if isinstance(value, float) and not math.isfinite(value):
+            return ": expected a finite number, not NaN or infinity"
+        if value in self:
+            return ""
+        return f"must be {self.describe()}" + (f" ({self.note})" if self.note else "")
+
+    def check(self, value: Any, name: str) -> Any:
+        """`value` if it lies in the range (finite, for a float); else a ConfigError naming
+        `name`, the range and its note."""
+        problem = self.problem(value)
+        if problem:
+            space = "" if problem.startswith(":") else " "
+            raise ConfigError(f"{name}={_show(value)}{space}{problem}")
+        return value
+
+
+RANGE = "range"  # the metadata key of a field's Range
+
+
+def bounds(
+    shared: Range | None = None,
+    *,
+    ge: float | None = None,
+    le: float | None = None,
+    gt: float | None = None,
+    lt: float | None = None,
+    note: str = "",
+) -> dict[str, Range]:
+    """The metadata that declares a numeric field's range: ``field(default=4,
+    metadata=bounds(ge=1, le=1000))``, or ``bounds(SEED)`` for a shared :class:`Range`. For a
+    list field the range holds for each item."""
+    return {RANGE: shared or Range(ge=ge, le=le, gt=gt, lt=lt, note=note)}
+
+
+def range_of(f: dataclasses.Field[Any]) -> Range | None:
+    """The range a dataclass field declares (:func:`bounds`), if any."""
+    found = f.metadata.get(RANGE)
+    return found if isinstance(found, Range) else None
+
+
+def check_in_range(f: dataclasses.Field[Any], value: Any, path: str) -> Any:
+    """`value` of the field `f` checked against the field's range (each item of a list);
+    None (an optional setting left out) passes."""
+    limits = range_of(f)
+    if limits is None or value is None:
+        return value
+    if isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            limits.check(item, f"{path}[{i}]")
+    else:
+        limits.check(value, path)
+    return value
+
+
+# Ranges of settings that several commands share, as dataclass fields and as the parameters of
+# library functions (whose flags are built without importing the library, which loads torch).
+SEED = Range(ge=0, le=2**32 - 1, note="a seed is a 32-bit unsigned integer")
+THREADS = Range(ge=0, le=4096, note="0: the default")
+THREAD_COUNT = Range(ge=1, le=THREADS.le)
+BATCH_SIZE = Range(ge=1, le=1_000_000, note="sentences per batch")
+SENTENCES = Range(ge=1, le=10**9)
+# Padded tokens per batch (training's max_tokens, `gmlm data bench`): 16M tokens is far beyond
+# what any accelerator takes in one batch.
+MAX_TOKENS = Range(ge=1, le=1 << 24)
+# The longest sequence, in tokens, any setting may name (a model's max_source_len and
+# max_target_len, the data's max_len, decoding length limits): position tables and attention
+# grow with it, and no corpus gmlm reads comes near it.
+MAX_LENGTH = 1 << 16
+LENGTH = Range(ge=1, le=MAX_LENGTH)
+# Vocabulary sizes (the model's embedding rows, the tokenizer's pieces): far beyond any
+# SentencePiece vocabulary used for translation.
+MAX_VOCAB = 1 << 20
+VOCAB_SIZE = Range(ge=1, le=MAX_VOCAB)
+# What a benchmark times (steps, epochs) and runs untimed first.
+TIMED = Range(ge=1, le=100_000)
+WARMUP = Range(ge=0, le=100_000)
+WORLD_SIZE = Range(ge=1, le=1 << 16, note="processes")
+
+
+def field_range(cls: type, name: str) -> Range:
+    """The range the field `name` of the dataclass `cls` declares: for a flag or a parameter
+    that takes what that field takes (a list of its values, a setting passed on to it)."""
+    (f,) = (f for f in dataclasses.fields(cls) if f.name == name)
+    found = range_of(f)
+    if found is None:
+        raise TypeError(f"{cls.__name__}.{name} declares no range")
+    return found
+
+
 def _field_types(cls: type) -> dict[str, Any]:
     hints = typing.get_type_hints(cls)
     return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
@@ -46,6 +186,9 @@ def _coerce(value: Any, tp: Any, path: str) -> Any:
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
             return None
+        present = [arg for arg in args if arg is not type(None)]
+        if len(present) == 1:  # an optional setting: its one type's error says most
+            return _coerce(value, present[0], path)
         for arg in args:
             if arg is type(None):
                 continue
@@ -109,13 +252,21 @@ def check_finite(value: float, name: str) -> float:
     return value
 
 
-def check_finite_fields(settings: Any) -> None:
-    """Every float field of the dataclass instance `settings` must be finite (see
-    :func:`check_finite`); for settings built in Python rather than read by :func:`merge`."""
+def check_settings(settings: Any, prefix: str = "") -> None:
+    """Check the dataclass instance `settings` as :func:`merge` checks what it reads, for
+    settings built in Python: every float finite (see :func:`check_finite`), every numeric
+    field within its declared range, nested sections included (named `prefix` + path)."""
     for f in dataclasses.fields(settings):
         value = getattr(settings, f.name)
-        if isinstance(value, float):
-            check_finite(value, f.name)
+        path = f"{prefix}{f.name}"
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            check_settings(value, f"{path}.")
+            continue
+        items = value if isinstance(value, (list, tuple)) else [value]
+        for i, item in enumerate(items):
+            if isinstance(item, float):
+                check_finite(item, f"{path}[{i}]" if items is value else path)
+        check_in_range(f, value, path)
 
 
 def from_dict(cls: type[T], data: Mapping[str, Any], prefix: str = "") -> T:
@@ -128,6 +279,7 @@ def merge(cfg: T, data: Mapping[str, Any], prefix: str = "") -> T:
     if not dataclasses.is_dataclass(cfg) or isinstance(cfg, type):
         raise TypeError("merge expects a dataclass instance")
     types_ = _field_types(type(cfg))
+    fields = {f.name: f for f in dataclasses.fields(cfg)}
     changes: dict[str, Any] = {}
     for key, value in data.items():
         path = f"{prefix}{key}"
@@ -138,7 +290,7 @@ def merge(cfg: T, data: Mapping[str, Any], prefix: str = "") -> T:
         if dataclasses.is_dataclass(current) and isinstance(value, Mapping):
             changes[key] = merge(current, value, prefix=f"{path}.")
         else:
-            changes[key] = _coerce(value, types_[key], path)
+            changes[key] = check_in_range(fields[key], _coerce(value, types_[key], path), path)
     return dataclasses.replace(cfg, **changes)
 
 

@@ -6,6 +6,7 @@ that value scored by SacreBLEU, the choice follows the margin rule, and the choi
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -249,7 +250,7 @@ def test_ar_length_penalty_and_the_cli(
 def test_bad_settings_fail_before_decoding(ar_checkpoint: Path, word_task_data: Path) -> None:
     with pytest.raises(GmlmError, match=r"setting 'steps'.*length_penalty"):
         calibrate(ar_checkpoint, word_task_data, setting="steps", values=(1, 2), device="cpu")
-    with pytest.raises(GmlmError, match=r"beam=0 must be >= 1"):
+    with pytest.raises(GmlmError, match=r"beam=0 must be between 1 and 1000"):
         calibrate(
             ar_checkpoint,
             word_task_data,
@@ -258,9 +259,27 @@ def test_bad_settings_fail_before_decoding(ar_checkpoint: Path, word_task_data: 
             decoding={"beam": 0},
             device="cpu",
         )
-    with pytest.raises(GmlmError, match=r"length_penalty must be >= 0"):
+    with pytest.raises(GmlmError, match=r"length_penalty=-1 must be >= 0 \(0 disables it\)"):
         calibrate(
             ar_checkpoint, word_task_data, setting="length_penalty", values=(-1.0,), device="cpu"
+        )
+    for value in (math.nan, math.inf):  # NaN would pass every comparison
+        with pytest.raises(GmlmError, match=rf"length_penalty={value}: expected a finite number"):
+            calibrate(
+                ar_checkpoint,
+                word_task_data,
+                setting="length_penalty",
+                values=(value,),
+                device="cpu",
+            )
+    with pytest.raises(GmlmError, match=r"^min_gain=nan: expected a finite number"):
+        calibrate(
+            ar_checkpoint,
+            word_task_data,
+            setting="length_penalty",
+            values=(0.6,),
+            min_gain=math.nan,
+            device="cpu",
         )
     assert (
         main(

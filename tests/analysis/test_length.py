@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -144,7 +145,7 @@ def test_bad_input_is_a_clean_error(
 ) -> None:
     with pytest.raises(GmlmError, match="kind 'padir'"):
         length_analysis(ar_checkpoint, word_task_data, device="cpu")
-    with pytest.raises(GmlmError, match="at least 1"):
+    with pytest.raises(GmlmError, match="sentences=0 must be between 1 and"):
         length_analysis(padir_run, word_task_data, sentences=0, device="cpu")
     with pytest.raises(GmlmError, match="at least one weight"):
         length_analysis(padir_run, word_task_data, length_weights=(), device="cpu")
@@ -193,3 +194,21 @@ def test_cli_output_is_checked_before_the_work_and_a_full_disk_is_one_line(
     assert main([*args, "--output", str(tmp_path / "length.json.gz"), "--json"]) == 0
     with gzip.open(tmp_path / "length.json.gz", "rt", encoding="utf-8") as handle:
         assert json.load(handle) == result.to_json()
+@pytest.mark.parametrize("side", ["src", "tgt"])
+def test_a_text_file_shorter_than_its_rows_is_a_clean_error(
+    side: str,
+    padir_run: Path,
+    word_task_data: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # A damaged prepared dataset: a text file cut short, its binarized rows intact.
+    data = tmp_path / "data"
+    shutil.copytree(word_task_data, data)
+    text = data / f"test.{side}.txt"
+    text.write_text("".join(text.read_text().splitlines(keepends=True)[:10]))
+    args = ["analyze", "length", "--checkpoint", str(padir_run), "--data", str(data)]
+    assert main([*args, "--sentences", "20", "--json"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"gmlm: error: {text}: 10 lines, the manifest says ")
+    assert line.endswith("damaged; prepare it again with `gmlm data prepare --force`")

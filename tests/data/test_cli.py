@@ -101,8 +101,8 @@ def test_prepare_errors_speak_gmlm_options(
     assert main([*base, "--out", str(tmp_path / "o"), "tokenizer.character_coverage=0.9"]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err == (
-        "gmlm: error: tokenizer.character_coverage=0.9 must be between 0.98 (SentencePiece's "
-        "least) and 1"
+        "gmlm: error: tokenizer.character_coverage=0.9 must be between 0.98 and 1 "
+        "(SentencePiece's least)"
     )
     (tmp_path / "file").write_text("x")
     assert main([*base, "--out", str(tmp_path / "file" / "o")]) == 2

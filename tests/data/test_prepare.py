@@ -209,13 +209,14 @@ def test_files_are_readable_by_others(tiny_dataset: Path) -> None:
     [
         ({"tokenizer": {"vocab_size": 100}}, "vocab_size=100 is too small"),
         ({"filter": {"max_len": 1}}, "max_len must be at least 2"),
-        ({"valid_fraction": 0.3, "test_fraction": 0.3}, "must be >= 0 and < 0.5"),
+        ({"valid_fraction": 0.3, "test_fraction": 0.3}, "test_fraction must be < 0.5"),
+        ({"valid_fraction": -0.1}, r"valid_fraction=-0.1 must be in \[0, 0.5\)"),
+        ({"tokenizer": {"vocab_size": 10**9}}, "tokenizer.vocab_size=1000000000 must be"),
     ],
 )
 def test_invalid_settings(tmp_path: Path, override: dict, message: str) -> None:
-    cfg = merge(tiny_config("tsv:unused.tsv"), override)
     with pytest.raises(GmlmError, match=message):
-        prepare_dataset(cfg, tmp_path / "out")
+        prepare_dataset(merge(tiny_config("tsv:unused.tsv"), override), tmp_path / "out")
 
 
 def test_rebuild_replaces_only_what_prepare_wrote(tmp_path: Path) -> None:

@@ -63,6 +63,32 @@ def test_save_load(tokenizer: Tokenizer, tmp_path: Path) -> None:
         Tokenizer.load(tmp_path / "missing")
 
 
+def test_a_replaced_model_file_fails_its_recorded_checksum(
+    tokenizer: Tokenizer, tmp_path: Path
+) -> None:
+    tokenizer.save(tmp_path)
+    src, tgt = make_pairs(300, seed=5)
+    other = Tokenizer.train(src + tgt, vocab_size=350, threads=1)
+    assert other.fingerprint != tokenizer.fingerprint
+    (tmp_path / "tokenizer.model").write_bytes(other._proto)  # a valid model, not this one
+    model = re.escape(str(tmp_path / "tokenizer.model"))
+    with pytest.raises(
+        GmlmError,
+        match=rf"^{model}: its sha256 {other.fingerprint[:12]}\.\.\. is not the "
+        rf"{tokenizer.fingerprint[:12]}\.\.\. that tokenizer\.json beside it recorded .*"
+        "restore the folder's tokenizer files",
+    ):
+        Tokenizer.load(tmp_path)
+    (tmp_path / "tokenizer.json").write_text('{"type": "sentencepiece"}')
+    with pytest.raises(GmlmError, match=r"tokenizer\.json: records no sha256"):
+        Tokenizer.load(tmp_path)
+    (tmp_path / "tokenizer.json").write_text("{not json")
+    with pytest.raises(GmlmError, match=r"tokenizer\.json: unreadable"):
+        Tokenizer.load(tmp_path)
+    (tmp_path / "tokenizer.json").unlink()  # nothing recorded: nothing to check against
+    assert Tokenizer.load(tmp_path) == other
+
+
 def test_training_is_deterministic() -> None:
     src, tgt = make_pairs(300, seed=3)
     a = Tokenizer.train(src + tgt, vocab_size=350, threads=1, input_sentence_size=200)

@@ -14,9 +14,11 @@ from gmlm.decoding.autoregressive import (
     constrained_log_probs,
     greedy_search,
     max_lengths,
+    search_bytes,
 )
 from gmlm.decoding.scores import length_penalty
 from gmlm.errors import GmlmError
+from gmlm.memory import MemoryLimitError
 from gmlm.models import AutoregressiveModel
 from gmlm.nn import preset
 from tests.helpers.reversal import CONFIG, EOS, PAD
@@ -194,7 +196,7 @@ def test_constraints_ban_specials_and_force_eos() -> None:
 
 def test_invalid_options_are_clear_errors(untrained_ar: AutoregressiveModel) -> None:
     src = torch.tensor([[7, EOS]])
-    with pytest.raises(GmlmError, match="beam=0 must be >= 1"):
+    with pytest.raises(GmlmError, match=r"beam=0 must be between 1 and 1000 \(1 is greedy"):
         beam_search(untrained_ar, src, SearchOptions(beam=0))
     with pytest.raises(GmlmError, match="length_penalty"):
         greedy_search(untrained_ar, src, SearchOptions(length_penalty=-1.0))
@@ -277,3 +279,34 @@ def test_narrow_beam_returns_exact_scores_of_valid_distinct_outputs(beam: int) -
         assert h.log_prob == pytest.approx(exact[tuple(h.tokens)], abs=1e-5)
     best = max(gnmt_score(lp, len(w), options.length_penalty) for w, lp in exact.items())
     assert hyps[0].score <= best + 1e-5  # beam search is not exact search
+
+
+def test_the_memory_estimate_grows_with_each_size() -> None:
+    base = search_bytes(CONFIG, SearchOptions(beam=5), batch=8, src_len=10)
+    assert search_bytes(CONFIG, SearchOptions(beam=10), batch=8, src_len=10) == 2 * base
+    assert search_bytes(CONFIG, SearchOptions(beam=5), batch=16, src_len=10) == 2 * base
+    wider = preset("tiny", vocab_size=2 * CONFIG.vocab_size, max_target_len=32)
+    assert search_bytes(wider, SearchOptions(beam=5), batch=8, src_len=10) > base
+    # The released models' size: beam 1000 over a batch of 32 asks for gigabytes.
+    released = preset("small", vocab_size=8000, max_source_len=128, max_target_len=128)
+    assert search_bytes(released, SearchOptions(beam=1000), batch=32, src_len=40) > 4 * 2**30
+
+
+@pytest.mark.parametrize("beam", [1, 1000])
+def test_a_search_beyond_the_free_memory_is_refused_before_it_starts(
+    beam: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("gmlm.memory.available_bytes", lambda device="cpu": 2**30)
+    model = AutoregressiveModel(SMALL).eval()
+    encoded: list[torch.Tensor] = []
+    monkeypatch.setattr(model, "encode", lambda src: encoded.append(src))  # nothing runs
+    rows = 2**27 // search_bytes(SMALL, SearchOptions(beam=beam), batch=1, src_len=4) * 16
+    src = torch.tensor([[6, 7, 8, EOS]]).expand(rows, 4)
+    with pytest.raises(
+        MemoryLimitError,
+        match=rf"^(beam|greedy) search of {rows} sentence\(s\) of up to 4 tokens with "
+        rf"beam={beam} \(vocabulary 9, max_target_len 64\) needs about [\d.]+ GiB of memory, "
+        r"but 1\.0 GiB is available; lower the beam \(--beam\) or the sentences per batch",
+    ):
+        (beam_search if beam > 1 else greedy_search)(model, src, SearchOptions(beam=beam))
+    assert encoded == []

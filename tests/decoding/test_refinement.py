@@ -21,6 +21,7 @@ from gmlm.decoding.refinement import (
     log_probs_of,
     output_mask,
     refine,
+    refinement_bytes,
     refinement_finish,
     refinement_init,
     refinement_step,
@@ -32,8 +33,10 @@ from gmlm.decoding.refinement import (
 )
 from gmlm.decoding.scores import length_penalty
 from gmlm.errors import GmlmError
+from gmlm.memory import MemoryLimitError
 from gmlm.models import PadirModel
 from gmlm.models.padir import stutter_positions
+from gmlm.nn import preset
 from gmlm.nn.layers import DecoderOutput
 from tests.helpers.reversal import CONFIG, EOS, PAD
 
@@ -602,7 +605,7 @@ def test_mask_start_and_option_errors(
         (RefinementOptions(length_offsets=(0, 1)), "length_offsets"),
         (RefinementOptions(length_beam=33), "length_beam=33"),
         (RefinementOptions(remask_ratio=1.0), "remask_ratio"),
-        (RefinementOptions(stutter_ngram=0), r"stutter_ngram=0 must be between 1 \(repeated"),
+        (RefinementOptions(stutter_ngram=0), r"stutter_ngram=0 must be between 1 and 16 \(1 is a repeated"),
         (RefinementOptions(stutter_ngram=MAX_STUTTER_NGRAM + 1), "stutter_ngram=17"),
     ]
     for options, message in bad:
@@ -788,8 +791,10 @@ def test_pruning_ties_go_to_the_lowest_index(
 
 
 def test_each_pass_width_makes_its_positions_once(
-    trained_padir: PadirModel, reversal: tuple[torch.Tensor, torch.Tensor], monkeypatch
-) -> None:  # type: ignore[no-untyped-def]
+    trained_padir: PadirModel,
+    reversal: tuple[torch.Tensor, torch.Tensor],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The positions (with the positional attention projections) of a width are made by its
     first pass and reused by the later ones, which change only the tokens."""
     made: list[int] = []
@@ -839,6 +844,36 @@ def test_width_groups_are_the_cheapest_partition(overhead: int) -> None:
         (0, 2),
         (2, 3),
     ]
+
+
+def test_the_memory_estimate_grows_with_the_rows_and_their_width() -> None:
+    base = refinement_bytes(CONFIG, rows=100, width=10, src_len=8)
+    assert refinement_bytes(CONFIG, rows=200, width=10, src_len=8) == 2 * base
+    assert refinement_bytes(CONFIG, rows=100, width=20, src_len=8) > 2 * base  # attention
+    # batch 32 x length_beam 128 x random_starts 500 on the released models' size: terabytes.
+    released = preset("small", vocab_size=8000, max_source_len=128, max_target_len=128)
+    assert refinement_bytes(released, rows=32 * 128 * 500, width=128, src_len=40) > 2**40
+
+
+def test_decoding_beyond_the_free_memory_is_refused_before_its_first_pass(
+    trained_padir: PadirModel,
+    reversal: tuple[torch.Tensor, torch.Tensor],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("gmlm.memory.available_bytes", lambda device="cpu": 2**30)
+    passes: list[object] = []
+    monkeypatch.setattr(trained_padir, "decode", lambda *a, **k: passes.append(a))
+    src = reversal[0][:8]
+    options = RefinementOptions(length_beam=32, random_starts=1000)
+    with pytest.raises(
+        MemoryLimitError,
+        match=r"^PaDIR decoding of 8 sentence\(s\) with 32000 candidates each \(length_beam x "
+        r"\(1 \+ length_offsets\) x random_starts\) of up to 32 tokens = 256,000 rows "
+        r"\(vocabulary 20\) needs about [\d.]+ GiB of memory, but 1\.0 GiB is available; "
+        r"lower --length-beam, --random-starts or the sentences per batch \(--batch-size\)$",
+    ):
+        refine(trained_padir, src, options, seeded(src))
+    assert passes == []
 
 
 def test_split_passes_decode_as_one_pass_does_with_less_padding(

@@ -125,16 +125,69 @@ def test_over_length_is_an_error_naming_line_and_limit(
 def test_over_length_split_at_punctuation(translators: dict[str, Translator]) -> None:
     translator = translators["ar"]
     text = " ".join(sentences(12, seed=6))
-    pieces = translator._split(text, 0, 24, "input")
+    pieces = translator.split(text, 24)
     assert len(pieces) > 1 and all(len(p) + 1 <= 24 for p in pieces)
     joined = translator.tokenizer.decode([i for p in pieces for i in p])
     assert joined.replace(" ", "") == text.replace(" ", "")
     out = translator.translate(["der Hund.", text], on_over_length="split", max_len_b=4)
     assert len(out) == 2 and out[1]
-    with pytest.raises(
-        OverLengthError, match=r"line 2.*splitting it at sentence punctuation.*--over-length report"
-    ):
-        translator.translate(["der Hund.", LONG], on_over_length="split")
+
+
+def spy_on_decoding(monkeypatch: pytest.MonkeyPatch) -> list[list[list[int]]]:
+    """The sources of every Translator.translate_ids call from now on, as they reach it."""
+    calls: list[list[list[int]]] = []
+    original = Translator.translate_ids
+
+    def spy(self, sources, options, **kw):  # type: ignore[no-untyped-def]
+        calls.append([list(s) for s in sources])
+        return original(self, sources, options, **kw)
+
+    monkeypatch.setattr(Translator, "translate_ids", spy)
+    return calls
+
+
+@pytest.mark.parametrize("kind", ["ar", "padir"])
+def test_a_split_line_reaches_the_decoder_sentence_by_sentence(
+    kind: str, translators: dict[str, Translator], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A line of 14 sentences, twice the limit: each sentence is its own piece (packing several
+    # into one input made a model trained on single sentences drop most of them), every
+    # piece is decoded, and their tokens together are the whole line's.
+    translator = translators[kind]
+    tokenizer = translator.tokenizer
+    lines = sentences(14, seed=8)
+    text = " ".join(lines)
+    assert len(tokenizer.encode(text)) + 1 > 2 * 24
+    assert all(len(tokenizer.encode(line)) + 1 <= 24 for line in lines)
+    calls = spy_on_decoding(monkeypatch)
+    settings = {"max_len_b": 4} if kind == "ar" else {"steps": 2}
+    out = translator.translate(["der Hund.", text], on_over_length="split", **settings)
+    ((_, *pieces),) = calls
+    assert pieces == [tokenizer.encode(line) for line in lines]
+    assert len(out) == 2
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        LONG,  # one sentence of ~60 tokens: cut between words
+        " ".join(WORDS * 3) + ", " + " ".join(WORDS) + ".",  # at the comma, then words
+        "x" * 120 + ".",  # one word of more tokens than the limit: cut between tokens
+        "3.5 " * 40,  # no sentence break ("3.5" stays whole), cut between words
+    ],
+    ids=["words", "clause-then-words", "one-long-word", "decimals"],
+)
+def test_a_split_line_never_loses_text(
+    text: str, translators: dict[str, Translator], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    translator = translators["ar"]
+    pieces = translator.split(text, 24)
+    assert len(pieces) > 1 and all(1 <= len(p) <= 23 for p in pieces)
+    joined = translator.tokenizer.decode([i for p in pieces for i in p])
+    assert joined.replace(" ", "") == text.replace(" ", "")
+    calls = spy_on_decoding(monkeypatch)
+    (out,) = translator.translate([text], on_over_length="split", max_len_b=4)
+    assert calls == [pieces] and out
 
 
 def test_pieces_of_a_split_line_have_their_own_random_tokens(
@@ -142,7 +195,7 @@ def test_pieces_of_a_split_line_have_their_own_random_tokens(
 ) -> None:
     translator = translators["padir"]
     text = " ".join(sentences(12, seed=6))
-    count = len(translator._split(text, 1, 24, "input"))
+    count = len(translator.split(text, 24))
     keys = []
     original = Translator.translate_ids
 
@@ -231,6 +284,10 @@ def test_a_string_is_not_a_list_of_sentences(translators: dict[str, Translator])
         translators["ar"].translate(["der Hund.", None])  # type: ignore[list-item]
     with pytest.raises(GmlmError, match=r"sentences\[0\]: expected a str, got bytes"):
         translators["padir"].translate([b"der Hund."])  # type: ignore[list-item]
+    with pytest.raises(
+        GmlmError, match=r"^sentences\[1\]: holds '\\ud800' at character 4, a lone surrogate"
+    ):
+        translators["padir"].translate(["der Hund.", "Ein \ud800 Hund."])
     lines = sentences(3, seed=9)  # any iterable of str will do, in its order
     expected = translators["ar"].translate(lines, max_len_b=4)
     assert translators["ar"].translate((line for line in lines), max_len_b=4) == expected
@@ -250,6 +307,10 @@ def test_a_string_is_not_a_list_of_sentences(translators: dict[str, Translator])
         ("ar", {"max_len_a": math.inf}, r"max_len_a=inf: expected a finite number"),
         ("ar", {"batch_size": "8"}, r"batch_size: expected an integer, got '8'"),
         ("ar", {"seed": 1.0}, r"seed: expected an integer, got 1\.0"),
+        ("ar", {"batch_size": 0}, r"batch_size=0 must be between 1 and 1000000"),
+        ("ar", {"seed": -1}, r"seed=-1 must be between 0 and 4294967295"),
+        ("ar", {"beam": 100000}, r"beam=100000 must be between 1 and 1000 \(1 is greedy"),
+        ("padir", {"random_starts": 100000}, r"random_starts=100000 must be between 1 and 1000"),
         ("ar", {"precision": "yes"}, r"precision='yes': choose from fp32, bf16, int8"),
         ("ar", {"bf16": True}, r"bf16=True is now precision=\"bf16\" \(bf16 weights and"),
         ("ar", {"origin": Path("x")}, r"origin: expected a string"),
@@ -266,6 +327,10 @@ def test_a_string_is_not_a_list_of_sentences(translators: dict[str, Translator])
         "max-len-a-inf",
         "batch-size-str",
         "seed-float",
+        "batch-size-0",
+        "seed-negative",
+        "beam-unbounded",
+        "random-starts-unbounded",
         "precision-str",
         "bf16-renamed",
         "origin-path",
@@ -475,11 +540,28 @@ def test_cli_checks_the_output_before_translating(
     ("flags", "message"),
     [
         (["--input", "{tmp}"], "{tmp} is a folder; give the path of a file inside it"),
-        (["--length-weight", "nan"], "length_weight=nan: expected a finite number"),
-        (["--steps", "100000000", "--remask", "linear"], "steps=100000000 must be between 1"),
-        (["--stutter-ngram", "0"], "stutter_ngram=0 must be between 1 (repeated tokens) and 16"),
+        (["--length-weight", "nan"], "argument --length-weight: nan: expected a finite number"),
+        (["--steps", "100000000", "--remask", "linear"], "100000000 must be between 1 and 1000"),
+        (["--beam", "100000"], "argument --beam: 100000 must be between 1 and 1000 (1 is greedy"),
+        (["--random-starts", "100000"], "argument --random-starts: 100000 must be between 1"),
+        (["--remask-ratio", "inf"], "argument --remask-ratio: inf: expected a finite number"),
+        (["--length-offsets=-1,99999999"], "argument --length-offsets: 99999999 must be between"),
+        (["--batch-size", "0"], "argument --batch-size: 0 must be between 1 and 1000000"),
+        (["--seed", "-3"], "argument --seed: -3 must be between 0 and 4294967295"),
+        (["--stutter-ngram", "0"], "argument --stutter-ngram: 0 must be between 1"),
     ],
-    ids=["input-folder", "length-weight-nan", "steps-unbounded", "stutter-ngram-0"],
+    ids=[
+        "input-folder",
+        "length-weight-nan",
+        "steps-unbounded",
+        "beam-unbounded",
+        "random-starts-unbounded",
+        "remask-ratio-inf",
+        "offset-unbounded",
+        "batch-size-0",
+        "seed-negative",
+        "stutter-ngram-0",
+    ],
 )
 def test_cli_refuses_bad_settings_before_translating(
     flags: list[str],
@@ -492,11 +574,25 @@ def test_cli_refuses_bad_settings_before_translating(
     source.write_text("der Hund.\n", encoding="utf-8")
     flags = [flag.format(tmp=tmp_path) for flag in flags]
     argv = ["translate", "--checkpoint", str(checkpoint_dir), "--input", str(source), *flags]
-    assert main(argv) == 2
+    try:
+        status = main(argv)
+    except SystemExit as exit_info:  # a flag out of its range: refused as it is parsed
+        status = exit_info.code  # type: ignore[assignment]
+    assert status == 2
     captured = capsys.readouterr()
-    (line,) = captured.err.splitlines()
-    assert line.startswith("gmlm: error: ") and message.format(tmp=tmp_path) in line
+    line = captured.err.splitlines()[-1]
+    assert re.match("gmlm( translate)?: error: ", line) and message.format(tmp=tmp_path) in line
     assert captured.out == ""
+
+
+def _replace_tokenizer(folder: Path) -> None:
+    # Another valid tokenizer of the same size over the checkpoint's: it loads, and would
+    # encode text into ids the model did not learn.
+    other = Tokenizer.train(sentences(300, seed=9), vocab_size=400, threads=1)
+    other.save(folder / "elsewhere")
+    (folder / "tokenizer" / "tokenizer.model").write_bytes(
+        (folder / "elsewhere" / "tokenizer.model").read_bytes()
+    )
 
 
 def _poison_weights(folder: Path) -> None:
@@ -524,9 +620,14 @@ def _poison_weights(folder: Path) -> None:
             lambda f: (f / "tokenizer" / "tokenizer.model").write_bytes(b""),
             r"tokenizer\.model: not a SentencePiece model",
         ),
+        (
+            _replace_tokenizer,
+            r"tokenizer\.model: its sha256 [0-9a-f]{12}\.\.\. is not the [0-9a-f]{12}\.\.\. "
+            r"that tokenizer\.json beside it recorded when it was saved",
+        ),
         (_poison_weights, r"model\.safetensors: 1 weight tensor\(s\) hold NaN or infinite"),
     ],
-    ids=["yaml", "yaml-list", "tokenizer", "tokenizer-empty", "nan-weights"],
+    ids=["yaml", "yaml-list", "tokenizer", "tokenizer-empty", "tokenizer-replaced", "nan-weights"],
 )
 def test_damaged_checkpoints_are_clean_errors(
     damage: Callable[[Path], object],

@@ -7,7 +7,8 @@ from safetensors.torch import load_file, save_file
 
 from gmlm.config import ConfigError, from_dict, load_config
 from gmlm.errors import GmlmError
-from gmlm.models import AutoregressiveModel, ModelKind, PadirModel, build_model
+from gmlm.memory import MemoryLimitError
+from gmlm.models import AutoregressiveModel, ModelKind, PadirModel, build_model, weight_bytes
 from gmlm.nn import ModelConfig, PositionEmbedding, count_parameters, preset
 from gmlm.nn.layers import source_padding_mask
 from gmlm.training.config import TrainConfig
@@ -68,7 +69,7 @@ def test_tied_embeddings_count_once() -> None:
         ({"attention_dropout": 1.0}, "model.attention_dropout"),
         ({"activation_dropout": -0.1}, "model.activation_dropout"),
         ({"relative_buckets": 5}, "model.relative_buckets must be even"),
-        ({"relative_buckets": 2}, "model.relative_buckets must be even and at least 4"),
+        ({"relative_buckets": 2}, "model.relative_buckets=2 must be between 4 and 1024 \\(even"),
         ({"relative_max_distance": 8}, "model.relative_max_distance=8 must exceed"),
         ({"n_decoder_layers": 0}, "n_decoder_layers"),
         ({"widht": 3}, "unknown config key 'model.widht'"),
@@ -152,3 +153,33 @@ def test_model_presets_are_the_training_presets_model_sections(name: str) -> Non
     builds (the builders this replaced had drifted: tiny's max_source_len 32 against 64)."""
     trained = load_config(TrainConfig, f"{name}-padir").model  # vocab_size 0: the tokenizer's
     assert preset(name) == dataclasses.replace(trained, vocab_size=ModelConfig.vocab_size)
+
+
+@pytest.mark.parametrize(
+    ("kind", "overrides"),
+    [
+        ("ar", {}),
+        ("padir", {}),
+        ("ar", {"tie_embeddings": False}),
+        ("padir", {"relative_bias": True}),
+    ],
+)
+def test_the_weight_estimate_is_a_close_lower_bound(kind: ModelKind, overrides: dict) -> None:
+    config = preset("small", vocab_size=8000, **overrides)
+    actual = 4 * parameters_of(kind, config)
+    assert 0.95 * actual <= weight_bytes(kind, config) <= actual
+
+
+def test_a_model_beyond_the_free_memory_is_refused_before_it_is_built(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("gmlm.memory.available_bytes", lambda device="cpu": 2**30)
+    config = preset("base", d_model=8192, d_ff=32768, vocab_size=8000)
+    assert weight_bytes("padir", config) > 2**34
+    with pytest.raises(
+        MemoryLimitError,
+        match=r"^the weights of a model with d_model=8192, d_ff=32768, 6\+6 layers and a "
+        r"vocabulary of 8000 needs about [\d.]+ GiB of memory, but 1\.0 GiB is available; "
+        r"lower the model's sizes \(model\.d_model",
+    ):
+        build_model("padir", config)

@@ -106,7 +106,7 @@ def test_a_bad_variant_fails_before_the_first_stage(corpus: str, tmp_path: Path)
     out = tmp_path / "run"
     for variant, message in (
         ("model.bogus=1", r"'model\.bogus=1': unknown config key 'model\.bogus'"),
-        ("model.dropout=2", r"model\.dropout must be in \[0, 1\)"),
+        ("model.dropout=2", r"model\.dropout=2 must be in \[0, 1\)"),
     ):
         cfg = load_reproduce_config(
             "smoke", settings(corpus, f"train_ablation.variants=[{variant}]")

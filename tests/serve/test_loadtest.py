@@ -106,7 +106,7 @@ def test_refuses_unknown_models_and_bad_settings():
     with running(lambda: {"fake": backend}) as url:
         with pytest.raises(GmlmError, match="--model nope: not served; served: fake"):
             run_loadtest(url, ["nope"], [1.0], ["a"], duration=0.1, log=lambda _l: None)
-        with pytest.raises(GmlmError, match="--rates"):
+        with pytest.raises(GmlmError, match=r"rates=0 must be in \(0, 10000\]"):
             run_loadtest(url, ["fake"], [0.0], ["a"], duration=0.1, log=lambda _l: None)
         with pytest.raises(GmlmError, match="more than 100000 requests"):
             run_loadtest(url, ["fake"], [10_000.0], ["a"], duration=100, log=lambda _l: None)

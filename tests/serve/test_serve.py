@@ -256,8 +256,9 @@ def test_real_models_bound_settings_rows_and_lengths(tiny_models):
     settings = ServeSettings(max_rows=40)
     with running(lambda: {"ar": load_backend("ar", tiny_models["ar"], "fp32", 1)}, settings) as url:
         cases = [
-            ({"beam": 100000}, "100000 decoder rows"),
-            ({"beam": 0}, "beam=0 must be >= 1"),
+            ({"beam": 100000}, "beam=100000 must be between 1 and 1000"),
+            ({"beam": 50}, "50 decoder rows"),  # within the beam's range, over --max-rows 40
+            ({"beam": 0}, "beam=0 must be between 1 and 1000"),
             ({"steps": 4}, "unknown decoding setting steps"),
             ({"min_length": 3}, "unknown decoding setting min_length"),  # Python-only setting
         ]
@@ -282,10 +283,12 @@ def test_parse_models_and_settings_errors(tmp_path):
         parse_models([f"x={tmp_path / 'missing'}"])
     with pytest.raises(GmlmError, match="given twice"):
         parse_models([f"x={tmp_path}", f"x={tmp_path}"])
-    with pytest.raises(GmlmError, match="--max-batch-sentences 0: must be 1"):
+    with pytest.raises(GmlmError, match="max_batch_sentences=0 must be between 1 and 4096"):
         ServeSettings(max_batch_sentences=0).validate()
     with pytest.raises(GmlmError, match="max_wait_ms"):
         ServeSettings(max_wait_ms=float("nan")).validate()
+    with pytest.raises(GmlmError, match="is more than --max-queue-sentences"):
+        ServeSettings(max_batch_sentences=64, max_queue_sentences=8).validate()
 
 
 def test_sigterm_under_load_answers_every_accepted_request(tiny_models):

@@ -314,3 +314,21 @@ def test_out_holds_only_theory_results_and_a_full_disk_is_one_line(
     assert err.startswith(f"gmlm: error: cannot write {out / 'figure3.'}") and err.count("\n") == 1
     assert "No space left on device" in err
     assert {p: p.read_bytes() for p in out.iterdir()} == before
+def test_a_sample_beyond_the_free_memory_is_refused_before_any_work(monkeypatch, capsys, tmp_path):
+    from gmlm.memory import format_bytes
+    from gmlm.theory import figures
+    from gmlm.theory.settings import EstimationSettings
+
+    monkeypatch.setattr("gmlm.memory.available_bytes", lambda device="cpu": 2**30)
+    monkeypatch.setattr(figures, "IsingModel", None)  # nothing is built
+    settings = EstimationSettings(sample_sizes=(100, 10**8))
+    # one mask per sample: C(4, 2) = 6 masks' cumulative weights and comparisons per sample
+    assert figures.estimation_bytes(settings) == 10**8 * (32 + 17 * 6)
+    out = tmp_path / "out"
+    assert main(["theory", "figure1", "--sizes", "100,100000000", "--out", str(out)]) == 2
+    assert capsys.readouterr().err == (
+        "gmlm: error: figure1 with 100,000,000 samples needs about "
+        f"{format_bytes(figures.estimation_bytes(settings))} of memory, but 1.0 GiB is "
+        "available; lower the largest sample size (--sizes)\n"
+    )
+    assert list(out.iterdir()) == []

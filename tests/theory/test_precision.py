@@ -8,6 +8,7 @@ errors of 1e-5 .. 1e-3 there (measured); the tests ask 1e-9.
 from __future__ import annotations
 
 import json
+import re
 
 import mpmath as mp
 import numpy as np
@@ -27,6 +28,7 @@ from gmlm.theory.chains import k_gibbs, poincare_constant
 from gmlm.theory.distributions import IsingModel
 from gmlm.theory.estimators import ExponentialFamily, MaskingScheme
 from gmlm.theory.verify import CaseResult, VerifyReport, VerifySettings, run_verify
+from tests.helpers.cli import exit_status
 from tests.helpers.mpref import MpIsing, to_mp
 from tests.helpers.mpref import generalised_eigenvalues as mp_generalised
 
@@ -180,12 +182,22 @@ def test_a_nan_fails_the_claim(nan_first):
     assert not report.passed
 
 
-@pytest.mark.parametrize("tol", [-1e-6, 0.0, 0.5, float("nan")])
-def test_tolerance_must_be_positive_and_small(tol, tmp_path, capsys):
-    with pytest.raises(GmlmError, match="--tol must be positive"):
+@pytest.mark.parametrize(
+    ("tol", "problem"),
+    [
+        (-1e-6, "must be in (0, 0.0001] (the claims are exact, so the tolerance only absorbs"),
+        (0.0, "must be in (0, 0.0001]"),
+        (0.5, "must be in (0, 0.0001]"),
+        (float("nan"), ": expected a finite number"),
+    ],
+)
+def test_tolerance_must_be_positive_and_small(tol, problem, tmp_path, capsys):
+    message = f"tol={tol:g}{'' if problem[0] == ':' else ' '}{problem}"
+    with pytest.raises(GmlmError, match=re.escape(message)):
         run_verify(VerifySettings(max_n=2, tol=tol))
-    assert main(["theory", "verify", "--max-n", "2", f"--tol={tol}", "--out", str(tmp_path)]) == 2
-    assert "--tol must be positive" in capsys.readouterr().err
+    argv = ["theory", "verify", "--max-n", "2", f"--tol={tol}", "--out", str(tmp_path)]
+    assert exit_status(argv) == 2
+    assert f"argument --tol: {tol}" in capsys.readouterr().err
     assert not (tmp_path / "verify.json").exists()
 
 

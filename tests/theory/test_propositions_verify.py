@@ -9,6 +9,7 @@ from gmlm.theory.chains import independent_parallel_matrix, k_gibbs
 from gmlm.theory.distributions import IsingModel, clique_region
 from gmlm.theory.propositions import proposition4, proposition5
 from gmlm.theory.verify import VerifySettings, run_verify
+from tests.helpers.cli import exit_status
 
 
 @pytest.mark.parametrize("k", [3, 4, 6])
@@ -65,8 +66,10 @@ def test_cli_verify_json(tmp_path, capsys):
 
 
 def test_cli_clean_errors(tmp_path, capsys):
-    assert main(["theory", "verify", "--max-n", "30", "--out", str(tmp_path)]) == 2
+    assert exit_status(["theory", "verify", "--max-n", "30", "--out", str(tmp_path)]) == 2
     assert "exact-enumeration limit" in capsys.readouterr().err
-    assert main(["theory", "figure3", "--ks", "0,2", "--out", str(tmp_path)]) == 2
-    assert "every k must lie in 1..N" in capsys.readouterr().err
-    assert main(["theory", "figure1", "--reps", "0", "--out", str(tmp_path)]) == 2
+    assert exit_status(["theory", "figure3", "--ks", "0,2", "--out", str(tmp_path)]) == 2
+    assert "0 must be between 1 and 24 (a block size k lies in 1..N)" in capsys.readouterr().err
+    assert exit_status(["theory", "figure3", "--ks", "2,11", "--out", str(tmp_path)]) == 2
+    assert "every k must lie in 1..N = 1..10" in capsys.readouterr().err
+    assert exit_status(["theory", "figure1", "--reps", "0", "--out", str(tmp_path)]) == 2

@@ -14,14 +14,23 @@ import pytest
 
 from gmlm.cli.main import main
 from gmlm.errors import GmlmError
+from gmlm.memory import format_bytes
 from gmlm.theory import bench, single_site
-from gmlm.theory.bench import PoincareRun, poincare_sweep
+from gmlm.theory.bench import (
+    PoincareRun,
+    ProgressLines,
+    estimate_line,
+    poincare_bytes,
+    poincare_run,
+    poincare_sweep,
+)
 from gmlm.theory.chains import k_gibbs, poincare_constant
 from gmlm.theory.distributions import IsingModel
 from gmlm.theory.estimators import MaskingScheme
-from gmlm.theory.settings import BenchSettings
+from gmlm.theory.settings import BenchSettings, PoincareSettings
 from gmlm.theory.single_site import DeadlineExceeded, SingleSiteGibbs, single_site_gap
 from gmlm.theory.space import StateSpace
+from tests.helpers.cli import exit_status
 
 
 def dense_symmetrised(model: IsingModel) -> np.ndarray:
@@ -165,10 +174,14 @@ def test_poincare_command_prints_time_and_memory(capsys):
 
 
 def test_bench_rejects_bad_settings(capsys):
-    assert main(["theory", "bench", "--limit", "0"]) == 2
-    assert "--limit must be a positive number" in capsys.readouterr().err
-    assert main(["theory", "bench", "--max-n", "26"]) == 2
-    assert "max N <= 24" in capsys.readouterr().err
+    assert exit_status(["theory", "bench", "--limit", "0"]) == 2
+    assert "argument --limit: 0 must be in (0, 604800] (seconds)" in capsys.readouterr().err
+    assert exit_status(["theory", "bench", "--max-n", "26"]) == 2
+    assert "26 must be between 2 and 24 (the 1-Gibbs operator's limit)" in capsys.readouterr().err
+    with pytest.raises(GmlmError, match=r"^limit=nan: expected a finite number"):
+        BenchSettings(limit=float("nan")).check()
+    with pytest.raises(GmlmError, match=r"^need min N <= max N, got 20\.\.14$"):
+        BenchSettings(min_n=20, max_n=14).check()
 
 
 def test_theory_command_line_does_not_import_numerical_libraries():
@@ -213,3 +226,61 @@ def test_bench_end_to_end(tmp_path, capsys):
     assert any("Poincare, 1-Gibbs, N=12" in line and "peak RSS" in line for line in lines)
     for name in ("figure1", "figure2", "figure3"):
         assert (out / f"{name}.png").stat().st_size > 0
+
+
+def test_poincare_says_what_it_will_do_then_how_it_goes():
+    lines: list[str] = []
+    run = poincare_run(PoincareSettings(n=12, k=3, threads=1), say=lines.append)
+    assert lines[0] == (
+        "estimate: 3-Gibbs, N=12, lanczos: 220 block(s) over 4,096 states per operator "
+        "application (9e+05 block-state updates), at least 20 applications; memory about "
+        f"{format_bytes(poincare_bytes(12, 3, 'lanczos'))}"
+    )
+    assert lines[1].startswith("  first operator application: ")
+    assert " s; at least 20 applications in all: " in lines[1]
+    assert run.method == "lanczos"
+    # The case of the issue, hours of work: the line says so before any of it starts.
+    assert estimate_line(20, 10, "lanczos", poincare_bytes(20, 10, "lanczos")).startswith(
+        "estimate: 10-Gibbs, N=20, lanczos: 184,756 block(s) over 1,048,576 states per "
+        "operator application (1.9e+11 block-state updates), at least 20 applications"
+    )
+
+
+def test_progress_lines_come_every_few_seconds_with_the_blocks_done():
+    now = [0.0]
+    lines: list[str] = []
+    progress = ProgressLines(lines.append, least=20, every=10.0, clock=lambda: now[0])
+    for block in range(1, 101):  # the first application: 100 blocks of 0.5 s each
+        now[0] += 0.5
+        progress(0, block, 100)
+    progress(1, 0, 0)
+    now[0] += 4.0
+    progress(1, 8, 100)  # within 10 s of the last line: quiet
+    now[0] += 7.0
+    progress(1, 30, 100)
+    assert lines == [
+        "  0 operator applications, 20 of 100 blocks of the next (about 50.0 s); 10.0 s so far",
+        "  0 operator applications, 40 of 100 blocks of the next (about 50.0 s); 20.0 s so far",
+        "  0 operator applications, 60 of 100 blocks of the next (about 50.0 s); 30.0 s so far",
+        "  0 operator applications, 80 of 100 blocks of the next (about 50.0 s); 40.0 s so far",
+        "  0 operator applications, 100 of 100 blocks of the next (about 50.0 s); 50.0 s so far",
+        "  first operator application: 50.0 s; at least 20 applications in all: 17 min or more",
+        "  1 operator applications, 30 of 100 blocks of the next (about 36.7 s); 61.0 s so far",
+    ]
+
+
+def test_poincare_beyond_the_free_memory_is_refused_before_it_starts(monkeypatch, capsys):
+    monkeypatch.setattr("gmlm.memory.available_bytes", lambda device="cpu": 2**30)
+    monkeypatch.setattr(bench, "IsingModel", None)  # nothing is built
+    assert main(["theory", "poincare", "--n", "24", "--threads", "1"]) == 2
+    need = format_bytes(poincare_bytes(24, 1, "single-site"))
+    assert capsys.readouterr().err == (
+        "gmlm: error: the exact Poincare constant of 1-Gibbs over 2^24 states (single-site) "
+        f"needs about {need} of memory, but 1.0 GiB is available; lower --n (each spin "
+        "doubles the states)\n"
+    )
+
+
+def test_the_poincare_command_refuses_k_beyond_n(capsys):
+    assert exit_status(["theory", "poincare", "--n", "4", "--k", "5"]) == 2
+    assert capsys.readouterr().err == "gmlm: error: k=5 must lie in 1..N = 1..4\n"

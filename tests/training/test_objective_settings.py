@@ -66,9 +66,9 @@ def test_recipe_settings_train_and_the_checkpoint_keeps_the_relative_bias(
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ("padir.length_weight=-1", "padir.length_weight must be a finite number >= 0"),
+        ("padir.length_weight=-1", "padir.length_weight=-1 must be >= 0"),
         ("padir.length_weight=.nan", "padir.length_weight=nan: expected a finite number"),
-        ("padir.length_label_smoothing=1.0", r"padir.length_label_smoothing must be in \[0, 1\)"),
+        ("padir.length_label_smoothing=1.0", r"padir.length_label_smoothing=1 must be in \[0, 1\)"),
         ("padir.stage_argmax=best", "is not one of"),
         ("padir.stage_stutter_remask=initial", "is not one of"),
         ("padir.length_wieght=0.1", "unknown config key 'padir.length_wieght'"),

@@ -505,6 +505,10 @@ def test_throughput_of_one_precision(word_task_data, capsys):
     )
     with pytest.raises(GmlmError, match="give fp32 and/or bf16"):
         measure_throughput(cfg, steps=1, warmup=0, precisions=("int8",))
+    # Steps the timing cannot take (-2 timed and 2 warm-up steps collected no batch at all).
+    for steps, warmup, message in ((-2, 2, "steps=-2"), (0, 2, "steps=0"), (1, -1, "warmup=-1")):
+        with pytest.raises(GmlmError, match=f"^{message} must be between"):
+            measure_throughput(cfg, steps=steps, warmup=warmup, precisions=("fp32",))
     with pytest.raises(SystemExit) as exit_info:
         main(["throughput", "--precision", "int8", f"data={word_task_data}"])
     assert exit_info.value.code == 2

@@ -12,7 +12,7 @@ default variants, `ABLATION_VARIANTS`, switch off each choice the defaults make:
 candidate selection, stutter remasking, stutter of repeated n-grams, the final dedup,
 pruning, the B predicted lengths, and try the paper's T = 10). Every row is ``gmlm
 translate`` of the split's source file with those flags (`Translator.translate`, over-long
-lines split at sentence punctuation as the evaluation does), scored with SacreBLEU, chrF,
+lines translated sentence by sentence as the evaluation does), scored with SacreBLEU, chrF,
 the BLEU length ratio and the stutter rate, and compared with the first row by sacrebleu's
 paired bootstrap (1,000 resamples; its seed is sacrebleu's, in the signature), so a
 difference within noise reads as one. A variant whose translations equal the first row's,

@@ -34,8 +34,9 @@ from tqdm import tqdm
 
 from gmlm.analysis.results import Calibration, CalibrationRow
 from gmlm.analysis.split_decoding import decode_scored, read_pairs
+from gmlm.config import BATCH_SIZE, SENTENCES
 from gmlm.decoding.checkpoint_defaults import DECODING_FILE, write_decoding_defaults
-from gmlm.decoding.options import CALIBRATION_MIN_GAIN, OPTIONS
+from gmlm.decoding.options import CALIBRATION_MIN_GAIN, MIN_GAIN, OPTIONS
 from gmlm.errors import GmlmError
 from gmlm.training.checkpoint import resolve_checkpoint
 
@@ -69,10 +70,10 @@ def calibrate(
     module docstring), and, if `write`, record a new choice in `checkpoint`'s decoding.json."""
     from gmlm.translation.translator import load
 
-    if sentences is not None and sentences < 1:
-        raise GmlmError(f"sentences={sentences} must be at least 1")
-    if min_gain < 0:
-        raise GmlmError(f"min_gain={min_gain} must be >= 0")
+    if sentences is not None:
+        SENTENCES.check(sentences, "sentences")
+    BATCH_SIZE.check(batch_size, "batch_size")
+    MIN_GAIN.check(min_gain, "min_gain")
     translator = load(checkpoint, device)
     cls = OPTIONS[translator.kind]
     fields = {f.name: f for f in dataclasses.fields(cls)}

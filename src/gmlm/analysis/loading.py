@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gmlm.config import BATCH_SIZE, SENTENCES
 from gmlm.errors import GmlmError
 from gmlm.models import PadirModel
 from gmlm.translation.translator import Translator, load
@@ -14,10 +15,9 @@ def load_padir(
 ) -> tuple[Translator, PadirModel]:
     """The translator of a PaDIR `checkpoint` and its model, after checking the sizes; an
     autoregressive checkpoint is an error that says what the analysis (`studies`) needs."""
-    if sentences is not None and sentences < 1:
-        raise GmlmError(f"sentences={sentences} must be at least 1")
-    if batch_size < 1:
-        raise GmlmError(f"batch_size={batch_size} must be at least 1")
+    if sentences is not None:
+        SENTENCES.check(sentences, "sentences")
+    BATCH_SIZE.check(batch_size, "batch_size")
     translator = load(checkpoint, device)
     if translator.kind != "padir" or not isinstance(translator.model, PadirModel):
         raise GmlmError(

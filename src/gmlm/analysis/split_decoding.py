@@ -61,8 +61,8 @@ def read_pairs(data: str | Path, split: str, sentences: int | None) -> SplitPair
 def decode_scored(
     translator: Translator, pairs: SplitPairs, options: DecodingOptions, **translate: Any
 ) -> ScoredDecoding:
-    """`translator.translate` of the sources with `options` (over-long lines split at sentence
-    punctuation, as the evaluation does; `translate`: its other keywords), scored against the
+    """`translator.translate` of the sources with `options` (over-long lines translated sentence
+    by sentence, as the evaluation does; `translate`: its other keywords), scored against the
     references."""
     start = time.perf_counter()
     hypotheses = translator.translate(

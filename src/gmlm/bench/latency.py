@@ -90,6 +90,7 @@ from gmlm.bench.result import (
     Speedup,
     speedup,
 )
+from gmlm.config import BATCH_SIZE, SENTENCES, THREAD_COUNT, WARMUP
 from gmlm.data.binarized import load_dataset
 from gmlm.data.lengths import encode_inputs
 from gmlm.decoding.options import (
@@ -761,17 +762,16 @@ def _check_settings(
     batch_sizes: Sequence[int],
     warmup: int,
 ) -> None:
-    if sentences < 1:
-        raise GmlmError(f"sentences={sentences} must be at least 1")
-    if threads < 1:
-        raise GmlmError(f"threads={threads} must be at least 1")
+    SENTENCES.check(sentences, "sentences")
+    THREAD_COUNT.check(threads, "threads")
     unknown = [p for p in precisions if p not in PRECISIONS]
     if unknown or not precisions:
         raise GmlmError(f"precisions {list(precisions)}: choose from {', '.join(PRECISIONS)}")
-    if not batch_sizes or min(batch_sizes) < 1:
-        raise GmlmError(f"batch sizes {list(batch_sizes)} must be positive integers")
-    if warmup < 0:
-        raise GmlmError(f"warmup={warmup} must be >= 0")
+    if not batch_sizes:
+        raise GmlmError("batch sizes: give at least one")
+    for i, size in enumerate(batch_sizes):
+        BATCH_SIZE.check(size, f"batch_sizes[{i}]")
+    WARMUP.check(warmup, "warmup")
 
 
 def json_line(result: BenchResult) -> str:

@@ -21,14 +21,18 @@ from gmlm.cli.flags import (
     add_precision,
     add_seed,
     float_list,
+    number,
 )
-from gmlm.cli.options import add_option_flags, option_overrides
+from gmlm.cli.options import add_option_flags, option_overrides, setting_type
+from gmlm.config import SENTENCES, field_range
 from gmlm.decoding.options import (
     ABLATION_VARIANTS,
     CALIBRATION_GRIDS,
     CALIBRATION_MIN_GAIN,
     FLOAT_PRECISIONS,
+    MIN_GAIN,
     RefinementOptions,
+    SearchOptions,
     parse_variant,
 )
 from gmlm.errors import GmlmError
@@ -82,7 +86,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     common_arguments(p)
     p.add_argument(
         "--length-weights",
-        type=float_list,
+        type=float_list(field_range(RefinementOptions, "length_weight")),
         default=(0.0, 0.5),
         help="comma-separated selection weights of the length log-probability for the top-B "
         "decoding (default: 0,0.5; 0 is the paper's selection)",
@@ -134,7 +138,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_checkpoint(p, "checkpoint folder (or run folder) to calibrate")
     p.add_argument("--data", type=Path, required=True, help="prepared dataset folder")
     p.add_argument("--split", default="valid", help="split to decode (default: valid)")
-    p.add_argument("--sentences", type=int, help="only the first N sentences (default: all)")
+    add_sentences(p)
     p.add_argument(
         "--setting",
         help="the decoding setting to choose (default: "
@@ -152,10 +156,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         )
         + ")",
     )
-    p.add_argument("--beam", type=int, default=5, help="AR checkpoints: the beam size (default: 5)")
+    p.add_argument(
+        "--beam",
+        type=setting_type(SearchOptions, "beam"),
+        default=5,
+        help="AR checkpoints: the beam size (default: 5)",
+    )
     p.add_argument(
         "--min-gain",
-        type=float,
+        type=number(float, MIN_GAIN),
         default=CALIBRATION_MIN_GAIN,
         help="BLEU the best value must gain over the checkpoint's current value to be kept "
         f"(default: {CALIBRATION_MIN_GAIN:g})",
@@ -180,11 +189,19 @@ def variant(text: str) -> str:
     return text
 
 
+def add_sentences(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--sentences",
+        type=number(int, SENTENCES),
+        help="only the first N sentences (default: all)",
+    )
+
+
 def common_arguments(p: argparse.ArgumentParser, split: str = "test") -> None:
     add_checkpoint(p, "PaDIR checkpoint folder (or run folder)")
     p.add_argument("--data", type=Path, required=True, help="prepared dataset folder")
     p.add_argument("--split", default=split, help=f"split to decode (default: {split})")
-    p.add_argument("--sentences", type=int, help="only the first N sentences (default: all)")
+    add_sentences(p)
     add_batch_size(p, 32, "sentences per batch")
     add_precision(p, "fp32, or bf16 weights and activations", choices=FLOAT_PRECISIONS)
     add_seed(p, "seed of the initial random tokens, each line its own as in `gmlm translate`")

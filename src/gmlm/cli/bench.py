@@ -16,10 +16,12 @@ from gmlm.cli.flags import (
     add_json,
     add_output,
     int_list,
+    number,
     precision_list,
     show,
 )
 from gmlm.cli.options import add_option_flags, documented_fields, option_overrides
+from gmlm.config import BATCH_SIZE, SENTENCES, THREAD_COUNT, WARMUP, field_range
 from gmlm.decoding.options import PRECISIONS, RefinementOptions
 from gmlm.errors import GmlmError
 
@@ -88,12 +90,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--split", default="test", help="split whose sources are timed (test)")
     p.add_argument(
         "--sentences",
-        type=int,
+        type=number(int, SENTENCES),
         default=DEFAULT_SENTENCES,
         help=f"first N usable sentences of the split (default: {DEFAULT_SENTENCES}; time grows "
         "linearly with it)",
     )
-    p.add_argument("--threads", type=int, default=2, help="torch threads (default: 2)")
+    p.add_argument(
+        "--threads", type=number(int, THREAD_COUNT), default=2, help="torch threads (default: 2)"
+    )
     p.add_argument(
         "--precision",
         type=precision_list,
@@ -103,13 +107,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--batch-sizes",
-        type=int_list,
+        type=int_list(BATCH_SIZE),
         default=(1, 8, 64),
         help="throughput batch sizes (default: 1,8,64; 1 reuses the latency pass)",
     )
     p.add_argument(
         "--warmup",
-        type=int,
+        type=number(int, WARMUP),
         default=DEFAULT_WARMUP,
         help=f"untimed sentences per system and precision first (default: {DEFAULT_WARMUP}; "
         "on a GPU every timed sentence, so that each shape is met before timing)",
@@ -179,7 +183,7 @@ def add_sweep(p: argparse.ArgumentParser, flag: str, name: str, default: tuple[i
     (field,) = (f for f in documented_fields(RefinementOptions) if f.name == name)
     p.add_argument(
         flag,
-        type=int_list,
+        type=int_list(field_range(RefinementOptions, name)),
         default=default,
         help=f"one PaDIR system per value (comma-separated) of {name}: "
         f"{field.metadata['help']} (default: {show(default)})",

@@ -8,7 +8,20 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gmlm.config import deep_update, load_config, merge, parse_override
+from gmlm.cli.flags import number
+from gmlm.config import (
+    LENGTH,
+    MAX_TOKENS,
+    SEED,
+    THREADS,
+    TIMED,
+    VOCAB_SIZE,
+    WORLD_SIZE,
+    deep_update,
+    load_config,
+    merge,
+    parse_override,
+)
 
 if TYPE_CHECKING:
     from gmlm.data.prepare import DataConfig
@@ -95,10 +108,16 @@ def add_parser(sub: Any) -> None:
         help="config override for --corpus (repeatable)",
     )  # fmt: skip
     bench.add_argument("--split", default="train", help="split to iterate (default train)")
-    bench.add_argument("--max-tokens", type=int, default=4096, help="batch token budget")
-    bench.add_argument("--epochs", type=int, default=5, help="timed epochs after one warm-up")
-    bench.add_argument("--world-size", type=int, default=1, help="simulate rank 0 of N")
-    bench.add_argument("--seed", type=int, default=0)
+    bench.add_argument(
+        "--max-tokens", type=number(int, MAX_TOKENS), default=4096, help="batch token budget"
+    )
+    bench.add_argument(
+        "--epochs", type=number(int, TIMED), default=5, help="timed epochs after one warm-up"
+    )
+    bench.add_argument(
+        "--world-size", type=number(int, WORLD_SIZE), default=1, help="simulate rank 0 of N"
+    )
+    bench.add_argument("--seed", type=number(int, SEED), default=0)
     bench.set_defaults(func=run_bench)
 
 
@@ -107,10 +126,16 @@ def _add_config_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--valid", help="valid split spec (files/tsv/jsonl corpora)")
     parser.add_argument("--test", help="test split spec (files/tsv/jsonl corpora)")
     parser.add_argument("--config", help="YAML file or preset with DataConfig overrides")
-    parser.add_argument("--vocab-size", type=int, help="SentencePiece vocabulary (default 8000)")
-    parser.add_argument("--max-len", type=int, help="max tokens per sentence incl. EOS (256)")
+    parser.add_argument(
+        "--vocab-size",
+        type=number(int, VOCAB_SIZE),
+        help="SentencePiece vocabulary (default 8000)",
+    )
+    parser.add_argument(
+        "--max-len", type=number(int, LENGTH), help="max tokens per sentence incl. EOS (256)"
+    )
     parser.add_argument("--tokenizer", help="reuse the tokenizer in this folder")
-    parser.add_argument("--threads", type=int, help="threads (default: all cores)")
+    parser.add_argument("--threads", type=number(int, THREADS), help="threads (default: all cores)")
 
 
 def _config(args: argparse.Namespace) -> DataConfig:

@@ -8,8 +8,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gmlm.cli.flags import add_batch_size, add_device, add_no_progress, add_precision
-from gmlm.decoding.options import FLOAT_PRECISIONS
+from gmlm.cli.flags import add_batch_size, add_device, add_no_progress, add_precision, number
+from gmlm.cli.options import setting_type
+from gmlm.config import SENTENCES, THREADS
+from gmlm.decoding.options import FLOAT_PRECISIONS, SearchOptions
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -41,7 +43,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "resumed); --data, --teacher, any other folder, or one inside a checkpoint or "
         "training run, is refused",
     )
-    p.add_argument("--beam", type=int, default=5, help="teacher beam size (default: 5)")
+    p.add_argument(
+        "--beam",
+        type=setting_type(SearchOptions, "beam"),
+        default=5,
+        help="teacher beam size (default: 5)",
+    )
     add_batch_size(p, 128, "sentences per decoder batch, similar lengths together")
     add_precision(
         p,
@@ -53,7 +60,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--threads",
-        type=int,
+        type=number(int, THREADS),
         default=0,
         help="torch CPU threads (default: torch's choice, all cores). Use 1 when another job "
         "shares the cores: 2 threads competing with a 2-thread training job on 2 cores were "
@@ -61,7 +68,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--chunk-sentences",
-        type=int,
+        type=number(int, SENTENCES),
         default=None,
         help="sentences per saved chunk, the unit of resuming and, under torchrun, of sharing "
         "the work between processes (e.g. torchrun --nproc_per_node 4 -m gmlm distill ...; "

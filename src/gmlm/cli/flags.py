@@ -4,7 +4,9 @@ One vocabulary: ``--checkpoint`` a checkpoint or run folder, ``--out`` an output
 ``--output`` an output file, ``--precision`` the arithmetic (one of
 :data:`gmlm.decoding.options.PRECISIONS`), ``--json`` a machine-readable result on stdout.
 Old spellings stay one release as hidden aliases that print a one-line deprecation warning
-(:func:`add_alias`).
+(:func:`add_alias`). A number is read by :func:`number`, which checks the range declared with
+the setting (:class:`gmlm.config.Range`) as it parses, so that a value out of range is an
+error naming the flag before any work starts.
 
 Imports neither torch nor the models: `gmlm --help` builds every parser.
 """
@@ -15,11 +17,30 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
+from gmlm.config import BATCH_SIZE, SEED, Range
 from gmlm.decoding.options import PRECISIONS
 
 T = TypeVar("T")
+N = TypeVar("N", int, float)
+
+
+class number(Generic[N]):  # lower-case, like the int and float it stands for
+    """An argparse `type` reading an int or a (finite) float within `limits`: ``type=number(int,
+    Range(ge=1))``; a value out of range is an error naming the flag and the range."""
+
+    def __init__(self, item: Callable[[str], N], limits: Range) -> None:
+        self.item: Callable[[str], N] = item
+        self.range = limits
+        self.__name__ = "integer" if item is int else "number"  # argparse's "invalid ... value"
+
+    def __call__(self, text: str) -> N:
+        value = self.item(text)  # a ValueError: argparse says "invalid integer value: 'x'"
+        problem = self.range.problem(value)
+        if problem:
+            raise argparse.ArgumentTypeError(f"{text}{'' if problem[0] == ':' else ' '}{problem}")
+        return value
 
 
 def comma_list(
@@ -27,7 +48,8 @@ def comma_list(
 ) -> Callable[[str], tuple[T, ...]]:
     """An argparse `type` that reads comma-separated values of `item` (int, float, ...);
     `what` names them and `example` shows a valid list in the error message. Empty items are
-    skipped; an empty list is an error unless `allow_empty`."""
+    skipped; an empty list is an error unless `allow_empty`. An item read by :class:`number`
+    is checked against its range (the error names the item)."""
 
     def parse(text: str) -> tuple[T, ...]:
         try:
@@ -41,11 +63,18 @@ def comma_list(
         return values
 
     parse.__name__ = f"{what} list"
+    parse.item = item  # type: ignore[attr-defined]
     return parse
 
 
-int_list = comma_list(int, "integers", "1,8,64")
-float_list = comma_list(float, "numbers", "0,0.5")
+def int_list(limits: Range, example: str = "1,8,64") -> Callable[[str], tuple[int, ...]]:
+    """Comma-separated integers, each within `limits`."""
+    return comma_list(number(int, limits), "integers", example)
+
+
+def float_list(limits: Range, example: str = "0,0.5") -> Callable[[str], tuple[float, ...]]:
+    """Comma-separated numbers, each finite and within `limits`."""
+    return comma_list(number(float, limits), "numbers", example)
 
 
 def precision_list(text: str) -> tuple[str, ...]:
@@ -158,12 +187,17 @@ def add_precision(
 
 
 def add_seed(parser: argparse.ArgumentParser, help: str, default: int = 0) -> None:
-    parser.add_argument("--seed", type=int, default=default, help=f"{help} (default: {default})")
+    parser.add_argument(
+        "--seed", type=number(int, SEED), default=default, help=f"{help} (default: {default})"
+    )
 
 
 def add_batch_size(parser: argparse.ArgumentParser, default: int, help: str) -> None:
     parser.add_argument(
-        "--batch-size", type=int, default=default, help=f"{help} (default: {default})"
+        "--batch-size",
+        type=number(int, BATCH_SIZE),
+        default=default,
+        help=f"{help} (default: {default})",
     )
 
 

@@ -9,8 +9,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gmlm.cli.flags import add_output, comma_list
+from gmlm.cli.flags import add_output, float_list, number
+from gmlm.config import SEED
 from gmlm.errors import GmlmError
+from gmlm.serve.loadtest import DURATION, LINES, P99_LIMIT, RATE, TIMEOUT, WARMUP
 
 if TYPE_CHECKING:
     from gmlm.serve.loadtest import LoadResult
@@ -42,12 +44,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--rates",
-        type=comma_list(float, "numbers", "1,2,4"),
+        type=float_list(RATE, "1,2,4"),
         default=(1.0, 2.0, 4.0, 8.0),
         help="offered requests per second, in this order (default: 1,2,4,8)",
     )
-    p.add_argument("--duration", type=float, default=20.0, help="seconds per rate (default: 20)")
-    p.add_argument("--lines", type=int, default=1, help="sentences per request (default: 1)")
+    p.add_argument(
+        "--duration",
+        type=number(float, DURATION),
+        default=20.0,
+        help="seconds per rate (default: 20)",
+    )
+    p.add_argument(
+        "--lines", type=number(int, LINES), default=1, help="sentences per request (default: 1)"
+    )
     p.add_argument(
         "--input",
         type=Path,
@@ -63,12 +72,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="decoding settings of one model's requests, e.g. ar='{\"beam\": 5}' (repeat; "
         "default: each model's own)",
     )
-    p.add_argument("--warmup", type=int, default=5, help="requests per model first, not counted")
-    p.add_argument("--timeout", type=float, default=30.0, help="client timeout in seconds")
     p.add_argument(
-        "--p99-limit-ms", type=float, default=500.0, help="the capacity's p99 bound (default: 500)"
+        "--warmup",
+        type=number(int, WARMUP),
+        default=5,
+        help="requests per model first, not counted",
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of the arrival times")
+    p.add_argument(
+        "--timeout", type=number(float, TIMEOUT), default=30.0, help="client timeout in seconds"
+    )
+    p.add_argument(
+        "--p99-limit-ms",
+        type=number(float, P99_LIMIT),
+        default=500.0,
+        help="the capacity's p99 bound (default: 500)",
+    )
+    p.add_argument("--seed", type=number(int, SEED), default=0, help="seed of the arrival times")
     add_output(p, "the result as JSON")
     p.add_argument("--markdown", type=Path, help="the table as Markdown")
     p.add_argument("--plot", type=Path, help="latency against offered load, PNG")

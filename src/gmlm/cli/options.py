@@ -4,8 +4,10 @@ Every field of :class:`~gmlm.decoding.options.SearchOptions` and
 :class:`~gmlm.decoding.options.RefinementOptions` documents itself (``metadata=doc(...)``);
 this module turns the fields into argparse flags: ``--field-name`` (or the field's own
 ``flag``), the type from the annotation (int, float, Literal choices, tuple[int, ...] as a
-comma-separated list, bool as a switch that sets the opposite of the default) and the help
-with the real default read from the dataclass. A field without that metadata is an error
+comma-separated list, bool as a switch that sets the opposite of the default) checked against
+the field's declared range as it is parsed, and the help with the real default read from the
+dataclass. :func:`setting_type` gives the same `type` for a flag written by hand from any
+settings dataclass's field (`gmlm theory`). A field without that metadata is an error
 when the parser is built, so no setting can be added without reaching the command line (or
 saying, with ``cli=False``, why it does not).
 
@@ -22,7 +24,8 @@ import typing
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gmlm.cli.flags import comma_list, show
+from gmlm.cli.flags import comma_list, number, show
+from gmlm.config import Range, range_of
 
 
 def documented_fields(cls: type) -> list[dataclasses.Field[Any]]:
@@ -65,12 +68,30 @@ def argument_kwargs(cls: type, f: dataclasses.Field[Any]) -> dict[str, Any]:
         return {"action": "store_const", "const": not f.default}
     if origin is typing.Literal:
         return {"choices": args}
-    if tp in (int, float, str):
-        return {"type": tp}
-    if origin is tuple and len(args) == 2 and args[1] is Ellipsis and args[0] in (int, float):
+    if tp is str:
+        return {"type": str}
+    limits = range_of(f)
+    if limits is None and (tp in (int, float) or origin in (tuple, list)):
+        raise TypeError(
+            f"{cls.__name__}.{f.name} declares no range: give it one with "
+            "metadata=bounds(...) (gmlm.config)"
+        )
+    if tp in (int, float):
+        return {"type": number(tp, limits or Range())}
+    if origin in (tuple, list) and args and args[0] in (int, float):
         what = "integers" if args[0] is int else "numbers"
-        return {"type": comma_list(args[0], what, "-1,1", allow_empty=True)}
+        item = number(args[0], limits or Range())
+        empty = f.default == ()
+        example = "-1,1" if empty else show(f.default)
+        return {"type": comma_list(item, what, example, allow_empty=empty)}
     raise TypeError(f"{cls.__name__}.{f.name}: no command-line form for a field of type {tp}")
+
+
+def setting_type(cls: type, name: str) -> Any:
+    """The argparse `type` of the field `name` of the settings dataclass `cls`: its number (or
+    comma-separated numbers) checked against the field's declared range."""
+    (f,) = (f for f in dataclasses.fields(cls) if f.name == name)
+    return argument_kwargs(cls, f)["type"]
 
 
 def add_option_flags(

@@ -1,8 +1,8 @@
 """`gmlm theory ...`: exact checks of the paper's theory and its Figures 1-3.
 
 Parses arguments and prints; the work is in :mod:`gmlm.theory`, imported when a command runs,
-so building this parser (for `gmlm --help`) loads neither numpy nor scipy nor torch. Flags and
-defaults come from the settings dataclasses of :mod:`gmlm.theory.settings`.
+so building this parser (for `gmlm --help`) loads neither numpy nor scipy nor torch. Flags,
+defaults and ranges come from the settings dataclasses of :mod:`gmlm.theory.settings`.
 """
 
 from __future__ import annotations
@@ -11,10 +11,12 @@ import argparse
 import dataclasses
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
-from gmlm.cli.flags import float_list, int_list, show
+from gmlm.cli.flags import show
+from gmlm.cli.options import setting_type
 from gmlm.io import check_output_folder, make_dirs
 from gmlm.theory.settings import (
     BenchSettings,
@@ -47,35 +49,50 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Exit status 1 if any claim fails beyond the tolerance. Every measure is "
         "scale-free (generalised eigenvalues of the two matrices compared).",
     )
-    p.add_argument("--min-n", type=int, default=v.min_n, help=f"smallest N (default {v.min_n})")
-    p.add_argument("--max-n", type=int, default=v.max_n, help=f"largest N (default {v.max_n})")
-    p.add_argument("--seed", type=int, default=v.seed, help=f"seed of the models ({v.seed})")
+    p.add_argument(
+        "--min-n",
+        type=setting_type(VerifySettings, "min_n"),
+        default=v.min_n,
+        help=f"smallest N (default {v.min_n})",
+    )
+    p.add_argument(
+        "--max-n",
+        type=setting_type(VerifySettings, "max_n"),
+        default=v.max_n,
+        help=f"largest N, at most 14 (default {v.max_n})",
+    )
+    p.add_argument(
+        "--seed",
+        type=setting_type(VerifySettings, "seed"),
+        default=v.seed,
+        help=f"seed of the models ({v.seed})",
+    )
     p.add_argument(
         "--couplings",
-        type=float_list,
+        type=setting_type(VerifySettings, "coupling_scales"),
         default=v.coupling_scales,
         help="comma-separated std of the random models' J_ij (default "
         f"{show(v.coupling_scales)}; 1.0 is strongly coupled, cond(I) up to 2e10 at N=8)",
     )
     p.add_argument(
         "--fields",
-        type=float_list,
+        type=setting_type(VerifySettings, "field_scales"),
         default=v.field_scales,
         help=f"comma-separated std of their h_i (default {show(v.field_scales)})",
     )
     p.add_argument(
         "--clique-couplings",
-        type=float_list,
+        type=setting_type(VerifySettings, "clique_couplings"),
         default=v.clique_couplings,
         help=f"comma-separated J of the clique models (default {show(v.clique_couplings)})",
     )
     p.add_argument(
         "--tol",
-        type=float,
+        type=setting_type(VerifySettings, "tol"),
         default=v.tol,
         help=f"tolerance of residuals and margins, in (0, 1e-4] (default {v.tol:g})",
     )
-    _common(p, seeds=False)
+    _common(p, None)
     p.set_defaults(func=run_verify_cmd)
 
     e = EstimationSettings()
@@ -87,10 +104,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             f"{e.clique_size}-clique with J={coupling}, h={e.field:g}; the exact prediction "
             "Tr(Gamma^k)/(n d) is drawn over each empirical curve.",
         )
-        p.add_argument("--coupling", type=float, default=coupling, help=f"J (default {coupling})")
+        p.add_argument(
+            "--coupling",
+            type=setting_type(EstimationSettings, "coupling"),
+            default=coupling,
+            help=f"J (default {coupling})",
+        )
         p.add_argument(
             "--sizes",
-            type=int_list,
+            type=setting_type(EstimationSettings, "sample_sizes"),
             default=e.sample_sizes,
             help=f"comma-separated sample sizes n (default {show(e.sample_sizes)})",
         )
@@ -101,7 +123,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             help="one random mask per sample (the theory's setting, default) or every "
             "mask applied to every sample",
         )
-        _common(p, seeds=True)
+        _common(p, EstimationSettings)
         p.set_defaults(func=run_estimation_cmd, figure=name)
 
     h = HittingSettings()
@@ -114,15 +136,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--couplings",
-        type=float_list,
+        type=setting_type(HittingSettings, "couplings"),
         default=h.couplings,
         help=f"comma-separated clique couplings J (default {show(h.couplings)})",
     )
     p.add_argument(
-        "--ks", type=int_list, default=h.ks, help=f"comma-separated k (default {show(h.ks)})"
+        "--ks",
+        type=setting_type(HittingSettings, "ks"),
+        default=h.ks,
+        help=f"comma-separated k (default {show(h.ks)})",
     )
-    p.add_argument("--budget", type=int, default=h.budget, help=f"step budget ({h.budget})")
-    _common(p, seeds=True)
+    p.add_argument(
+        "--budget",
+        type=setting_type(HittingSettings, "budget"),
+        default=h.budget,
+        help=f"step budget ({h.budget})",
+    )
+    _common(p, HittingSettings)
     p.set_defaults(func=run_hitting_cmd)
 
     q = PoincareSettings()
@@ -130,16 +160,38 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "poincare",
         help="exact Poincare constant of k-Gibbs on a random Ising model (N <= 24)",
         description="J_ij and h_i i.i.d. N(0, scale^2). Prints the constant, the time and the "
-        "peak memory. 1-Gibbs beyond 2^11 states uses the dedicated matrix-free operator.",
+        "peak memory. 1-Gibbs beyond 2^11 states uses the dedicated matrix-free operator. "
+        "Before it starts, one line on stderr estimates the work and the memory (more than is "
+        "free is an error); a long computation then prints its progress there.",
     )
-    p.add_argument("--n", type=int, default=q.n, help=f"number of spins N (default {q.n})")
-    p.add_argument("--k", type=int, default=q.k, help=f"block size k (default {q.k})")
-    p.add_argument("--scale", type=float, default=q.scale, help=f"std of J_ij, h_i ({q.scale})")
-    p.add_argument("--seed", type=int, default=q.seed, help=f"seed of the model ({q.seed})")
+    p.add_argument(
+        "--n",
+        type=setting_type(PoincareSettings, "n"),
+        default=q.n,
+        help=f"number of spins N, 1 to 24 (default {q.n})",
+    )
+    p.add_argument(
+        "--k",
+        type=setting_type(PoincareSettings, "k"),
+        default=q.k,
+        help=f"block size k, 1 to N (default {q.k}); the work grows with C(N, k)",
+    )
+    p.add_argument(
+        "--scale",
+        type=setting_type(PoincareSettings, "scale"),
+        default=q.scale,
+        help=f"std of J_ij, h_i ({q.scale})",
+    )
+    p.add_argument(
+        "--seed",
+        type=setting_type(PoincareSettings, "seed"),
+        default=q.seed,
+        help=f"seed of the model ({q.seed})",
+    )
     p.add_argument(
         "--method", choices=("auto", "dense", "lanczos", "single-site"), default=q.method
     )
-    _threads(p)
+    _threads(p, PoincareSettings)
     p.add_argument("--json", action="store_true", help="print one JSON object only")
     p.set_defaults(func=run_poincare_cmd)
 
@@ -159,20 +211,37 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--limit",
-        type=float,
+        type=setting_type(BenchSettings, "limit"),
         default=b.limit,
         help="seconds one Poincare computation may take: N stops growing once the next N is "
         f"predicted to exceed it, and a computation is stopped at twice it (default {b.limit:g})",
     )
-    p.add_argument("--max-n", type=int, default=b.max_n, help=f"largest N ({b.max_n})")
-    _threads(p)
+    p.add_argument(
+        "--max-n",
+        type=setting_type(BenchSettings, "max_n"),
+        default=b.max_n,
+        help=f"largest N ({b.max_n})",
+    )
+    _threads(p, BenchSettings)
     p.set_defaults(func=run_bench_cmd)
 
 
-def _common(p: argparse.ArgumentParser, seeds: bool) -> None:
-    if seeds:
-        p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-        p.add_argument("--reps", type=int, default=10, help="repetitions (default 10)")
+def _common(p: argparse.ArgumentParser, seeded: type[Any] | None) -> None:
+    """--out and --json, and for the settings class `seeded` (a figure's), --seed and --reps."""
+    if seeded is not None:
+        default = seeded()
+        p.add_argument(
+            "--seed",
+            type=setting_type(seeded, "seed"),
+            default=default.seed,
+            help=f"random seed (default {default.seed})",
+        )
+        p.add_argument(
+            "--reps",
+            type=setting_type(seeded, "repetitions"),
+            default=default.repetitions,
+            help=f"repetitions (default {default.repetitions})",
+        )
     p.add_argument(
         "--out",
         type=Path,
@@ -183,10 +252,10 @@ def _common(p: argparse.ArgumentParser, seeds: bool) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
 
 
-def _threads(p: argparse.ArgumentParser) -> None:
+def _threads(p: argparse.ArgumentParser, settings: type[Any]) -> None:
     p.add_argument(
         "--threads",
-        type=int,
+        type=setting_type(settings, "threads"),
         default=None,
         help="threads of the 1-Gibbs product (default: OMP_NUM_THREADS, else all usable CPUs)",
     )
@@ -320,7 +389,7 @@ def run_poincare_cmd(args: argparse.Namespace) -> int:
         method=args.method,
         threads=args.threads,
     )
-    run = poincare_run(settings)
+    run = poincare_run(settings, say=lambda line: print(line, file=sys.stderr, flush=True))
     if args.json:
         print(json.dumps({**run.to_json(), "environment": environment()}))
     else:

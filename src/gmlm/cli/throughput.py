@@ -6,6 +6,9 @@ import argparse
 import json
 from dataclasses import asdict
 
+from gmlm.cli.flags import number
+from gmlm.config import TIMED, WARMUP
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -17,8 +20,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "line.",
     )
     p.add_argument("--config", default="small-padir", help="preset or YAML file")
-    p.add_argument("--steps", type=int, default=6, help="timed steps per precision (default 6)")
-    p.add_argument("--warmup", type=int, default=2, help="untimed steps first (default 2)")
+    p.add_argument(
+        "--steps",
+        type=number(int, TIMED),
+        default=6,
+        help="timed steps per precision (default 6)",
+    )
+    p.add_argument(
+        "--warmup", type=number(int, WARMUP), default=2, help="untimed steps first (default 2)"
+    )
     p.add_argument(
         "--precision",
         type=training_precisions,

@@ -70,7 +70,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         choices=("error", "split", "report"),
         default="error",
         help="a line longer than the model's max_source_len: stop with an error naming it "
-        "(default), split it at sentence punctuation, or report it and leave its output empty",
+        "(default), translate it sentence by sentence (a sentence still too long cut at clause "
+        "punctuation, then between words; no text is left out), or report it and leave its "
+        "output empty",
     )
     p.add_argument(
         "--timing",

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from gmlm import provenance
+from gmlm.config import MAX_TOKENS, SEED, TIMED, WORLD_SIZE
 from gmlm.data.batching import BatchIterator
 from gmlm.data.binarized import TranslationDataset, load_dataset
 from gmlm.data.prepare import DataConfig, prepare_dataset
@@ -132,6 +133,13 @@ def run_benchmark(
     """Benchmark an existing dataset, or prepare `cfg` into a temporary folder first."""
     if (dataset_dir is None) == (cfg is None):
         raise GmlmError("data bench: give either a prepared dataset folder or --corpus, not both")
+    for name, value, limits in (
+        ("max_tokens", max_tokens, MAX_TOKENS),
+        ("epochs", epochs, TIMED),
+        ("seed", seed, SEED),
+        ("world_size", world_size, WORLD_SIZE),
+    ):
+        limits.check(value, name)
     report: dict[str, Any] = {"environment": environment()}
     with tempfile.TemporaryDirectory(prefix="gmlm-data-bench-") as tmp:
         if cfg is not None:

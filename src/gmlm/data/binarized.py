@@ -126,12 +126,22 @@ class PreparedDataset:
         return TranslationDataset(self, name)
 
     def read_text(self, split: str, side: str) -> list[str]:
-        """All cleaned sentences of one side ("src"/"tgt") of a split, in corpus order."""
+        """All cleaned sentences of one side ("src"/"tgt") of a split, in corpus order; a file
+        missing, unreadable or with another line count than the manifest's is a GmlmError (a
+        damaged dataset would pair sources with the wrong references, or index past them)."""
         if side not in ("src", "tgt"):
             raise ValueError("side must be 'src' or 'tgt'")
         self.split(split)
         path = self.root / f"{split}.{side}.txt"
-        return path.read_text(encoding="utf-8").split("\n")[:-1]
+        fix = "the dataset is damaged; prepare it again with `gmlm data prepare --force`"
+        try:
+            lines = path.read_text(encoding="utf-8").split("\n")[:-1]
+        except (OSError, UnicodeDecodeError) as err:
+            raise GmlmError(f"{path}: cannot read ({err}); {fix}") from None
+        expected = self.manifest["splits"][split].get("text_lines")
+        if expected is not None and len(lines) != expected:
+            raise GmlmError(f"{path}: {len(lines):,} lines, the manifest says {expected:,}; {fix}")
+        return lines
 
 
 def load_dataset(root: str | Path) -> PreparedDataset:

@@ -20,8 +20,8 @@ from gmlm.errors import GmlmError
 SHOWN = 5
 # The other policies of `gmlm translate --over-length` and `Translator.translate(on_over_length=)`.
 OVER_LENGTH_WAY_OUT = (
-    'pass --over-length split (Python: on_over_length="split") to cut them at sentence '
-    "punctuation, or --over-length report to leave their outputs empty"
+    'pass --over-length split (Python: on_over_length="split") to translate them sentence by '
+    "sentence, or --over-length report to leave their outputs empty"
 )
 
 

@@ -38,7 +38,16 @@ import sentencepiece as spm
 from tqdm import tqdm
 
 from gmlm import provenance
-from gmlm.config import save_config, to_dict
+from gmlm.config import (
+    LENGTH,
+    SEED,
+    THREADS,
+    VOCAB_SIZE,
+    bounds,
+    check_settings,
+    save_config,
+    to_dict,
+)
 from gmlm.data.binarized import (
     CONFIG,
     DATASET_FILES,
@@ -74,18 +83,27 @@ ENCODE_CHUNK = 50_000
 @dataclass
 class TokenizerConfig:
     path: str = ""  # reuse the tokenizer in this folder instead of training one
-    vocab_size: int = 8000
+    vocab_size: int = field(default=8000, metadata=bounds(VOCAB_SIZE))
     model_type: Literal["unigram", "bpe"] = "unigram"
-    character_coverage: float = 0.9995
+    character_coverage: float = field(
+        default=0.9995, metadata=bounds(ge=MIN_COVERAGE, le=1, note="SentencePiece's least")
+    )
     byte_fallback: bool = True
-    input_sentence_size: int = 1_000_000  # sentences sampled for training, bounds the time
-    seed: int = 1
+    # sentences sampled for training, bounds the time
+    input_sentence_size: int = field(default=1_000_000, metadata=bounds(ge=1, le=10**9))
+    seed: int = field(default=1, metadata=bounds(SEED))
 
 
 @dataclass
 class FilterConfig:
-    max_len: int = 256  # longest sequence the models take, counting the EOS batches append
-    max_ratio: float = 3.0  # longer side / shorter side, in tokens; 0 disables (train only)
+    # longest sequence the models take, counting the EOS batches append
+    max_len: int = field(default=256, metadata=bounds(LENGTH))
+    # longer side / shorter side, in tokens; 0 disables (train only)
+    max_ratio: float = field(default=3.0, metadata=bounds(ge=0, note="0 disables it"))
+
+
+# A fraction of the training data carved out as a split.
+FRACTION = bounds(ge=0, lt=0.5)
 
 
 @dataclass
@@ -93,28 +111,22 @@ class DataConfig:
     corpus: str = "bible:de-en"
     valid: str = ""  # files/tsv/jsonl spec for the valid split; empty: carve it from train
     test: str = ""  # same for test
-    valid_fraction: float = 0.03  # of train, when carving
-    test_fraction: float = 0.03
-    threads: int = 0  # 0: all cores
+    valid_fraction: float = field(default=0.03, metadata=FRACTION)  # of train, when carving
+    test_fraction: float = field(default=0.03, metadata=FRACTION)
+    threads: int = field(default=0, metadata=bounds(THREADS))  # 0: all cores
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
     filter: FilterConfig = field(default_factory=FilterConfig)
 
 
 def validate_config(cfg: DataConfig) -> None:
+    check_settings(cfg)
     if cfg.filter.max_len < 2:
         raise GmlmError(
             f"filter.max_len must be at least 2 (one token + EOS), got {cfg.filter.max_len}"
         )
-    if cfg.filter.max_ratio < 0:
-        raise GmlmError(f"filter.max_ratio must be >= 0 (0 disables), got {cfg.filter.max_ratio}")
     fractions = (cfg.valid_fraction, cfg.test_fraction)
-    if min(fractions) < 0 or sum(fractions) >= 0.5:
-        raise GmlmError(f"valid_fraction + test_fraction must be >= 0 and < 0.5, got {fractions}")
-    if not MIN_COVERAGE <= cfg.tokenizer.character_coverage <= 1.0:
-        raise GmlmError(
-            f"tokenizer.character_coverage={cfg.tokenizer.character_coverage} must be between "
-            f"{MIN_COVERAGE} (SentencePiece's least) and 1"
-        )
+    if sum(fractions) >= 0.5:
+        raise GmlmError(f"valid_fraction + test_fraction must be < 0.5, got {fractions}")
     if cfg.tokenizer.vocab_size < 300 and not cfg.tokenizer.path:
         raise GmlmError(
             f"tokenizer.vocab_size={cfg.tokenizer.vocab_size} is too small: byte fallback alone "

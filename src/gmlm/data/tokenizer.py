@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 import re
 from collections.abc import Iterable, Sequence
@@ -114,6 +115,10 @@ class Tokenizer:
 
     @classmethod
     def load(cls, directory: str | Path) -> Tokenizer:
+        """The tokenizer saved in `directory`, checked against the sha256 that its
+        tokenizer.json recorded when it was saved: a model replaced or damaged since (another
+        tokenizer copied over it, a truncated copy) would encode text into ids the model
+        never learnt, and translate it into garbage without any other error."""
         path = Path(directory) / MODEL_FILE
         if not path.is_file():
             raise GmlmError(
@@ -124,7 +129,18 @@ class Tokenizer:
             proto = path.read_bytes()
         except OSError as err:
             raise GmlmError(f"{path}: cannot read: {err.strerror or err}") from None
-        return cls(proto, origin=str(path))
+        tokenizer = cls(proto, origin=str(path))
+        recorded = _recorded_sha256(Path(directory) / META_FILE)
+        actual = tokenizer.fingerprint
+        if recorded is not None and recorded != actual:
+            raise GmlmError(
+                f"{path}: its sha256 {actual[:12]}... is not the {recorded[:12]}... that "
+                f"{META_FILE} beside it recorded when it was saved: the tokenizer was replaced "
+                "or damaged since, and would encode text into ids the model did not learn; "
+                "restore the folder's tokenizer files from the dataset it was prepared with or "
+                "a copy of the folder"
+            )
+        return tokenizer
 
     def metadata(self) -> dict[str, Any]:
         return {
@@ -206,6 +222,22 @@ class Tokenizer:
 
     def __hash__(self) -> int:
         return hash(self._proto)
+
+
+def _recorded_sha256(meta: Path) -> str | None:
+    """The sha256 that `meta` (a tokenizer.json) records, None when there is no such file;
+    a file that records none, or not as JSON, is a GmlmError naming it."""
+    if not meta.is_file():
+        return None
+    fix = "restore the folder's tokenizer files from the dataset it was prepared with"
+    try:
+        data = json.loads(meta.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise GmlmError(f"{meta}: unreadable ({err}); {fix}") from None
+    sha = data.get("sha256") if isinstance(data, dict) else None
+    if not isinstance(sha, str):
+        raise GmlmError(f"{meta}: records no sha256 of {MODEL_FILE}; {fix}")
+    return sha
 
 
 def _training_problem(message: str, vocab_size: int, character_coverage: float) -> str:

@@ -36,6 +36,7 @@ from torch import Tensor
 
 from gmlm.decoding.options import SearchOptions
 from gmlm.decoding.scores import length_penalty
+from gmlm.memory import check_memory
 from gmlm.models.autoregressive import AutoregressiveModel, DecoderCache
 from gmlm.nn.config import ModelConfig
 
@@ -58,6 +59,35 @@ def max_lengths(src: Tensor, options: SearchOptions, config: ModelConfig) -> Ten
         src_lengths = (src != config.pad_id).sum(1)
         limit = (options.max_len_a * src_lengths + options.max_len_b).floor().long()
     return limit.clamp(1, config.max_target_len)
+
+
+def search_bytes(config: ModelConfig, options: SearchOptions, batch: int, src_len: int) -> int:
+    """Bytes greedy or beam search keeps alive at its last step over `batch` sources of
+    `src_len` tokens (EOS counted), a lower bound of its peak: the decoder cache of every beam
+    (self-attention keys and values of every output position and the source's cross-attention
+    ones, in every layer) and four float32 (rows, V) score tensors (logits, log-probabilities,
+    constrained, summed with the beams' scores)."""
+    if options.max_length is not None:
+        length = options.max_length
+    else:
+        length = math.floor(options.max_len_a * src_len + options.max_len_b)
+    length = max(1, min(length, config.max_target_len))
+    cache = 2 * config.n_decoder_layers * (length + src_len) * config.d_model
+    return 4 * batch * options.beam * (cache + 4 * config.vocab_size)
+
+
+def check_search_memory(config: ModelConfig, options: SearchOptions, src: Tensor) -> None:
+    """A :class:`gmlm.memory.MemoryLimitError` before decoding src (B, S) if its estimated
+    memory (:func:`search_bytes`) exceeds what the device has free."""
+    batch, width = src.shape
+    what = "beam search" if options.beam > 1 else "greedy search"
+    check_memory(
+        search_bytes(config, options, batch, width),
+        f"{what} of {batch} sentence(s) of up to {width} tokens with beam={options.beam} "
+        f"(vocabulary {config.vocab_size}, max_target_len {config.max_target_len})",
+        "lower the beam (--beam) or the sentences per batch (--batch-size)",
+        device=str(src.device),
+    )
 
 
 def banned_tokens(config: ModelConfig, device: torch.device) -> Tensor:
@@ -109,6 +139,7 @@ def greedy_init(model: AutoregressiveModel, src: Tensor, options: SearchOptions)
     """Encode src (B, S) (right-padded, EOS-terminated) and start every sentence at BOS."""
     config = model.config
     options.validate(config)
+    check_search_memory(config, options, src)
     limits = max_lengths(src, options, config)
     batch = src.shape[0]
     return GreedyState(
@@ -207,6 +238,7 @@ def beam_init(model: AutoregressiveModel, src: Tensor, options: SearchOptions) -
     counts until the beams diverge)."""
     config = model.config
     options.validate(config)
+    check_search_memory(config, options, src)
     k = options.beam
     batch, device = src.shape[0], src.device
     limits = max_lengths(src, options, config)

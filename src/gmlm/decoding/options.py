@@ -3,9 +3,9 @@
 :class:`SearchOptions` (greedy and beam search, :mod:`gmlm.decoding.autoregressive`) and
 :class:`RefinementOptions` (PaDIR, :mod:`gmlm.decoding.refinement`) are the single source
 of every decoding setting: each field carries its default, its type and, in its metadata
-(:func:`setting`), the help text that documents it. `gmlm translate`, `gmlm analyze` and
-`gmlm bench` derive their flags from these fields (:mod:`gmlm.cli.options`), and
-:func:`decoding_options` derives which model kind owns a setting from which class has the
+(:func:`doc`), the help text that documents it and the range of a number. `gmlm translate`,
+`gmlm analyze` and `gmlm bench` derive their flags from these fields (:mod:`gmlm.cli.options`),
+and :func:`decoding_options` derives which model kind owns a setting from which class has the
 field (``length_penalty`` belongs to both).
 
 This module imports neither torch nor the models, so that building the command-line parsers
@@ -20,7 +20,15 @@ from collections.abc import Mapping
 from dataclasses import field
 from typing import TYPE_CHECKING, Any, Literal
 
-from gmlm.config import ConfigError, check_finite_fields, merge, parse_override
+from gmlm.config import (
+    MAX_LENGTH,
+    RANGE,
+    ConfigError,
+    Range,
+    check_settings,
+    merge,
+    parse_override,
+)
 from gmlm.errors import GmlmError
 
 if TYPE_CHECKING:
@@ -29,6 +37,11 @@ if TYPE_CHECKING:
 # Passes allowed (the paper uses 4 and 10; diffusion-style decoders go up to 1000): bounds the
 # cost of a typo, since the linear remask schedule makes every candidate run all of them.
 MAX_STEPS = 1000
+# Beams and random starts allowed: far beyond what translation gains from (the paper uses 5
+# beams), while each multiplies the rows decoded at once. Within these, what a batch may take
+# is bounded by the memory there is (gmlm.memory).
+MAX_BEAM = 1000
+MAX_RANDOM_STARTS = 1000
 
 # Row-positions one extra decoder pass is worth (RefinementOptions.split_overhead), measured
 # with `gmlm bench` on the shipped PaDIR (docs/RESULTS.md, "Padding").
@@ -59,9 +72,11 @@ LENGTH_PENALTY_HELP = (
 )
 
 
-def doc(help: str, *, flag: str | None = None, cli: bool = True) -> dict[str, Any]:
+def doc(
+    help: str, *, flag: str | None = None, cli: bool = True, range: Range | None = None
+) -> dict[str, Any]:
     """The metadata that documents a setting, as the command line shows it:
-    ``name: int = field(default=4, metadata=doc("what it does"))``.
+    ``name: int = field(default=4, metadata=doc("what it does", range=Range(ge=1)))``.
 
     help: what the setting does (the command line appends the default).
     flag: the command-line spelling where it is not ``--field-name``; a bool field is a switch
@@ -69,13 +84,15 @@ def doc(help: str, *, flag: str | None = None, cli: bool = True) -> dict[str, An
         True default, ``--NAME`` for a False one).
     cli: False for a setting only Python callers can use (what it changes is not the text
         output, or it exists for measurements); `help` then says why.
+    range: the values a number (each item of a list of numbers) may take, checked wherever
+        the setting is read (:mod:`gmlm.config`), the command line included.
     """
-    return {"help": help, "flag": flag, "cli": cli}
+    return {"help": help, "flag": flag, "cli": cli, RANGE: range}
 
 
-def check_length_penalty(alpha: float) -> None:
-    if not alpha >= 0.0:
-        raise GmlmError(f"length_penalty must be >= 0 (0 disables it), got {alpha}")
+LENGTH_PENALTY = Range(ge=0, note="0 disables it")
+# Length changes (a shift, offsets): within the longest sequence any model may take.
+LENGTH_CHANGE = Range(ge=-MAX_LENGTH, le=MAX_LENGTH)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,19 +108,31 @@ class SearchOptions:
 
     beam: int = field(
         default=1,
-        metadata=doc("beams per sentence, 1 for greedy search; the paper's AR baseline uses 5"),
+        metadata=doc(
+            "beams per sentence, 1 for greedy search; the paper's AR baseline uses 5",
+            range=Range(ge=1, le=MAX_BEAM, note="1 is greedy search"),
+        ),
     )
-    length_penalty: float = field(default=0.6, metadata=doc(LENGTH_PENALTY_HELP))
+    length_penalty: float = field(
+        default=0.6, metadata=doc(LENGTH_PENALTY_HELP, range=LENGTH_PENALTY)
+    )
     max_len_a: float = field(
-        default=1.5, metadata=doc("output length limit a * src_len + b: the a")
+        default=1.5,
+        metadata=doc("output length limit a * src_len + b: the a", range=Range(ge=0)),
     )
-    max_len_b: int = field(default=10, metadata=doc("output length limit a * src_len + b: the b"))
+    max_len_b: int = field(
+        default=10,
+        metadata=doc(
+            "output length limit a * src_len + b: the b", range=Range(ge=0, le=MAX_LENGTH)
+        ),
+    )
     min_length: int = field(
         default=2,
         metadata=doc(
             "EOS is refused before this length (EOS counted; 2 = at least one token; the length "
             "limit wins over it). For fixed-length benchmarks",
             cli=False,
+            range=Range(ge=1, le=MAX_LENGTH, note="EOS counts"),
         ),
     )
     max_length: int | None = field(
@@ -112,22 +141,12 @@ class SearchOptions:
             "a fixed length limit (EOS counted) instead of the a/b formula; with min_length == "
             "max_length every output has exactly that length. For fixed-length benchmarks",
             cli=False,
+            range=Range(ge=1, le=MAX_LENGTH, note="EOS counts"),
         ),
     )
 
     def validate(self, config: ModelConfig) -> None:
-        check_finite_fields(self)
-        if self.beam < 1:
-            raise GmlmError(f"beam={self.beam} must be >= 1 (1 is greedy search)")
-        check_length_penalty(self.length_penalty)
-        if self.max_len_a < 0 or self.max_len_b < 0:
-            raise GmlmError(
-                f"max_len_a={self.max_len_a} and max_len_b={self.max_len_b} must be >= 0"
-            )
-        if self.min_length < 1:
-            raise GmlmError(f"min_length={self.min_length} must be >= 1 (EOS counts)")
-        if self.max_length is not None and self.max_length < 1:
-            raise GmlmError(f"max_length={self.max_length} must be >= 1 (EOS counts)")
+        check_settings(self)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,25 +156,42 @@ class RefinementOptions:
     B = 5), except the candidate selection and the pruning, chosen on validation data."""
 
     steps: int = field(
-        default=4, metadata=doc(f"refinement passes T, 1 to {MAX_STEPS}; the paper uses 4 and 10")
+        default=4,
+        metadata=doc(
+            f"refinement passes T, 1 to {MAX_STEPS}; the paper uses 4 and 10",
+            range=Range(ge=1, le=MAX_STEPS),
+        ),
     )
     length_beam: int = field(
-        default=5, metadata=doc("top predicted lengths decoded per sentence, B; the paper uses 5")
+        default=5,
+        metadata=doc(
+            "top predicted lengths decoded per sentence, B, at most the model's max_target_len; "
+            "the paper uses 5",
+            range=Range(ge=1, le=MAX_LENGTH),
+        ),
     )
     length_offsets: tuple[int, ...] = field(
         default=(),
-        metadata=doc("extra candidates at predicted length + offset, e.g. --length-offsets=-1,1"),
+        metadata=doc(
+            "extra candidates at predicted length + offset, e.g. --length-offsets=-1,1",
+            range=LENGTH_CHANGE,
+        ),
     )
     length_shift: int = field(
         default=0,
         metadata=doc(
             "add this to every predicted length before decoding (not to given lengths such as "
             "an oracle's): a correction for a length predictor that predicts short or long, "
-            "chosen on validation data"
+            "chosen on validation data",
+            range=LENGTH_CHANGE,
         ),
     )
     random_starts: int = field(
-        default=1, metadata=doc("initial hypotheses per length (random initial tokens)")
+        default=1,
+        metadata=doc(
+            "initial hypotheses per length (random initial tokens)",
+            range=Range(ge=1, le=MAX_RANDOM_STARTS),
+        ),
     )
     init: Literal["random", "mask"] | None = field(
         default=None,
@@ -188,7 +224,8 @@ class RefinementOptions:
             "('in a field in a field'), n = 1 to this (1 to "
             f"{MAX_STUTTER_NGRAM}; 1: a token equal to its left neighbour, as in the paper); "
             "--stutter-remask replaces, and the final dedup drops, the second copy of each "
-            "(4: chosen on validation data)"
+            "(4: chosen on validation data)",
+            range=Range(ge=1, le=MAX_STUTTER_NGRAM, note="1 is a repeated token"),
         ),
     )
     drop_unchanged_initial: bool = field(
@@ -215,12 +252,15 @@ class RefinementOptions:
             "authors' code)"
         ),
     )
-    length_penalty: float = field(default=0.0, metadata=doc(LENGTH_PENALTY_HELP))
+    length_penalty: float = field(
+        default=0.0, metadata=doc(LENGTH_PENALTY_HELP, range=LENGTH_PENALTY)
+    )
     length_weight: float = field(
         default=0.0,
         metadata=doc(
             "add this times the length predictor's log-probability of a candidate's length to "
-            "its score (0: token log-probabilities only, as in the paper)"
+            "its score (0: token log-probabilities only, as in the paper)",
+            range=Range(note="any finite weight; a negative one favours unlikely lengths"),
         ),
     )
     remask: Remask = field(
@@ -231,14 +271,16 @@ class RefinementOptions:
         ),
     )
     remask_ratio: float = field(
-        default=0.2, metadata=doc("share of the content reset by --remask constant")
+        default=0.2,
+        metadata=doc("share of the content reset by --remask constant", range=Range(ge=0, lt=1)),
     )
     prune_after: int = field(
         default=1,
         metadata=doc(
             "after this pass, keep only each sentence's --prune-keep best candidates (scored "
             "as the final choice is) and run the later passes on them alone; 0 never prunes "
-            "(1 with 3,2: chosen on validation data, as good there as 2 with 2 and faster)"
+            "(1 with 3,2: chosen on validation data, as good there as 2 with 2 and faster)",
+            range=Range(ge=0, le=MAX_STEPS, note="0 never prunes"),
         ),
     )
     prune_keep: tuple[int, ...] = field(
@@ -246,7 +288,8 @@ class RefinementOptions:
         metadata=doc(
             "candidates per sentence that survive --prune-after's pass, then each next pass "
             "(one number per pass, not increasing), e.g. 3,2: 3 after that pass, 2 after the "
-            "next"
+            "next",
+            range=Range(ge=1),
         ),
     )
     split_overhead: int = field(
@@ -255,7 +298,8 @@ class RefinementOptions:
             "a decoder pass over candidates of different lengths runs as several passes over "
             "groups of similar length where that saves more than this many padded "
             "row-positions per extra pass (what one pass's fixed cost is worth); 0: one pass "
-            "per length, a large number: never split"
+            "per length, a large number: never split",
+            range=Range(ge=0, le=1_000_000),
         ),
     )
     return_steps: bool = field(
@@ -274,10 +318,8 @@ class RefinementOptions:
             object.__setattr__(self, "prune_keep", (self.prune_keep,))
 
     def validate(self, config: ModelConfig) -> None:
-        check_finite_fields(self)
-        if not 1 <= self.steps <= MAX_STEPS:
-            raise GmlmError(f"steps={self.steps} must be between 1 and {MAX_STEPS}")
-        if not 1 <= self.length_beam <= config.max_target_len:
+        check_settings(self)
+        if self.length_beam > config.max_target_len:
             raise GmlmError(
                 f"length_beam={self.length_beam} must be between 1 and the model's "
                 f"max_target_len={config.max_target_len}"
@@ -287,8 +329,6 @@ class RefinementOptions:
                 f"length_offsets={self.length_offsets} must be distinct and non-zero (the "
                 "predicted length itself is always decoded)"
             )
-        if self.random_starts < 1:
-            raise GmlmError(f"random_starts={self.random_starts} must be at least 1")
         if self.random_starts > 1 and (self.init or config.init_hypothesis) == "mask":
             raise GmlmError(
                 "random_starts > 1 needs random initial tokens; [MASK] starts are all the same"
@@ -297,28 +337,12 @@ class RefinementOptions:
             raise GmlmError(
                 f"stutter_remask={self.stutter_remask!r}: choose none, previous or initial"
             )
-        if not 1 <= self.stutter_ngram <= MAX_STUTTER_NGRAM:
-            raise GmlmError(
-                f"stutter_ngram={self.stutter_ngram} must be between 1 (repeated tokens) and "
-                f"{MAX_STUTTER_NGRAM} (repeated n-grams of up to that many tokens)"
-            )
         if self.selection not in ("sum", "mean", "changed"):
             raise GmlmError(f"selection={self.selection!r}: choose sum, mean or changed")
         if self.remask not in ("none", "constant", "linear"):
             raise GmlmError(f"remask={self.remask!r}: choose none, constant or linear")
-        if not 0.0 <= self.remask_ratio < 1.0:
-            raise GmlmError(f"remask_ratio={self.remask_ratio} must be in [0, 1)")
-        check_length_penalty(self.length_penalty)
-        if not 0 <= self.split_overhead <= 1_000_000:
-            raise GmlmError(
-                f"split_overhead={self.split_overhead} must be between 0 and 1000000 row-positions"
-            )
-        if not 0 <= self.prune_after <= MAX_STEPS:
-            raise GmlmError(
-                f"prune_after={self.prune_after} must be between 0 (no pruning) and {MAX_STEPS}"
-            )
         keep = self.prune_keep
-        if not keep or min(keep) < 1 or list(keep) != sorted(keep, reverse=True):
+        if not keep or list(keep) != sorted(keep, reverse=True):
             raise GmlmError(
                 f"prune_keep={keep} must be one or more counts of at least 1, not increasing "
                 "(a pruned candidate never comes back), e.g. 2 or 3,2; prune_after=0 never "
@@ -402,6 +426,7 @@ CALIBRATION_GRIDS: dict[str, tuple[str, tuple[float, ...]]] = {
 }
 # The BLEU the best value must gain over the default to be kept (the rule of gmlm's defaults).
 CALIBRATION_MIN_GAIN = 0.2
+MIN_GAIN = Range(ge=0, le=100, note="BLEU points")
 
 # The decoding ablation's variants (`gmlm analyze ablation`, the reproduce stage `ablation`):
 # each switches off one of the choices the defaults make, or tries the other setting the

@@ -134,6 +134,7 @@ from torch import Tensor
 from gmlm.decoding.options import RefinementOptions
 from gmlm.decoding.scores import length_penalty
 from gmlm.errors import GmlmError
+from gmlm.memory import check_memory
 from gmlm.models.padir import (
     DecoderPositions,
     PadirModel,
@@ -326,6 +327,37 @@ def candidate_lengths(lengths: Tensor, options: RefinementOptions, config: Model
     return shifted.repeat_interleave(options.random_starts, dim=1).clamp(1, config.max_target_len)
 
 
+def refinement_bytes(config: ModelConfig, rows: int, width: int, src_len: int) -> int:
+    """Bytes a decoder pass over `rows` candidates of up to `width` tokens keeps alive, for
+    sources of `src_len` tokens, a lower bound of its peak: three float32 (rows, width, V)
+    tensors (logits, log-probabilities, their maximum), the hidden states and feed-forward
+    activations of a layer, the attention weights of self-, positional and cross-attention,
+    and every layer's cross-attention keys and values of the source."""
+    per_row = (
+        3 * width * config.vocab_size
+        + width * (4 * config.d_model + config.d_ff)
+        + config.n_heads * width * (3 * width + src_len)
+        + 2 * config.n_decoder_layers * src_len * config.d_model
+    )
+    return 4 * rows * per_row
+
+
+def check_refinement_memory(config: ModelConfig, lengths: Tensor, src: Tensor) -> None:
+    """A :class:`gmlm.memory.MemoryLimitError` before decoding the candidate lengths (B, K)
+    of src (B, S) if the estimated memory (:func:`refinement_bytes`) exceeds what the device
+    has free; K = length_beam * (1 + len(length_offsets)) * random_starts."""
+    batch, per_sentence = lengths.shape
+    rows, width = batch * per_sentence, int(lengths.max()) if lengths.numel() else 0
+    check_memory(
+        refinement_bytes(config, rows, width, src.shape[1]),
+        f"PaDIR decoding of {batch} sentence(s) with {per_sentence} candidates each (length_beam "
+        f"x (1 + length_offsets) x random_starts) of up to {width} tokens = {rows:,} rows "
+        f"(vocabulary {config.vocab_size})",
+        "lower --length-beam, --random-starts or the sentences per batch (--batch-size)",
+        device=str(src.device),
+    )
+
+
 @torch.no_grad()
 def refinement_init(
     model: PadirModel,
@@ -348,6 +380,7 @@ def refinement_init(
     if lengths is None:
         lengths = model.predict_lengths(enc, options.length_beam) + options.length_shift
     per_sentence = candidate_lengths(lengths.to(src.device), options, config)
+    check_refinement_memory(config, per_sentence, src)
     k = per_sentence.shape[1]
     flat = per_sentence.flatten()
     sentence = torch.arange(src.shape[0], device=src.device).repeat_interleave(k)

@@ -13,11 +13,28 @@ special pieces at the ids named here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from gmlm.config import ConfigError, deep_update, from_dict, load_preset_dict
+from gmlm.config import (
+    LENGTH,
+    MAX_VOCAB,
+    ConfigError,
+    Range,
+    bounds,
+    check_settings,
+    deep_update,
+    from_dict,
+    load_preset_dict,
+)
+
+# Layers, widths and heads: each well beyond the paper's big models, so that a typo fails here
+# rather than in the allocator.
+LAYERS = Range(ge=1, le=256)
+WIDTH = Range(ge=1, le=1 << 16)
+RATE = Range(ge=0, lt=1)
+SPECIAL_ID = Range(ge=0, le=255)
 
 
 @dataclass
@@ -50,18 +67,21 @@ class ModelConfig:
     two extra rates default to 0 so that older configs keep their meaning.
     """
 
-    vocab_size: int = 8000
-    d_model: int = 512
-    n_heads: int = 8
-    n_encoder_layers: int = 6
-    n_decoder_layers: int = 6
-    d_ff: int = 2048
-    dropout: float = 0.1
-    attention_dropout: float = 0.0
-    activation_dropout: float = 0.0
+    vocab_size: int = field(
+        default=8000,
+        metadata=bounds(ge=0, le=MAX_VOCAB, note="0 in a training config: the data's tokenizer's"),
+    )
+    d_model: int = field(default=512, metadata=bounds(WIDTH))
+    n_heads: int = field(default=8, metadata=bounds(ge=1, le=1024))
+    n_encoder_layers: int = field(default=6, metadata=bounds(LAYERS))
+    n_decoder_layers: int = field(default=6, metadata=bounds(LAYERS))
+    d_ff: int = field(default=2048, metadata=bounds(ge=1, le=1 << 18))
+    dropout: float = field(default=0.1, metadata=bounds(RATE))
+    attention_dropout: float = field(default=0.0, metadata=bounds(RATE))
+    activation_dropout: float = field(default=0.0, metadata=bounds(RATE))
     # Longest source (without PaDIR's [LENGTH] token) and target (counting EOS) in tokens.
-    max_source_len: int = 256
-    max_target_len: int = 256
+    max_source_len: int = field(default=256, metadata=bounds(LENGTH))
+    max_target_len: int = field(default=256, metadata=bounds(LENGTH))
     # One matrix for source embedding, target embedding and output projection (joint vocab).
     tie_embeddings: bool = True
     # PaDIR only: positional attention in every decoder layer (off for the ablation).
@@ -72,17 +92,25 @@ class ModelConfig:
     # |key - query| below relative_buckets / 4 get a bucket each (per direction), longer ones
     # share logarithmically wider buckets up to relative_max_distance (see class docstring).
     relative_bias: bool = False
-    relative_buckets: int = 32
-    relative_max_distance: int = 128
+    relative_buckets: int = field(
+        default=32,
+        metadata=bounds(
+            ge=4,
+            le=1024,
+            note="even: half for each direction, each half split into exact and logarithmic "
+            "buckets",
+        ),
+    )
+    relative_max_distance: int = field(default=128, metadata=bounds(LENGTH))
     # PaDIR only: corrupt targets / start decoding from random tokens or from [MASK] tokens.
     init_hypothesis: Literal["random", "mask"] = "random"
-    pad_id: int = 0
-    unk_id: int = 1
-    bos_id: int = 2
-    eos_id: int = 3
-    mask_id: int = 4
-    length_id: int = 5
-    n_special: int = 6
+    pad_id: int = field(default=0, metadata=bounds(SPECIAL_ID))
+    unk_id: int = field(default=1, metadata=bounds(SPECIAL_ID))
+    bos_id: int = field(default=2, metadata=bounds(SPECIAL_ID))
+    eos_id: int = field(default=3, metadata=bounds(SPECIAL_ID))
+    mask_id: int = field(default=4, metadata=bounds(SPECIAL_ID))
+    length_id: int = field(default=5, metadata=bounds(SPECIAL_ID))
+    n_special: int = field(default=6, metadata=bounds(ge=6, le=256, note="the six special ids"))
 
     def special_ids(self) -> dict[str, int]:
         return {
@@ -96,18 +124,12 @@ class ModelConfig:
 
     def validate(self) -> None:
         """Raise :class:`ConfigError` naming the field at fault."""
-        positive = ("vocab_size", "d_model", "n_heads", "d_ff", "max_source_len", "max_target_len")
-        for name in (*positive, "n_encoder_layers", "n_decoder_layers"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"model.{name} must be at least 1, got {getattr(self, name)}")
+        check_settings(self, "model.")
         if self.d_model % self.n_heads:
             raise ConfigError(
                 f"model.d_model={self.d_model} is not divisible by model.n_heads={self.n_heads}"
             )
-        for name in ("dropout", "attention_dropout", "activation_dropout"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                raise ConfigError(f"model.{name} must be in [0, 1), got {getattr(self, name)}")
-        if self.relative_buckets < 4 or self.relative_buckets % 2:
+        if self.relative_buckets % 2:
             raise ConfigError(
                 f"model.relative_buckets must be even and at least 4 (half for each direction, "
                 f"each half split into exact and logarithmic buckets), got {self.relative_buckets}"

@@ -15,10 +15,39 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from gmlm.config import PRESET_DIR, ConfigError, load_config
-from gmlm.decoding.options import ABLATION_VARIANTS, CALIBRATION_GRIDS, CALIBRATION_MIN_GAIN
+from gmlm.config import (
+    BATCH_SIZE,
+    LENGTH,
+    PRESET_DIR,
+    SEED,
+    SENTENCES,
+    THREAD_COUNT,
+    THREADS,
+    VOCAB_SIZE,
+    WARMUP,
+    ConfigError,
+    bounds,
+    field_range,
+    load_config,
+)
+from gmlm.decoding.options import (
+    ABLATION_VARIANTS,
+    CALIBRATION_GRIDS,
+    CALIBRATION_MIN_GAIN,
+    MIN_GAIN,
+    RefinementOptions,
+    SearchOptions,
+)
+from gmlm.theory.settings import EstimationSettings, HittingSettings, VerifySettings
 
 PRESETS_DIR = PRESET_DIR / "reproduce"
+
+# The first N sentences of a split; 0: all of it.
+FIRST_SENTENCES = bounds(ge=0, le=SENTENCES.le, note="0: the whole split")
+# A reproduce setting passed on to a setting declared elsewhere takes what that one takes.
+STEPS = bounds(field_range(RefinementOptions, "steps"))
+LENGTH_BEAM = bounds(field_range(RefinementOptions, "length_beam"))
+BATCH = bounds(BATCH_SIZE)
 
 # The stages in the order they run; each depends only on earlier ones.
 STAGES = (
@@ -45,17 +74,26 @@ class TheoryStage:
     """`gmlm theory verify` and Figures 1-3 (defaults: the paper's settings)."""
 
     enabled: bool = True
-    verify_max_n: int = 8
-    repetitions: int = 10
+    verify_max_n: int = field(default=8, metadata=bounds(field_range(VerifySettings, "max_n")))
+    repetitions: int = field(
+        default=10, metadata=bounds(field_range(EstimationSettings, "repetitions"))
+    )
     sample_sizes: list[int] = field(
-        default_factory=lambda: [100, 200, 500, 1000, 2000, 5000, 10000, 20000]
+        default_factory=lambda: [100, 200, 500, 1000, 2000, 5000, 10000, 20000],
+        metadata=bounds(field_range(EstimationSettings, "sample_sizes")),
     )
     figure3_couplings: list[float] = field(
-        default_factory=lambda: [1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0]
+        default_factory=lambda: [1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0],
+        metadata=bounds(field_range(HittingSettings, "couplings")),
     )
-    figure3_ks: list[int] = field(default_factory=lambda: [1, 2, 4, 6, 8, 10])
-    figure3_budget: int = 1000
-    seed: int = 0
+    figure3_ks: list[int] = field(
+        default_factory=lambda: [1, 2, 4, 6, 8, 10],
+        metadata=bounds(field_range(HittingSettings, "ks")),
+    )
+    figure3_budget: int = field(
+        default=1000, metadata=bounds(field_range(HittingSettings, "budget"))
+    )
+    seed: int = field(default=0, metadata=bounds(SEED))
 
 
 @dataclass
@@ -71,8 +109,9 @@ class DataStage:
     """
 
     corpus: str = "bible:de-en"
-    vocab_size: int = 8000
-    max_len: int = 128  # tokens incl. EOS; must fit the models' max_source/target_len
+    vocab_size: int = field(default=8000, metadata=bounds(VOCAB_SIZE))
+    # tokens incl. EOS; must fit the models' max_source/target_len
+    max_len: int = field(default=128, metadata=bounds(LENGTH))
     overrides: list[str] = field(default_factory=list)  # more DataConfig key=value
     tokenizer: str = ""
     splits: list[str] = field(default_factory=list)
@@ -109,8 +148,8 @@ class DistillStage:
     """
 
     enabled: bool = True
-    beam: int = 5
-    batch_size: int = 128
+    beam: int = field(default=5, metadata=bounds(field_range(SearchOptions, "beam")))
+    batch_size: int = field(default=128, metadata=BATCH)
     bf16: bool | None = None  # None: bf16 on bf16 GPUs, fp32 on every CPU (same data anywhere)
 
 
@@ -127,16 +166,18 @@ class CalibrateStage:
 
     enabled: bool = False
     split: str = "valid"
-    sentences: int = 0  # the first N sentences of the split; 0: all of it
-    batch_size: int = 64
+    sentences: int = field(default=0, metadata=FIRST_SENTENCES)
+    batch_size: int = field(default=64, metadata=BATCH)
     length_shifts: list[int] = field(
-        default_factory=lambda: [int(v) for v in CALIBRATION_GRIDS["padir"][1]]
+        default_factory=lambda: [int(v) for v in CALIBRATION_GRIDS["padir"][1]],
+        metadata=bounds(field_range(RefinementOptions, "length_shift")),
     )
     length_penalties: list[float] = field(
-        default_factory=lambda: [float(v) for v in CALIBRATION_GRIDS["ar"][1]]
+        default_factory=lambda: [float(v) for v in CALIBRATION_GRIDS["ar"][1]],
+        metadata=bounds(field_range(SearchOptions, "length_penalty")),
     )
-    ar_beam: int = 5
-    min_gain: float = CALIBRATION_MIN_GAIN
+    ar_beam: int = field(default=5, metadata=bounds(field_range(SearchOptions, "beam")))
+    min_gain: float = field(default=CALIBRATION_MIN_GAIN, metadata=bounds(MIN_GAIN))
 
 
 @dataclass
@@ -149,8 +190,8 @@ class AblationStage:
 
     enabled: bool = False
     split: str = "valid"
-    sentences: int = 0  # the first N sentences of the split; 0: all of it
-    batch_size: int = 64
+    sentences: int = field(default=0, metadata=FIRST_SENTENCES)
+    batch_size: int = field(default=64, metadata=BATCH)
     variants: list[str] = field(default_factory=lambda: list(ABLATION_VARIANTS))
 
 
@@ -159,11 +200,13 @@ class EvaluateStage:
     """Quality of every system on `split` (or its first `sentences`): BLEU, chrF, stutter."""
 
     split: str = "test"
-    sentences: int = 0  # the first N sentences of the split; 0: all of it
-    ar_beams: list[int] = field(default_factory=lambda: [1, 5])
-    padir_steps: list[int] = field(default_factory=lambda: [1, 2, 4, 10])
-    length_beams: list[int] = field(default_factory=lambda: [1, 5])
-    batch_size: int = 64
+    sentences: int = field(default=0, metadata=FIRST_SENTENCES)
+    ar_beams: list[int] = field(
+        default_factory=lambda: [1, 5], metadata=bounds(field_range(SearchOptions, "beam"))
+    )
+    padir_steps: list[int] = field(default_factory=lambda: [1, 2, 4, 10], metadata=STEPS)
+    length_beams: list[int] = field(default_factory=lambda: [1, 5], metadata=LENGTH_BEAM)
+    batch_size: int = field(default=64, metadata=BATCH)
     bf16: bool = False  # quality numbers in fp32; the bench measures both precisions
 
 
@@ -174,13 +217,14 @@ class BenchStage:
 
     enabled: bool = True
     split: str = "test"
-    sentences: int = 100
-    batch_sizes: list[int] = field(default_factory=lambda: [1, 8, 64])
+    sentences: int = field(default=100, metadata=bounds(SENTENCES))
+    batch_sizes: list[int] = field(default_factory=lambda: [1, 8, 64], metadata=BATCH)
     precisions: list[str] = field(default_factory=lambda: ["fp32", "bf16"])
-    warmup: int = 10
-    threads: int = 2
-    padir_steps: list[int] = field(default_factory=lambda: [1, 2, 4, 10])  # PaDIR systems timed
-    length_beams: list[int] = field(default_factory=lambda: [1, 5])
+    warmup: int = field(default=10, metadata=bounds(WARMUP))
+    threads: int = field(default=2, metadata=bounds(THREAD_COUNT))
+    # PaDIR systems timed
+    padir_steps: list[int] = field(default_factory=lambda: [1, 2, 4, 10], metadata=STEPS)
+    length_beams: list[int] = field(default_factory=lambda: [1, 5], metadata=LENGTH_BEAM)
     ctranslate2: bool = False
 
 
@@ -188,9 +232,9 @@ class BenchStage:
 class AttentionStage:
     enabled: bool = True
     split: str = "test"
-    sentences: int = 0  # 0: the whole split
-    steps: int = 4
-    length_beam: int = 5
+    sentences: int = field(default=0, metadata=FIRST_SENTENCES)
+    steps: int = field(default=4, metadata=STEPS)
+    length_beam: int = field(default=5, metadata=LENGTH_BEAM)
     # "none": look at the stutters the model makes (remasking would hide most of them).
     stutter_remask: Literal["none", "previous", "initial"] = "none"
 
@@ -202,11 +246,14 @@ class LengthStage:
 
     enabled: bool = False
     split: str = "test"
-    sentences: int = 0  # 0: the whole split
-    steps: int = 4
-    length_beam: int = 5
-    length_weights: list[float] = field(default_factory=lambda: [0.0])
-    batch_size: int = 64
+    sentences: int = field(default=0, metadata=FIRST_SENTENCES)
+    steps: int = field(default=4, metadata=STEPS)
+    length_beam: int = field(default=5, metadata=LENGTH_BEAM)
+    length_weights: list[float] = field(
+        default_factory=lambda: [0.0],
+        metadata=bounds(field_range(RefinementOptions, "length_weight")),
+    )
+    batch_size: int = field(default=64, metadata=BATCH)
 
 
 @dataclass
@@ -218,8 +265,12 @@ class TrainAblationStage:
     own (about an hour per 1,500 steps of small-padir on 2 CPU cores)."""
 
     enabled: bool = False
-    steps: int = 1500
+    steps: int = field(default=1500, metadata=bounds(ge=1, le=10**9))
     variants: list[str] = field(default_factory=list)
+
+
+BLEU = bounds(ge=0, le=100, note="BLEU points; 0 leaves the row out")
+RATIO = bounds(ge=0, note="0 leaves the row out")
 
 
 @dataclass
@@ -229,13 +280,21 @@ class Targets:
     not evaluated or timed. Quality rows read eval/scores.json, speed rows bench/bench.json
     (batch 1, text in and text out, each system at its fastest precision of the bench)."""
 
-    bleu_gap: float = 1.0  # PaDIR T=4 B=5 at most this many BLEU below AR beam 5
-    ar_bleu: float = 0.0  # AR beam 5 at this BLEU or more
+    # PaDIR T=4 B=5 at most this many BLEU below AR beam 5
+    bleu_gap: float = field(default=1.0, metadata=BLEU)
+    # AR beam 5 at this BLEU or more
+    ar_bleu: float = field(default=0.0, metadata=BLEU)
     more_steps: bool = False  # PaDIR T=10 B=5 at least as good as T=4 B=5
-    stutter_ratio: float = 0.0  # PaDIR T=4 B=5's stutter at most this times AR beam 5's
-    speedup_p50: float = 2.0  # PaDIR T=4 B=5 this many times faster than AR beam 5, median
-    speedup_p99: float = 0.0  # the same at p99
-    ctranslate2_speedup: float = 0.0  # ... than CTranslate2's AR beam 5, median
+    # PaDIR T=4 B=5's stutter at most this times AR beam 5's
+    stutter_ratio: float = field(default=0.0, metadata=RATIO)
+    # PaDIR T=4 B=5 this many times faster than AR beam 5, median
+    speedup_p50: float = field(default=2.0, metadata=RATIO)
+    speedup_p99: float = field(default=0.0, metadata=RATIO)  # the same at p99
+    # ... than CTranslate2's AR beam 5, median
+    ctranslate2_speedup: float = field(default=0.0, metadata=RATIO)
+
+
+SECONDS = bounds(ge=0, le=10**8, note="seconds")
 
 
 @dataclass
@@ -244,21 +303,21 @@ class StageSeconds:
     estimated where the preset says so), for the time-left estimates of the progress lines
     (all 0, the default: no estimate is printed)."""
 
-    theory: float = 0.0
-    data: float = 0.0
-    teacher: float = 0.0
-    distill: float = 0.0
-    ar: float = 0.0
-    ar1: float = 0.0
-    padir: float = 0.0
-    calibrate: float = 0.0
-    ablation: float = 0.0
-    evaluate: float = 0.0
-    bench: float = 0.0
-    attention: float = 0.0
-    length: float = 0.0
-    train_ablation: float = 0.0
-    report: float = 0.0
+    theory: float = field(default=0.0, metadata=SECONDS)
+    data: float = field(default=0.0, metadata=SECONDS)
+    teacher: float = field(default=0.0, metadata=SECONDS)
+    distill: float = field(default=0.0, metadata=SECONDS)
+    ar: float = field(default=0.0, metadata=SECONDS)
+    ar1: float = field(default=0.0, metadata=SECONDS)
+    padir: float = field(default=0.0, metadata=SECONDS)
+    calibrate: float = field(default=0.0, metadata=SECONDS)
+    ablation: float = field(default=0.0, metadata=SECONDS)
+    evaluate: float = field(default=0.0, metadata=SECONDS)
+    bench: float = field(default=0.0, metadata=SECONDS)
+    attention: float = field(default=0.0, metadata=SECONDS)
+    length: float = field(default=0.0, metadata=SECONDS)
+    train_ablation: float = field(default=0.0, metadata=SECONDS)
+    report: float = field(default=0.0, metadata=SECONDS)
 
 
 @dataclass
@@ -271,7 +330,8 @@ class ReproduceConfig:
     preset: str = ""
     description: str = ""
     published: str = ""
-    threads: int = 0  # torch threads for every stage; 0 keeps torch's default
+    # torch threads for every stage; 0 keeps torch's default
+    threads: int = field(default=0, metadata=bounds(THREADS))
     # The training stages' precision ("": each stage's own, i.e. the trainer's auto: fp32 on a
     # CPU). A setting of the machine rather than the recipe, like threads: bf16 autocast trains
     # 1.3-1.5x faster on CPUs with AMX (measured with `gmlm throughput`) and several times

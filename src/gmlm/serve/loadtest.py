@@ -32,10 +32,18 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from gmlm.config import Range
 from gmlm.errors import GmlmError
 from gmlm.records import Record
 
 MAX_REQUESTS = 100_000  # per model and rate, whatever rate x duration says
+# The ranges of the load test's settings (checked by run_loadtest and by the flags).
+RATE = Range(gt=0, le=10_000, note="requests per second")
+DURATION = Range(gt=0, le=3600, note="seconds per rate")
+LINES = Range(ge=1, le=4096)
+WARMUP = Range(ge=0, le=1000)
+TIMEOUT = Range(gt=0, le=3600, note="seconds")
+P99_LIMIT = Range(gt=0, le=3_600_000, note="milliseconds")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -219,17 +227,15 @@ def run_loadtest(
     base = check_loopback(url)
     if not texts or not all(t.strip() for t in texts):
         raise GmlmError("--input: give at least one non-empty sentence (no empty lines)")
-    for name, value in (
-        ("duration", duration),
-        ("timeout", timeout_s),
-        ("p99-limit-ms", p99_limit_ms),
-    ):
-        if not (math.isfinite(value) and value > 0):
-            raise GmlmError(f"--{name} {value}: must be a positive number")
-    if not rates or any(not (math.isfinite(r) and 0 < r <= 10_000) for r in rates):
-        raise GmlmError(f"--rates {list(rates)}: each must be more than 0, at most 10000")
-    if not 1 <= lines <= 4096 or not 0 <= warmup <= 1000:
-        raise GmlmError("--lines must be 1 to 4096 and --warmup 0 to 1000")
+    DURATION.check(duration, "duration")
+    TIMEOUT.check(timeout_s, "timeout")
+    P99_LIMIT.check(p99_limit_ms, "p99_limit_ms")
+    LINES.check(lines, "lines")
+    WARMUP.check(warmup, "warmup")
+    if not rates:
+        raise GmlmError("rates: give at least one offered rate")
+    for rate in rates:
+        RATE.check(rate, "rates")
     for rate in rates:
         if rate * duration > MAX_REQUESTS:
             raise GmlmError(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import field
 
-from gmlm.config import check_finite_fields
+from gmlm.config import Range, check_settings
 from gmlm.decoding.options import doc
 from gmlm.errors import GmlmError
 
@@ -24,86 +24,93 @@ class ServeSettings:
         default="127.0.0.1",
         metadata=doc("address to listen on (127.0.0.1: this machine only; 0.0.0.0: every one)"),
     )
-    port: int = field(default=8080, metadata=doc("TCP port to listen on; 0 picks a free one"))
+    port: int = field(
+        default=8080,
+        metadata=doc(
+            "TCP port to listen on; 0 picks a free one",
+            range=Range(ge=0, le=65535, note="0 picks a free port"),
+        ),
+    )
     max_batch_sentences: int = field(
         default=32,
-        metadata=doc("most sentences the batcher decodes together (several requests' lines)"),
+        metadata=doc(
+            "most sentences the batcher decodes together (several requests' lines)",
+            range=Range(ge=1, le=4096),
+        ),
     )
     max_batch_tokens: int = field(
         default=1024,
         metadata=doc(
             "most source tokens the batcher decodes together (a long request alone "
-            "may exceed it: it is never split)"
+            "may exceed it: it is never split)",
+            range=Range(ge=1, le=1_048_576),
         ),
     )
     max_wait_ms: float = field(
         default=0.0,
         metadata=doc(
-            "how long the batcher waits for more requests after the first one of a "
-            "batch arrives, in milliseconds (0: decode at once)"
+            "how long the batcher waits for more requests after the first one of a batch "
+            "arrives, in milliseconds; 0 decodes at once whatever is queued: under load, "
+            "requests queue while a batch decodes, so batches form anyway, and at light load "
+            "a wait only adds latency",
+            range=Range(ge=0, le=1000),
         ),
     )
     max_queue_sentences: int = field(
         default=256,
         metadata=doc(
             "sentences that may wait per model; a request that would pass it is "
-            "answered 503 with Retry-After at once"
+            "answered 503 with Retry-After at once",
+            range=Range(ge=1, le=1_000_000),
         ),
     )
-    max_lines: int = field(default=64, metadata=doc("most lines in one request"))
-    max_chars: int = field(default=2000, metadata=doc("most characters in one line"))
+    max_lines: int = field(
+        default=64, metadata=doc("most lines in one request", range=Range(ge=1, le=4096))
+    )
+    max_chars: int = field(
+        default=2000, metadata=doc("most characters in one line", range=Range(ge=1, le=100_000))
+    )
     max_body_bytes: int = field(
-        default=1_048_576, metadata=doc("largest request body in bytes (413 above it)")
+        default=1_048_576,
+        metadata=doc(
+            "largest request body in bytes (413 above it)", range=Range(ge=64, le=1 << 30)
+        ),
     )
     max_rows: int = field(
         default=1024,
         metadata=doc(
             "most decoder rows one request may ask for: lines x beam (AR), lines x "
             "candidates per sentence (PaDIR: length beam x (1 + offsets) x random "
-            "starts); bounds the memory a request can take"
+            "starts); bounds the memory a request can take",
+            range=Range(ge=1, le=1_000_000),
         ),
     )
     timeout_s: float = field(
         default=10.0,
         metadata=doc(
             "deadline of a request in seconds, queueing included (504 past it); a "
-            "request may ask for a shorter one"
+            "request may ask for a shorter one",
+            range=Range(gt=0, le=3600),
         ),
     )
     threads: int = field(
         default=0,
-        metadata=doc("torch CPU threads of each replica (0: the machine's cores / --workers)"),
+        metadata=doc(
+            "torch CPU threads of each replica (0: the machine's cores / --workers)",
+            range=Range(ge=0, le=4096, note="0: the cores / --workers"),
+        ),
     )
     workers: int = field(
         default=1,
         metadata=doc(
             "replicas: processes of their own, each with every model, sharing the "
-            "port (the kernel spreads connections over them); see docs/DESIGN.md"
+            "port (the kernel spreads connections over them); see docs/DESIGN.md",
+            range=Range(ge=1, le=256),
         ),
     )
 
     def validate(self) -> None:
-        check_finite_fields(self)
-        bounds = {
-            "port": (0, 65535),
-            "max_batch_sentences": (1, 4096),
-            "max_batch_tokens": (1, 1_048_576),
-            "max_queue_sentences": (1, 1_000_000),
-            "max_lines": (1, 4096),
-            "max_chars": (1, 100_000),
-            "max_body_bytes": (64, 1 << 30),
-            "max_rows": (1, 1_000_000),
-            "threads": (0, 4096),
-            "workers": (1, 256),
-        }
-        for name, (low, high) in bounds.items():
-            value = getattr(self, name)
-            if not low <= value <= high:
-                raise GmlmError(f"--{name.replace('_', '-')} {value}: must be {low} to {high}")
-        if not 0.0 <= self.max_wait_ms <= 1000.0:
-            raise GmlmError(f"--max-wait-ms {self.max_wait_ms}: must be 0 to 1000")
-        if not 0.0 < self.timeout_s <= 3600.0:
-            raise GmlmError(f"--timeout-s {self.timeout_s}: must be more than 0, at most 3600")
+        check_settings(self)
         if self.max_batch_sentences > self.max_queue_sentences:
             raise GmlmError(
                 f"--max-batch-sentences {self.max_batch_sentences} is more than "

@@ -8,6 +8,7 @@ Tracing numpy's allocations instead (tracemalloc) costs ~25% of the time being m
 
 from __future__ import annotations
 
+import math
 import os
 import resource
 import sys
@@ -19,7 +20,14 @@ from typing import Any
 
 from gmlm import provenance
 from gmlm.io import atomic_write_json
-from gmlm.theory.chains import BlockDynamics, poincare_constant
+from gmlm.memory import check_memory, format_bytes
+from gmlm.theory.chains import (
+    ARPACK_VECTORS,
+    CACHE_ENTRIES,
+    BlockDynamics,
+    poincare_constant,
+    poincare_method,
+)
 from gmlm.theory.distributions import IsingModel
 from gmlm.theory.estimators import MaskingScheme
 from gmlm.theory.figures import estimation_figure, hitting_figure, write_figure
@@ -30,7 +38,7 @@ from gmlm.theory.settings import (
     PoincareSettings,
     VerifySettings,
 )
-from gmlm.theory.single_site import DeadlineExceeded, default_threads
+from gmlm.theory.single_site import CHECK_EVERY, DeadlineExceeded, default_threads
 from gmlm.theory.verify import run_verify
 
 #: Assumed growth of the time from N to N + 2 until two runs have measured it (4x the states,
@@ -61,15 +69,123 @@ class PoincareRun:
         return asdict(self)
 
 
-def poincare_run(settings: PoincareSettings, deadline: float | None = None) -> PoincareRun:
-    """Poincare constant of k-Gibbs on IsingModel.random(n, scale, seed), timed (model included)."""
+#: Seconds between two progress lines of a long Poincare computation.
+PROGRESS_EVERY = 10.0
+
+
+def poincare_bytes(n: int, k: int, method: str) -> int:
+    """Bytes the Poincare constant of k-Gibbs over 2^n states needs with `method`, a lower
+    bound: dense, the transition matrix and its symmetrised copy ((S, S) float64 each);
+    single-site, the operator's entries (about N/2 + 2 per state) and its Lanczos vectors;
+    lanczos, ARPACK's vectors, the operator's temporaries and the blocks' cached conditionals."""
+    states = 2**n
+    if method == "dense":
+        return 8 * 2 * states**2
+    if method == "single-site":
+        return 8 * states * (n // 2 + 8)
+    cached = min(CACHE_ENTRIES, math.comb(n, k) * states)
+    return 8 * (states * (min(states, ARPACK_VECTORS) + 6) + cached)
+
+
+def least_applications(n: int, method: str) -> int:
+    """How many times a matrix-free method applies the operator at the least: ARPACK fills its
+    Krylov basis first, the single-site Lanczos recurrence checks convergence every few steps."""
+    return min(2**n, ARPACK_VECTORS) if method == "lanczos" else CHECK_EVERY
+
+
+def estimate_line(n: int, k: int, method: str, need: int) -> str:
+    """What a Poincare computation will do, in a line, before it starts."""
+    states = 2**n
+    if method == "dense":
+        work = f"a dense eigendecomposition of a {states:,} x {states:,} matrix"
+    else:
+        blocks = math.comb(n, k)
+        work = (
+            f"{blocks:,} block(s) over {states:,} states per operator application "
+            f"({blocks * states:.2g} block-state updates), at least "
+            f"{least_applications(n, method)} applications"
+        )
+    return f"estimate: {k}-Gibbs, N={n}, {method}: {work}; memory about {format_bytes(need)}"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+class ProgressLines:
+    """Progress of a matrix-free Poincare computation as lines for `say`: the time of the first
+    operator application and what it implies for the `least` applications the method needs at
+    least, then a line every `every` seconds (the blocks done in the application under way and
+    its time at that pace)."""
+
+    def __init__(
+        self,
+        say: Callable[[str], None],
+        least: int,
+        every: float = PROGRESS_EVERY,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.say, self.least, self.every, self.clock = say, least, every, clock
+        self.start = self.last = self.application_start = clock()
+
+    def __call__(self, applications: int, blocks: int, total: int) -> None:
+        now = self.clock()
+        if not total:
+            self.application_start = now
+        if applications == 1 and not total:
+            took = now - self.start
+            self.say(
+                f"  first operator application: {_duration(took)}; at least {self.least} "
+                f"applications in all: {_duration(self.least * took)} or more"
+            )
+        elif now - self.last >= self.every:
+            within = ""
+            if total:
+                pace = (now - self.application_start) * total / blocks
+                within = f", {blocks:,} of {total:,} blocks of the next (about {_duration(pace)})"
+            self.say(
+                f"  {applications:,} operator applications{within}; "
+                f"{_duration(now - self.start)} so far"
+            )
+        else:
+            return
+        self.last = now
+
+
+def poincare_run(
+    settings: PoincareSettings,
+    deadline: float | None = None,
+    say: Callable[[str], None] | None = None,
+) -> PoincareRun:
+    """Poincare constant of k-Gibbs on IsingModel.random(n, scale, seed), timed (model included).
+
+    Its memory is estimated first (:func:`poincare_bytes`), an error where it exceeds what is
+    free; with `say`, the estimate is a line and a long computation reports its progress."""
     settings.check()
     threads = default_threads() if settings.threads is None else settings.threads
+    # k-Gibbs over spins is 1-Gibbs on binary variables exactly when k = 1.
+    method = poincare_method(2**settings.n, settings.k == 1, settings.method)
+    need = poincare_bytes(settings.n, settings.k, method)
+    check_memory(
+        need,
+        f"the exact Poincare constant of {settings.k}-Gibbs over 2^{settings.n} states ({method})",
+        "lower --n (each spin doubles the states)",
+    )
+    progress = None
+    if say is not None:
+        say(estimate_line(settings.n, settings.k, method, need))
+        progress = ProgressLines(say, least_applications(settings.n, method))
     start_rss = current_rss_mib()
     start = time.perf_counter()
     model = IsingModel.random(settings.n, settings.scale, settings.seed)
     chain = BlockDynamics(model.distribution, MaskingScheme.k_pl(settings.n, settings.k))
-    gap = poincare_constant(chain, settings.method, deadline=deadline, threads=threads)
+    gap = poincare_constant(
+        chain, settings.method, deadline=deadline, threads=threads, progress=progress
+    )
     return PoincareRun(
         settings.n,
         settings.k,

@@ -18,6 +18,7 @@ and for 1-Gibbs on binary variables the dedicated operator of :mod:`gmlm.theory.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -74,8 +75,11 @@ class BlockDynamics:
             self._cache[i] = cond
         return cond
 
-    def apply(self, f: np.ndarray) -> np.ndarray:
-        """(P f)(x) = E[f(X') | X = x] for f of shape (S,) or (S, m)."""
+    def apply(
+        self, f: np.ndarray, on_block: Callable[[int, int], None] | None = None
+    ) -> np.ndarray:
+        """(P f)(x) = E[f(X') | X = x] for f of shape (S,) or (S, m); `on_block(done, total)`
+        is called after each block (mask) of the scheme, for progress reports."""
         space = self.dist.space
         f = np.asarray(f, dtype=np.float64)
         extra = f.shape[1:]
@@ -87,6 +91,8 @@ class BlockDynamics:
             expect = np.sum(cond * f_arr, axis=mask, keepdims=True)  # constant on each block
             w = self.scheme.weight(i)
             out += (w.reshape(space.shape + tail) if self.scheme.adaptive else w) * expect
+            if on_block is not None:
+                on_block(i + 1, len(self.scheme.masks))
         return out.reshape(f.shape)
 
     def matrix(self) -> np.ndarray:
@@ -112,6 +118,24 @@ class SpectralGap:
 RITZ_VECTORS = 8
 #: Gaps below this are not resolved in float64 (the Ritz gap's error is ~(eps * ||E||)^2 there).
 UNRESOLVED_GAP = 1e-28
+#: Lanczos vectors ARPACK keeps for the top eigenpair (eigsh's default ncv for k = 1, at most
+#: the number of states): it applies the operator at least this many times.
+ARPACK_VECTORS = 20
+
+#: progress(applications, blocks, total_blocks): called as a matrix-free method runs, after each
+#: block of an operator application (blocks of total_blocks done in the application under way)
+#: and after each whole application (blocks = total_blocks = 0).
+Progress = Callable[[int, int, int], None]
+
+
+def poincare_method(states: int, single_site: bool, method: str = "auto") -> str:
+    """The method "auto" picks (see :func:`poincare_constant`) for a chain over `states`
+    states that is (or not) 1-Gibbs on binary variables; other methods as given."""
+    if method != "auto":
+        return method
+    if states <= DENSE_LIMIT:
+        return "dense"
+    return "single-site" if single_site else "lanczos"
 
 
 def poincare_constant(
@@ -120,6 +144,7 @@ def poincare_constant(
     tol: float = 1e-12,
     deadline: float | None = None,
     threads: int | None = None,
+    progress: Progress | None = None,
 ) -> SpectralGap:
     """Exact Poincare constant of a reversible block dynamics from its spectral gap.
 
@@ -128,7 +153,7 @@ def poincare_constant(
     operator of :mod:`gmlm.theory.single_site`, binary variables only, up to N = 24 with
     `threads`); "auto" picks dense up to DENSE_LIMIT states, then single-site where it applies,
     else lanczos. `deadline` (a time.perf_counter() value) stops the matrix-free methods with
-    :class:`DeadlineExceeded`.
+    :class:`DeadlineExceeded`; `progress` follows them (see :data:`Progress`).
 
     The eigensolver finds the slowest modes to an absolute accuracy ~eps in lambda, which is a
     relative error ~eps / gap in C: 1e-6 for the gaps ~1e-10 of strongly coupled models. So its
@@ -142,16 +167,19 @@ def poincare_constant(
     if np.any(p <= 0):
         raise GmlmError("the Poincare constant needs p(x) > 0 for every state (restrict the space)")
     size = chain.dist.space.size
-    single = is_single_site(chain)
-    if method == "auto":
-        method = "dense" if size <= DENSE_LIMIT else "single-site" if single else "lanczos"
+    method = poincare_method(size, is_single_site(chain), method)
     if method == "single-site":
-        if not single:
+        if not is_single_site(chain):
             raise GmlmError(
                 "method 'single-site' is 1-Gibbs on binary variables only (k = 1, uniform over "
                 "the sites, q = 2); use lanczos for other block dynamics"
             )
-        result = single_site_gap(chain.dist.log_p, threads=threads, deadline=deadline)
+        result = single_site_gap(
+            chain.dist.log_p,
+            threads=threads,
+            deadline=deadline,
+            progress=None if progress is None else lambda done: progress(done, 0, 0),
+        )
         return _spectral_gap(chain, result.gap, method)
     if method not in ("dense", "lanczos"):
         raise GmlmError(f"unknown method '{method}': choose auto, dense, lanczos or single-site")
@@ -167,12 +195,21 @@ def poincare_constant(
         m = min(RITZ_VECTORS, size - 1)
         vectors = scipy.linalg.eigh(sym, subset_by_index=[size - m, size - 1])[1]
     else:
+        applications = 0
+
+        def on_block(done: int, total: int) -> None:
+            if progress is not None:
+                progress(applications, done, total)
 
         def matvec(v: np.ndarray) -> np.ndarray:
+            nonlocal applications
             if deadline is not None and time.perf_counter() > deadline:
                 raise DeadlineExceeded("the Lanczos iteration was stopped at its time limit")
             v = np.asarray(v).reshape(-1)
-            out = root * chain.apply(v / root)
+            out = root * chain.apply(v / root, on_block)
+            applications += 1
+            if progress is not None:
+                progress(applications, 0, 0)
             return np.asarray(out - root * float(root @ v))
 
         op = spla.LinearOperator((size, size), matvec=matvec, dtype=np.float64)

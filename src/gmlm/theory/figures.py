@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import csv
 import itertools
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -34,8 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from gmlm.errors import GmlmError
 from gmlm.io import atomic_open, atomic_write_json, make_dirs
+from gmlm.memory import check_memory
 from gmlm.plotting import pyplot, save_png
 from gmlm.theory.asymptotics import asymptotics, inverse_fisher_roots, psd_margin
 from gmlm.theory.chains import BlockDynamics, independent_parallel_report, poincare_constant
@@ -58,9 +59,23 @@ class FigureResult:
     seconds: float = 0.0
 
 
+def estimation_bytes(settings: EstimationSettings) -> int:
+    """Bytes the largest sample of Figure 1 or 2 needs, a lower bound: per sample its uniform
+    draw and state index, and with one mask per sample the cumulative mask weights and their
+    comparison with a draw ((n, masks) float64 and bool) of the k with the most masks."""
+    masks = max(math.comb(settings.n_vars, k) for k in settings.ks)
+    per_sample = 32 + (17 * masks if settings.masks_per_sample == "one" else 0)
+    return max(settings.sample_sizes) * per_sample
+
+
 def estimation_figure(settings: EstimationSettings, name: str) -> FigureResult:
     """Run Figure 1 or 2: empirical k-PL error against n, with the exact prediction."""
-    _check_estimation(settings)
+    settings.check()
+    check_memory(
+        estimation_bytes(settings),
+        f"{name} with {max(settings.sample_sizes):,} samples",
+        "lower the largest sample size (--sizes)",
+    )
     start = time.perf_counter()
     model = IsingModel.clique(
         settings.n_vars, settings.clique_size, settings.coupling, settings.field
@@ -118,24 +133,10 @@ def estimation_figure(settings: EstimationSettings, name: str) -> FigureResult:
     return FigureResult(name, asdict(settings), rows, exact, time.perf_counter() - start)
 
 
-def _check_estimation(s: EstimationSettings) -> None:
-    if s.repetitions < 1:
-        raise GmlmError(f"--reps must be >= 1, got {s.repetitions}")
-    if any(k < 1 or k > s.n_vars for k in s.ks):
-        raise GmlmError(f"every k must lie in 1..N = 1..{s.n_vars}, got {list(s.ks)}")
-    if any(n < 1 for n in s.sample_sizes):
-        raise GmlmError("sample sizes must be >= 1")
-    if s.masks_per_sample not in ("one", "all"):
-        raise GmlmError(f"--masks-per-sample must be 'one' or 'all', got {s.masks_per_sample!r}")
-
-
 def hitting_figure(settings: HittingSettings) -> FigureResult:
     """Run Figure 3: steps from R_-1 to R_1 for k-Gibbs and the independent parallel sampler."""
     s = settings
-    if any(k < 1 or k > s.n_vars for k in s.ks):
-        raise GmlmError(f"every k must lie in 1..N = 1..{s.n_vars}, got {list(s.ks)}")
-    if s.repetitions < 1 or s.budget < 1:
-        raise GmlmError("--reps and the budget must be >= 1")
+    s.check()
     start = time.perf_counter()
     clique = list(range(s.clique_size))
     rng = np.random.default_rng(s.seed)

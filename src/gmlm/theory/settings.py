@@ -1,52 +1,78 @@
 """The settings of every `gmlm theory` target: plain frozen dataclasses, importable without numpy.
 
-The command line builds its flags and defaults from these fields without loading numpy or scipy
-(for `gmlm --help`), and the library validates them where they are used.
+The command line builds its flags, defaults and ranges from these fields without loading numpy
+or scipy (for `gmlm --help`), and the library validates them where they are used: each field's
+range is declared with it (:func:`gmlm.config.bounds`), `check()` adds what relates two fields.
 """
 
 from __future__ import annotations
 
-import math
+import dataclasses
 from dataclasses import dataclass
 
+from gmlm.config import SEED, THREAD_COUNT, Range, bounds, check_settings
 from gmlm.errors import GmlmError
 
 #: The claims are exact; the tolerance only absorbs float64 rounding (1e-15 .. 1e-9 on the grid).
 MAX_TOL = 1e-4
+#: Exact enumeration holds float64 vectors over all 2^N states: N = 24 is 128 MiB a vector,
+#: as far as the matrix-free 1-Gibbs operator goes (gmlm.theory.space.MAX_STATES).
+MAX_VARS = 24
+#: verify's cost grows like 4^N (all masks of every size over all 2^N states).
+MAX_VERIFY_VARS = 14
+VARS = Range(ge=1, le=MAX_VARS, note=f"exact enumeration holds all 2^N states, N <= {MAX_VARS}")
+BLOCK = Range(ge=1, le=MAX_VARS, note="a block size k lies in 1..N")
+#: Samples of one fit (Figures 1-2): each costs about 100 bytes while its masks are drawn.
+MAX_SAMPLES = 10**8
+#: Repetitions of a figure's experiment, and Figure 3's step budget: each repetition of each
+#: (J, sampler) pair is a chain run for up to the budget's steps.
+REPETITIONS = Range(ge=1, le=100_000)
+SCALE = Range(ge=0, note="a standard deviation")
+STRENGTH = Range(note="any finite coupling or field")
+
+
+def check_blocks(ks: tuple[int, ...], n_vars: int) -> None:
+    if any(k > n_vars for k in ks):
+        raise GmlmError(f"every k must lie in 1..N = 1..{n_vars}, got {list(ks)}")
 
 
 @dataclass(frozen=True)
 class VerifySettings:
     """The grid: per N, random models for every (coupling scale, field scale) and clique models."""
 
-    min_n: int = 2
-    max_n: int = 8
-    seed: int = 0
+    min_n: int = dataclasses.field(default=2, metadata=bounds(ge=1, le=MAX_VERIFY_VARS))
+    max_n: int = dataclasses.field(
+        default=8,
+        metadata=bounds(
+            ge=1,
+            le=MAX_VERIFY_VARS,
+            note="the exact-enumeration limit of verify: its cost grows like 4^N (all masks of "
+            "every size over all 2^N states)",
+        ),
+    )
+    seed: int = dataclasses.field(default=0, metadata=bounds(SEED))
     #: std of the random J_ij; 1.0 is strongly coupled (cond(I) up to 2e10 on the default grid)
-    coupling_scales: tuple[float, ...] = (0.1, 0.5, 1.0)
-    field_scales: tuple[float, ...] = (0.0, 0.3)
-    clique_couplings: tuple[float, ...] = (0.05, 0.3)
-    tol: float = 1e-8
+    coupling_scales: tuple[float, ...] = dataclasses.field(
+        default=(0.1, 0.5, 1.0), metadata=bounds(SCALE)
+    )
+    field_scales: tuple[float, ...] = dataclasses.field(default=(0.0, 0.3), metadata=bounds(SCALE))
+    clique_couplings: tuple[float, ...] = dataclasses.field(
+        default=(0.05, 0.3), metadata=bounds(STRENGTH)
+    )
+    tol: float = dataclasses.field(
+        default=1e-8,
+        metadata=bounds(
+            gt=0,
+            le=MAX_TOL,
+            note="the claims are exact, so the tolerance only absorbs rounding; a larger one "
+            "would let real violations pass, a non-positive one fails exact equalities",
+        ),
+    )
 
     def check(self) -> None:
-        if self.min_n < 1 or self.max_n < self.min_n:
-            raise GmlmError(f"need 1 <= min_n <= max_n, got min_n={self.min_n}, max_n={self.max_n}")
-        if self.max_n > 14:
-            raise GmlmError(
-                f"--max-n {self.max_n} is beyond the exact-enumeration limit of verify (14): its "
-                "cost grows like 4^N (all masks of every size over all 2^N states)"
-            )
-        if not 0.0 < self.tol <= MAX_TOL:
-            raise GmlmError(
-                f"--tol must be positive and at most {MAX_TOL:g} (got {self.tol:g}): the claims "
-                "are exact, so the tolerance only absorbs rounding; a larger one would let real "
-                "violations pass, a non-positive one fails exact equalities"
-            )
-        scales = (*self.coupling_scales, *self.field_scales)
-        if not all(math.isfinite(v) and v >= 0 for v in scales):
-            raise GmlmError(f"coupling and field scales must be finite and >= 0, got {scales}")
-        if not all(math.isfinite(v) for v in self.clique_couplings):
-            raise GmlmError(f"clique couplings must be finite, got {self.clique_couplings}")
+        check_settings(self)
+        if self.max_n < self.min_n:
+            raise GmlmError(f"need min_n <= max_n, got min_n={self.min_n}, max_n={self.max_n}")
         if not (self.coupling_scales and self.field_scales) and not self.clique_couplings:
             raise GmlmError(
                 "the grid is empty: give --couplings and --fields, or --clique-couplings"
@@ -57,48 +83,64 @@ class VerifySettings:
 class EstimationSettings:
     """Figures 1/2. Defaults are the paper's settings."""
 
-    coupling: float = 0.05
-    n_vars: int = 4
-    clique_size: int = 4
-    field: float = 0.0
-    ks: tuple[int, ...] = (1, 2, 3, 4)
-    sample_sizes: tuple[int, ...] = (100, 200, 500, 1000, 2000, 5000, 10000, 20000)
-    repetitions: int = 10
-    seed: int = 0
+    coupling: float = dataclasses.field(default=0.05, metadata=bounds(STRENGTH))
+    n_vars: int = dataclasses.field(default=4, metadata=bounds(VARS))
+    clique_size: int = dataclasses.field(default=4, metadata=bounds(VARS))
+    field: float = dataclasses.field(default=0.0, metadata=bounds(STRENGTH))
+    ks: tuple[int, ...] = dataclasses.field(default=(1, 2, 3, 4), metadata=bounds(BLOCK))
+    sample_sizes: tuple[int, ...] = dataclasses.field(
+        default=(100, 200, 500, 1000, 2000, 5000, 10000, 20000),
+        metadata=bounds(ge=1, le=MAX_SAMPLES),
+    )
+    repetitions: int = dataclasses.field(default=10, metadata=bounds(REPETITIONS))
+    seed: int = dataclasses.field(default=0, metadata=bounds(SEED))
     masks_per_sample: str = "one"
+
+    def check(self) -> None:
+        check_settings(self)
+        check_blocks(self.ks, self.n_vars)
+        if self.masks_per_sample not in ("one", "all"):
+            raise GmlmError(
+                f"--masks-per-sample must be 'one' or 'all', got {self.masks_per_sample!r}"
+            )
 
 
 @dataclass(frozen=True)
 class HittingSettings:
     """Figure 3. Defaults are the paper's settings; the J and k grids are our choice."""
 
-    n_vars: int = 10
-    clique_size: int = 4
-    field: float = 5.0
-    couplings: tuple[float, ...] = (1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0)
-    ks: tuple[int, ...] = (1, 2, 4, 6, 8, 10)
-    budget: int = 1000
-    repetitions: int = 10
-    seed: int = 0
+    n_vars: int = dataclasses.field(default=10, metadata=bounds(VARS))
+    clique_size: int = dataclasses.field(default=4, metadata=bounds(VARS))
+    field: float = dataclasses.field(default=5.0, metadata=bounds(STRENGTH))
+    couplings: tuple[float, ...] = dataclasses.field(
+        default=(1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0), metadata=bounds(STRENGTH)
+    )
+    ks: tuple[int, ...] = dataclasses.field(default=(1, 2, 4, 6, 8, 10), metadata=bounds(BLOCK))
+    budget: int = dataclasses.field(default=1000, metadata=bounds(ge=1, le=10**7))
+    repetitions: int = dataclasses.field(default=10, metadata=bounds(REPETITIONS))
+    seed: int = dataclasses.field(default=0, metadata=bounds(SEED))
+
+    def check(self) -> None:
+        check_settings(self)
+        check_blocks(self.ks, self.n_vars)
 
 
 @dataclass(frozen=True)
 class PoincareSettings:
     """The exact Poincare constant of k-Gibbs on IsingModel.random(n, scale, seed)."""
 
-    n: int = 16
-    k: int = 1
-    scale: float = 0.2  # std of J_ij and h_i
-    seed: int = 0
+    n: int = dataclasses.field(default=16, metadata=bounds(VARS))
+    k: int = dataclasses.field(default=1, metadata=bounds(BLOCK))
+    scale: float = dataclasses.field(default=0.2, metadata=bounds(SCALE))  # std of J_ij and h_i
+    seed: int = dataclasses.field(default=0, metadata=bounds(SEED))
     method: str = "auto"
     #: threads of the matrix-free 1-Gibbs product; None: OMP_NUM_THREADS, else all usable CPUs
-    threads: int | None = None
+    threads: int | None = dataclasses.field(default=None, metadata=bounds(THREAD_COUNT))
 
     def check(self) -> None:
-        if self.threads is not None and self.threads < 1:
-            raise GmlmError(f"--threads must be >= 1, got {self.threads}")
-        if not self.n >= 1:
-            raise GmlmError(f"--n must be >= 1, got {self.n}")
+        check_settings(self)
+        if self.k > self.n:
+            raise GmlmError(f"k={self.k} must lie in 1..N = 1..{self.n}")
 
 
 @dataclass(frozen=True)
@@ -107,20 +149,18 @@ class BenchSettings:
 
     #: seconds one Poincare computation may take: N stops growing once the next N is predicted
     #: (from the growth of the last two) to exceed it, and a computation is stopped at twice it
-    limit: float = 60.0
-    min_n: int = 12
-    max_n: int = 24
-    scale: float = 0.2
-    seed: int = 0
-    threads: int | None = None
+    limit: float = dataclasses.field(
+        default=60.0, metadata=bounds(gt=0, le=7 * 86400, note="seconds")
+    )
+    min_n: int = dataclasses.field(default=12, metadata=bounds(ge=2, le=MAX_VARS))
+    max_n: int = dataclasses.field(
+        default=24, metadata=bounds(ge=2, le=MAX_VARS, note="the 1-Gibbs operator's limit")
+    )
+    scale: float = dataclasses.field(default=0.2, metadata=bounds(SCALE))
+    seed: int = dataclasses.field(default=0, metadata=bounds(SEED))
+    threads: int | None = dataclasses.field(default=None, metadata=bounds(THREAD_COUNT))
 
     def check(self) -> None:
-        if not (math.isfinite(self.limit) and self.limit > 0):
-            raise GmlmError(f"--limit must be a positive number of seconds, got {self.limit}")
-        if not 2 <= self.min_n <= self.max_n <= 24:
-            raise GmlmError(
-                f"need 2 <= min N <= max N <= 24 (the 1-Gibbs operator's limit), got "
-                f"{self.min_n}..{self.max_n}"
-            )
-        if self.threads is not None and self.threads < 1:
-            raise GmlmError(f"--threads must be >= 1, got {self.threads}")
+        check_settings(self)
+        if self.min_n > self.max_n:
+            raise GmlmError(f"need min N <= max N, got {self.min_n}..{self.max_n}")

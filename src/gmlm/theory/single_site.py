@@ -40,6 +40,8 @@ from gmlm.theory.space import MAX_STATES
 
 #: Elements per tile: two float64 tiles and their entries stay in a 1-2 MiB L2 cache.
 TILE = 1 << 16
+#: Steps between two convergence checks of the Lanczos recurrence: it stops at a multiple.
+CHECK_EVERY = 5
 #: Variables whose partners lie fewer than 2^FINE_BITS states away are applied to a transposed tile.
 FINE_BITS = 6
 
@@ -258,6 +260,7 @@ def single_site_gap(
     tol: float = 1e-10,
     deadline: float | None = None,
     max_steps: int = 5000,
+    progress: Callable[[int], None] | None = None,
 ) -> SingleSiteGap:
     """Spectral gap of 1-Gibbs for the normalised log-probabilities `log_p` of 2^N states.
 
@@ -265,15 +268,22 @@ def single_site_gap(
     of the three-term recurrence converges to lambda_2 to working accuracy (lost orthogonality
     only adds copies of converged values), and it needs four vectors where a restarted
     Arnoldi basis needs twenty (2.7 GiB at N = 24) and reads all of them at every step.
+    `progress(applications)` is called after each application of the operator.
     """
     op = SingleSiteGibbs(log_p, threads=default_threads() if threads is None else threads)
     op.deadline = deadline
     try:
         root = op.root
 
+        applications = 0
+
         def matvec(v: np.ndarray, out: np.ndarray) -> None:
+            nonlocal applications
             op.apply(v, out)
             _axpy(-float(root @ v), root, out)  # deflate sqrt(p), the eigenvalue 1
+            applications += 1
+            if progress is not None:
+                progress(applications)
 
         v0 = np.random.default_rng(0).standard_normal(op.size)
         _axpy(-float(root @ v0), root, v0)
@@ -321,7 +331,7 @@ class Lanczos:
             beta = next_beta
 
     def top(
-        self, tol: float, max_steps: int, check_every: int = 5, relative: float = 0.0
+        self, tol: float, max_steps: int, check_every: int = CHECK_EVERY, relative: float = 0.0
     ) -> tuple[float, np.ndarray]:
         """Largest eigenvalue and its Ritz vector's coefficients (steps,) in the Lanczos basis.
 

@@ -16,10 +16,11 @@ from functools import cached_property
 import numpy as np
 
 from gmlm.errors import GmlmError
+from gmlm.theory.settings import MAX_VARS
 
 #: Exact enumeration holds vectors (and for some quantities matrices) over all q^N states.
 #: 2^24 states keep a float64 vector at 128 MiB; the matrix-free 1-Gibbs operator reaches this far.
-MAX_STATES = 1 << 24
+MAX_STATES = 1 << MAX_VARS
 #: Dense S x S matrices (transition matrices, the independent parallel sampler) stop here:
 #: 2^13 states is a 512 MiB float64 matrix.
 MAX_DENSE_STATES = 1 << 13

@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from gmlm.config import TIMED, WARMUP
 from gmlm.data.batching import Batch, BatchIterator
 from gmlm.data.binarized import TranslationDataset, load_dataset
 from gmlm.errors import GmlmError
@@ -54,6 +55,8 @@ def measure_throughput(
     """Time `steps` optimizer steps per precision (of `precisions`: fp32 and/or bf16
     autocast) after `warmup` untimed ones; `clock` reads the time in seconds (tests pass a
     fake one to check the statistics)."""
+    TIMED.check(steps, "steps")
+    WARMUP.check(warmup, "warmup")
     unknown = [p for p in precisions if p not in TRAINING_PRECISIONS]
     if not precisions or unknown:
         raise GmlmError(

@@ -56,7 +56,7 @@ import torch
 from tqdm import tqdm
 
 from gmlm import provenance
-from gmlm.config import load_saved_config
+from gmlm.config import BATCH_SIZE, THREADS, load_saved_config
 from gmlm.data.binarized import CONFIG, MANIFEST, PreparedDataset, load_dataset
 from gmlm.data.cleaning import normalize
 from gmlm.data.lengths import encode_inputs
@@ -397,8 +397,8 @@ def distill(
     settings; resumes from the chunks of an interrupted run (see the module docstring).
     """
     say: Log = log or (lambda _msg: None)
-    if batch_size < 1:
-        raise GmlmError(f"batch_size={batch_size} must be at least 1")
+    BATCH_SIZE.check(batch_size, "batch_size")
+    THREADS.check(threads, "threads")
     if chunk_sentences < 1:
         raise GmlmError(f"chunk_sentences={chunk_sentences} must be at least 1")
     out, data = Path(out), Path(data)

@@ -9,9 +9,11 @@ Lines are cleaned and encoded like the training data, decoded in batches of simi
 and returned in input order, one single-line output per input (an empty or blank line gives
 an empty output without touching the model). A line longer than the model's max_source_len
 is never cut silently: by default it is an error naming the line and the limit;
-``on_over_length="split"`` cuts it at sentence punctuation into pieces that fit and joins
-their translations with a space; ``"report"`` leaves its output empty and names it in a
-warning.
+``on_over_length="split"`` translates each of its sentences on its own (the models learn
+from single sentences: several in one input lose content) and joins the translations with a
+space, a sentence that is still too long cut further at clause punctuation, then between
+words, then between tokens, so that no text is ever left out; ``"report"`` leaves its output
+empty and names it in a warning.
 
 A line's translation depends only on the line, the checkpoint, the seed and the decoding
 settings, not on the batch size or the other lines of the input: PaDIR draws each line's
@@ -46,9 +48,9 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
-from gmlm.config import check_value
+from gmlm.config import BATCH_SIZE, SEED, check_value
 from gmlm.data.cleaning import normalize
-from gmlm.data.lengths import SHOWN, OverLengthError, encode_inputs
+from gmlm.data.lengths import SHOWN, encode_inputs
 from gmlm.data.tokenizer import Tokenizer
 from gmlm.decoding.autoregressive import beam_search, greedy_search
 from gmlm.decoding.cuda_graphs import graph_count, graphed
@@ -66,8 +68,12 @@ from gmlm.translation.precision import at_precision, check_precision
 
 OverLengthPolicy = Literal["error", "split", "report"]
 
-# Split after sentence-final or clause-final punctuation (Latin and CJK), keeping it.
-SENTENCE_BREAK = re.compile(r"(?<=[.!?;:。！？；：])\s*")
+# Where --over-length split cuts a line, in order: after sentence-final punctuation (Latin
+# punctuation before a space, so "3.5" stays whole; CJK punctuation anywhere), then after
+# clause punctuation, then between words. Each keeps its punctuation.
+SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])\s*")
+CLAUSE_BREAK = re.compile(r"(?<=[,;:])\s+|(?<=[，；：、])\s*")
+WORD_BREAK = re.compile(r"\s+")
 
 
 class Translator:
@@ -196,6 +202,8 @@ class Translator:
             ("origin", origin, str),
         ):
             check_value(value, tp, name)
+        BATCH_SIZE.check(batch_size, "batch_size")
+        SEED.check(seed, "seed")
         check_precision(precision)
         options = self.options(options, **overrides)
         if lines is not None and len(lines) != len(texts):
@@ -248,8 +256,7 @@ class Translator:
         whatever its batch (see the module docstring). `precision`: see :meth:`translate`.
         """
         model = self.model_at(precision)
-        if batch_size < 1:
-            raise GmlmError(f"batch_size={batch_size} must be at least 1")
+        BATCH_SIZE.check(batch_size, "batch_size")
         lines = range(len(sources)) if lines is None else lines
         pieces = [0] * len(sources) if pieces is None else pieces
         if not len(lines) == len(pieces) == len(sources):
@@ -316,7 +323,7 @@ class Translator:
         for i, ids in enumerate(encoded.ids):
             if i in over and policy == "report":
                 continue
-            parts = self._split(sentences[i], i, limit, origin) if i in over else [ids]
+            parts = self.split(sentences[i], limit) if i in over else [ids]
             for part in parts:
                 if part:
                     segments.append(part)
@@ -332,27 +339,49 @@ class Translator:
             )
         return segments, owners
 
-    def _split(self, sentence: str, index: int, limit: int, origin: str) -> list[list[int]]:
-        """Ids of the pieces of an over-long sentence, cut at sentence punctuation and packed
-        greedily so that each piece (with EOS) fits in `limit` tokens."""
+    def split(self, line: str, limit: int) -> list[list[int]]:
+        """Ids of the pieces of `line` (raw text) that --over-length split translates, in
+        order, each within `limit` tokens with EOS, together every token of the line: one
+        piece per sentence, and a sentence still too long cut at clause punctuation, then
+        between words (consecutive clauses or words packed while they fit), then between
+        tokens (a word longer than the limit)."""
+        text = normalize(line)
         pieces: list[list[int]] = []
-        current = ""
-        for part in SENTENCE_BREAK.split(normalize(sentence)):
-            joined = f"{current} {part}".strip()
-            if current and len(self.tokenizer.encode(joined)) + 1 > limit:
-                pieces.append(self.tokenizer.encode(current))
-                joined = part
-            current = joined
-        pieces.append(self.tokenizer.encode(current))
-        longest = max(len(p) + 1 for p in pieces)
-        if longest > limit:
-            raise OverLengthError(
-                f"{origin}: line {index + 1} is longer than the model's max_source_len={limit} "
-                f"tokens, and splitting it at sentence punctuation still leaves a piece of "
-                f"{longest} tokens; shorten or split that line by hand, or pass --over-length "
-                'report (Python: on_over_length="report") to leave its output empty'
-            )
+        for start, end in _spans(text, SENTENCE_BREAK):
+            pieces.extend(self._fit(text[start:end], limit, (CLAUSE_BREAK, WORD_BREAK)))
         return pieces
+
+    def _fit(self, text: str, limit: int, breaks: Sequence[re.Pattern[str]]) -> list[list[int]]:
+        """Ids of `text` in pieces of at most `limit` - 1 tokens: cut at the first of `breaks`
+        (its parts packed greedily while they fit), each part too long cut by the next."""
+        ids = self.tokenizer.encode(text)
+        if len(ids) < limit:
+            return [ids] if ids else []
+        if not breaks:  # one "word" longer than the limit: consecutive runs of its tokens
+            return [ids[i : i + limit - 1] for i in range(0, len(ids), limit - 1)]
+        spans = _spans(text, breaks[0])
+        counts = [len(self.tokenizer.encode(text[start:end])) for start, end in spans]
+        pieces: list[list[int]] = []
+        first, total = 0, 0
+        for i, count in enumerate(counts):
+            if i > first and total + count >= limit:
+                pieces.extend(self._fit(text[spans[first][0] : spans[i - 1][1]], limit, breaks[1:]))
+                first, total = i, 0
+            total += count
+        pieces.extend(self._fit(text[spans[first][0] : spans[-1][1]], limit, breaks[1:]))
+        return pieces
+
+
+def _spans(text: str, separator: re.Pattern[str]) -> list[tuple[int, int]]:
+    """(start, end) of the non-blank parts of `text` between matches of `separator`."""
+    spans, start = [], 0
+    for match in separator.finditer(text):
+        if match.start() > start:
+            spans.append((start, match.start()))
+        start = max(start, match.end())
+    if start < len(text):
+        spans.append((start, len(text)))
+    return [(a, b) for a, b in spans if text[a:b].strip()]
 
 
 def _sentence_list(sentences: Any) -> list[str]:
@@ -369,6 +398,14 @@ def _sentence_list(sentences: Any) -> list[str]:
     for i, item in enumerate(items):
         if not isinstance(item, str):
             raise GmlmError(f"sentences[{i}]: expected a str, got {type(item).__name__}")
+        try:
+            item.encode("utf-8")
+        except UnicodeEncodeError as err:
+            raise GmlmError(
+                f"sentences[{i}]: holds {item[err.start]!r} at character {err.start}, a lone "
+                "surrogate, which is not text (a string decoded with errors='surrogateescape' "
+                "or split inside a surrogate pair); decode the input as UTF-8 or drop it"
+            ) from None
     return items
 
 
