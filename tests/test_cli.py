@@ -228,6 +228,8 @@ def test_every_flag_the_readme_names_is_in_its_commands_help():
             if flag.startswith("--") and flag not in shown
         ]
     assert wrong == []
+
+
 def leaf_parsers(parser=None, names=()):
     """(names, parser) of every command and subcommand that takes flags of its own."""
     parser = parser or build_parser()

@@ -194,6 +194,8 @@ def test_cli_output_is_checked_before_the_work_and_a_full_disk_is_one_line(
     assert main([*args, "--output", str(tmp_path / "length.json.gz"), "--json"]) == 0
     with gzip.open(tmp_path / "length.json.gz", "rt", encoding="utf-8") as handle:
         assert json.load(handle) == result.to_json()
+
+
 @pytest.mark.parametrize("side", ["src", "tgt"])
 def test_a_text_file_shorter_than_its_rows_is_a_clean_error(
     side: str,

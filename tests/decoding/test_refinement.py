@@ -605,7 +605,7 @@ def test_mask_start_and_option_errors(
         (RefinementOptions(length_offsets=(0, 1)), "length_offsets"),
         (RefinementOptions(length_beam=33), "length_beam=33"),
         (RefinementOptions(remask_ratio=1.0), "remask_ratio"),
-        (RefinementOptions(stutter_ngram=0), r"stutter_ngram=0 must be between 1 and 16 \(1 is a repeated"),
+        (RefinementOptions(stutter_ngram=0), r"stutter_ngram=0 must be between 1 and 16 \(1 is"),
         (RefinementOptions(stutter_ngram=MAX_STUTTER_NGRAM + 1), "stutter_ngram=17"),
     ]
     for options, message in bad:

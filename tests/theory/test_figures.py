@@ -314,6 +314,8 @@ def test_out_holds_only_theory_results_and_a_full_disk_is_one_line(
     assert err.startswith(f"gmlm: error: cannot write {out / 'figure3.'}") and err.count("\n") == 1
     assert "No space left on device" in err
     assert {p: p.read_bytes() for p in out.iterdir()} == before
+
+
 def test_a_sample_beyond_the_free_memory_is_refused_before_any_work(monkeypatch, capsys, tmp_path):
     from gmlm.memory import format_bytes
     from gmlm.theory import figures
