@@ -333,4 +333,20 @@ def test_a_sample_beyond_the_free_memory_is_refused_before_any_work(monkeypatch,
         f"{format_bytes(figures.estimation_bytes(settings))} of memory, but 1.0 GiB is "
         "available; lower the largest sample size (--sizes)\n"
     )
-    assert list(out.iterdir()) == []
+    assert not out.exists()  # the folder the lock made for the run is gone with it
+
+
+def test_a_theory_out_folder_has_one_writer_at_a_time(tmp_path, capsys):
+    """Another process holding --out (gmlm.locking): a theory command fails at once, writing
+    nothing there."""
+    from gmlm.locking import folder_lock
+
+    out = tmp_path / "theory"
+    with folder_lock(out, "test"):
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")
+        with ctx.Pool(1) as pool:
+            status = pool.apply(main, (["theory", "verify", "--max-n", "3", "--out", str(out)],))
+    assert status == 2
+    assert not (out / "verify.json").exists()

@@ -12,12 +12,13 @@ import dataclasses
 import json
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from gmlm.cli.flags import show
 from gmlm.cli.options import setting_type
-from gmlm.io import check_output_folder, make_dirs
+from gmlm.io import check_output_folder
 from gmlm.theory.settings import (
     BenchSettings,
     EstimationSettings,
@@ -93,7 +94,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help=f"tolerance of residuals and margins, in (0, 1e-4] (default {v.tol:g})",
     )
     _common(p, None)
-    p.set_defaults(func=run_verify_cmd)
+    p.set_defaults(func=writing_to_out(run_verify_cmd))
 
     e = EstimationSettings()
     for name, coupling, fig in (("figure1", 0.05, "Figure 1"), ("figure2", 0.3, "Figure 2")):
@@ -124,7 +125,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             "mask applied to every sample",
         )
         _common(p, EstimationSettings)
-        p.set_defaults(func=run_estimation_cmd, figure=name)
+        p.set_defaults(func=writing_to_out(run_estimation_cmd), figure=name)
 
     h = HittingSettings()
     p = tsub.add_parser(
@@ -153,7 +154,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help=f"step budget ({h.budget})",
     )
     _common(p, HittingSettings)
-    p.set_defaults(func=run_hitting_cmd)
+    p.set_defaults(func=writing_to_out(run_hitting_cmd))
 
     q = PoincareSettings()
     p = tsub.add_parser(
@@ -223,7 +224,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help=f"largest N ({b.max_n})",
     )
     _threads(p, BenchSettings)
-    p.set_defaults(func=run_bench_cmd)
+    p.set_defaults(func=writing_to_out(run_bench_cmd))
 
 
 def _common(p: argparse.ArgumentParser, seeded: type[Any] | None) -> None:
@@ -269,19 +270,25 @@ def holds_theory_results(folder: Path) -> bool:
     )
 
 
-def make_output_folder(args: argparse.Namespace) -> None:
-    """Check and create --out before the work, so that a bad path fails fast, not after
-    minutes: a new folder, or one holding only theory results, which are replaced
-    (gmlm.io.check_output_folder)."""
-    check_output_folder(args.out, "--out", "a folder of theory results", holds_theory_results)
-    make_dirs(args.out, f"--out {args.out}")
+def writing_to_out(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """`run` with --out checked before the work, so that a bad path fails fast, not after
+    minutes (a new folder, or one holding only theory results, which are replaced:
+    gmlm.io.check_output_folder), and held by this process until it ends (gmlm.locking):
+    another theory command writing there fails at once."""
+
+    def locked(args: argparse.Namespace) -> int:
+        from gmlm.locking import folder_lock
+
+        check_output_folder(args.out, "--out", "a folder of theory results", holds_theory_results)
+        with folder_lock(args.out, f"--out {args.out}"):
+            return run(args)
+
+    return locked
 
 
 def run_verify_cmd(args: argparse.Namespace) -> int:
     from gmlm.theory.bench import environment
     from gmlm.theory.verify import run_verify
-
-    make_output_folder(args)
 
     settings = VerifySettings(
         min_n=args.min_n,
@@ -323,8 +330,6 @@ def run_verify_cmd(args: argparse.Namespace) -> int:
 def run_estimation_cmd(args: argparse.Namespace) -> int:
     from gmlm.theory.figures import estimation_figure
 
-    make_output_folder(args)
-
     settings = EstimationSettings(
         coupling=args.coupling,
         sample_sizes=args.sizes,
@@ -339,8 +344,6 @@ def run_estimation_cmd(args: argparse.Namespace) -> int:
 
 def run_hitting_cmd(args: argparse.Namespace) -> int:
     from gmlm.theory.figures import hitting_figure
-
-    make_output_folder(args)
 
     settings = HittingSettings(
         couplings=args.couplings,
@@ -404,8 +407,6 @@ def run_poincare_cmd(args: argparse.Namespace) -> int:
 def run_bench_cmd(args: argparse.Namespace) -> int:
     from gmlm.errors import GmlmError
     from gmlm.theory.bench import run_bench
-
-    make_output_folder(args)
 
     settings = BenchSettings(limit=args.limit, max_n=args.max_n, threads=args.threads)
     data = run_bench(settings, args.out, progress=print)
