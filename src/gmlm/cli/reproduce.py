@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from gmlm.reproduce.config import (
+    PRESETS_DIR,
     STAGES,
     list_reproduce_presets,
     load_reproduce_config,
@@ -18,15 +19,8 @@ EPILOG = """\
 stages, in order: {stages}
   ar1 trains the deep-encoder / 1-layer-decoder AR baseline (Kasai et al. 2021) for its own
   quality and speed rows; it is off unless ar1.enabled=true (the multi30k preset sets it)
-presets: {presets}
-  smoke       every stage with tiny models in minutes (a pipeline check; numbers meaningless)
-  demo        what `make demo` runs: the released Multi30k checkpoints on the Multi30k test
-              set (no training), the theory, report; minutes on 2 CPU cores
-  bible-tiny  training from scratch on Bible de-en in ~13 min on 2 CPU cores (BLEU ~1)
-  laptop      Multi30k de-en, small models, teacher + distillation, hours on 2 CPU cores
-  multi30k    Multi30k de-en, the parity recipe with the ar1 baseline, many hours on 2 CPU
-              cores
-  paper       the paper's model sizes on WMT14 (needs the hf extra and a GPU)
+presets (each one's own description):
+{presets}
 
 Rerunning the same command resumes: finished stages are skipped, an interrupted training or
 distillation continues from its checkpoint, and a checkpoint given to a stage that changed on
@@ -36,12 +30,25 @@ OUT/REPORT.md, OUT/stages/*.json (time each stage took), and one folder per stag
 """
 
 
+def preset_lines() -> str:
+    """One line per reproduce preset: its name and the `description` its YAML file declares
+    (read here so that the list never drifts from the presets)."""
+    import yaml
+
+    lines = []
+    for name in list_reproduce_presets():
+        text = (PRESETS_DIR / f"{name}.yaml").read_text(encoding="utf-8")
+        description = (yaml.safe_load(text) or {}).get("description", "")
+        lines.append(f"  {name:15s} {description}")
+    return "\n".join(lines)
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "reproduce",
         help="reproduce the paper end to end (theory, data, training, evaluation, report)",
         description="Run the reproduction pipeline of a preset into --out and write REPORT.md.",
-        epilog=EPILOG.format(stages=", ".join(STAGES), presets=", ".join(list_reproduce_presets())),
+        epilog=EPILOG.format(stages=", ".join(STAGES), presets=preset_lines()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--preset", default="demo", help="preset name or YAML file (default demo)")
