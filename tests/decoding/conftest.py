@@ -10,10 +10,9 @@ from gmlm.data.tokenizer import Tokenizer
 from gmlm.models import (
     AutoregressiveModel,
     PadirModel,
-    autoregressive_loss,
-    padir_loss,
 )
 from gmlm.nn import ModelConfig, preset
+from tests.helpers.learned import fit
 from tests.helpers.reversal import CONFIG, reversal_pairs
 from tests.helpers.sentences import sentences
 
@@ -29,21 +28,7 @@ def reversal() -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _train(model: torch.nn.Module, src: torch.Tensor, tgt: torch.Tensor, steps: int) -> None:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    optimizer = torch.optim.Adam(model.parameters(), lr=5e-3)
-    generator = torch.Generator().manual_seed(0)
-    for _ in range(steps):
-        optimizer.zero_grad()
-        if isinstance(model, PadirModel):
-            loss = padir_loss(model, src, tgt, stages=2, generator=generator).total
-        else:
-            assert isinstance(model, AutoregressiveModel)
-            loss = autoregressive_loss(model, src, tgt).total
-        loss.backward()
-        optimizer.step()
-    torch.set_num_threads(threads)
-    model.eval()
+    fit(model, src, tgt, steps, lr=5e-3, stages=2, seed=0)
 
 
 @pytest.fixture(scope="session")

@@ -53,23 +53,9 @@ def memorised_checkpoint(folder: Path, kind: str, data: Path, seed: int = 0) -> 
     ]
     src, tgt = (padded(rows, config.pad_id, config.eos_id) for rows in pairs)
     steps, lr = TRAINING[kind]
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
     torch.manual_seed(seed)
     model = build_model(kind, config)  # type: ignore[arg-type]
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    generator = torch.Generator().manual_seed(seed)
-    for _ in range(steps):
-        optimizer.zero_grad()
-        if isinstance(model, PadirModel):
-            loss = padir_loss(model, src, tgt, stages=1, generator=generator).total
-        else:
-            assert isinstance(model, AutoregressiveModel)
-            loss = autoregressive_loss(model, src, tgt).total
-        loss.backward()
-        optimizer.step()
-    torch.set_num_threads(threads)
-    model.eval()
+    fit(model, src, tgt, steps, lr=lr, stages=1, seed=seed)
     cfg = TrainConfig(kind=kind, model=config)  # type: ignore[arg-type]
     checkpoint.write_checkpoint_dir(
         folder,
@@ -84,3 +70,32 @@ def padded(rows: list[list[int]], pad: int, eos: int) -> torch.Tensor:
     for i, row in enumerate(rows):
         out[i, : len(row) + 1] = torch.tensor([*row, eos])
     return out
+
+
+def fit(
+    model: torch.nn.Module,
+    src: torch.Tensor,
+    tgt: torch.Tensor,
+    steps: int,
+    *,
+    lr: float,
+    stages: int,
+    seed: int,
+) -> None:
+    """`steps` full-batch Adam steps of `model` on (src, tgt), on one thread (PaDIR: its
+    multi-stage loss with `stages` stages, drawing from a generator seeded `seed`); then eval."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    generator = torch.Generator().manual_seed(seed)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        if isinstance(model, PadirModel):
+            loss = padir_loss(model, src, tgt, stages=stages, generator=generator).total
+        else:
+            assert isinstance(model, AutoregressiveModel)
+            loss = autoregressive_loss(model, src, tgt).total
+        loss.backward()
+        optimizer.step()
+    torch.set_num_threads(threads)
+    model.eval()
