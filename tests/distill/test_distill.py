@@ -119,7 +119,8 @@ def test_distill_json_records_teacher_settings_and_counts(teacher: Path, referen
     dropped = record["counts"]["train_pairs_dropped"]
     assert counts["train_pairs_kept"] == kept == 200 - sum(dropped.values())
     assert dropped["empty"] == 2  # the empty source, and the untranslated over-long one
-    assert record["chunks"] == 4 and record["timed_sentences"] == 198
+    assert record["chunks"] == 4 and record["timed_sentences"] == 198  # both processes' times
+    assert (record["sentences_this_run"], record["chunks_resumed"]) == (198, 0)
     assert record["sentences_per_s"] > 0
     assert not (reference / "work").exists()
 
@@ -252,7 +253,8 @@ def test_torchrun_processes_share_the_chunks_and_write_the_one_process_dataset(
     for name in ("train.src.txt", "train.tgt.txt", "train.tgt.bin", "train.idx.npy"):
         assert (out / name).read_bytes() == (reference / name).read_bytes(), name
     record = json.loads((out / "distill.json").read_text(encoding="utf-8"))
-    assert record["chunks"] == 4 and record["timed_sentences"] == 198
+    assert record["chunks"] == 4 and record["timed_sentences"] == 198  # both processes' times
+    assert (record["sentences_this_run"], record["chunks_resumed"]) == (198, 0)
     assert not list(out.glob("work")) and not list(out.glob(".*"))
     assert "2 processes" in done.stdout + done.stderr
     help_text = subprocess.run(

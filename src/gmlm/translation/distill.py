@@ -67,6 +67,7 @@ from gmlm.io import atomic_open, atomic_write_json, check_output_folder, make_di
 from gmlm.locking import folder_lock
 from gmlm.training.distributed import (
     DistInfo,
+    all_reduce_sum,
     barrier,
     init_distributed,
     pick_device,
@@ -506,10 +507,15 @@ def _distill(
         )
     finally:
         torch.set_num_threads(previous_threads)
-    barrier(shard)  # every chunk is written
+    if shard.active:  # every process's share, counted together (also waits for all)
+        done_now = [timing["sentences_this_run"], timing["chunks_resumed"]]
+        total = all_reduce_sum(done_now, shard, loaded.translator.device)
+        timing["sentences_this_run"], timing["chunks_resumed"] = (int(v) for v in total)
+    barrier(shard)  # every chunk is written, and its time recorded
     if not shard.is_main:
         return out
-    if shard.active:  # the other processes' chunks, read back from the work folder
+    if shard.active:  # the other processes' chunks and times, read back from the work folder
+        timing.update(_recorded_rate(work))
         for index, chunk in enumerate(plan.chunks):
             done = read_chunk(chunk_path(work, index), len(chunk))
             if done is None:
