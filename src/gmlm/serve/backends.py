@@ -12,6 +12,7 @@ each line's length, the rows it would decode) and translates a batch when the ba
 from __future__ import annotations
 
 import dataclasses
+import json
 import threading
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
@@ -152,8 +153,6 @@ class Ct2Backend:
         self.source = folder
         path = Path(folder)
         self.tokenizer = Tokenizer.load(path / "tokenizer")
-        import json
-
         self.info = Ct2ModelInfo.from_json(
             json.loads((path / INFO_FILE).read_text(encoding="utf-8")), str(path / INFO_FILE)
         )
