@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from gmlm.data.cleaning import normalize
-from gmlm.data.tokenizer import Tokenizer
+from gmlm.data.tokenizer import THREADED_BATCH, Tokenizer
 from gmlm.errors import GmlmError
 from tests.helpers.corpora import make_pairs
 
@@ -130,3 +130,13 @@ def test_too_small_vocabulary_is_explained_in_gmlm_terms() -> None:
     assert f"--vocab-size {needed.group(1)}" in message
     assert "tokenizer.character_coverage=0.98" in message
     assert "--character_coverage" not in message  # SentencePiece's flag, not gmlm's
+
+
+def test_small_and_threaded_batches_encode_alike(tokenizer: Tokenizer) -> None:
+    """A batch under THREADED_BATCH is encoded on the calling thread (no thread start per
+    request in a service), a larger one by SentencePiece's pool: the same ids either way."""
+    src, _ = make_pairs(THREADED_BATCH + 10)
+    texts = src[: THREADED_BATCH + 10]
+    threaded = tokenizer.encode_batch(texts, threads=2)
+    assert threaded == [tokenizer.encode(t) for t in texts]
+    assert tokenizer.encode_batch(texts[:5]) == threaded[:5]
