@@ -1,6 +1,7 @@
 """Training precision: which autocast dtype a run uses, and the context that applies it.
 
-Shared by the trainer, validation, the throughput benchmark and distillation.
+Shared by the trainer, validation and the throughput benchmark; what a device defaults to
+(`gmlm.distributed.bf16_by_default`) is distillation's too.
 """
 
 from __future__ import annotations
