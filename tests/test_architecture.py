@@ -90,22 +90,74 @@ def test_no_import_cycles() -> None:
     assert cycles(module_imports(SRC, "gmlm")) == []
 
 
-# docs/ARCHITECTURE.md's layering: the domain packages do not reach up into the packages
-# that measure (bench, analysis) or orchestrate (cli, reproduce) them.
-DOMAIN = ("data", "nn", "models", "training", "decoding", "translation", "evaluation", "theory")
-UPPER = ("gmlm.cli", "gmlm.reproduce", "gmlm.bench", "gmlm.analysis")
+def package_imports(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The module graph of `module_imports` folded to gmlm's packages: `gmlm.a.b` belongs to
+    `a`, a top-level module (`gmlm.config`) is a package of its own, and `gmlm` itself (its
+    `__init__`: `gmlm.load`) is `__init__`."""
+
+    def package(module: str) -> str:
+        parts = module.split(".")
+        return parts[1] if len(parts) > 1 else "__init__"
+
+    folded: dict[str, set[str]] = {package(m): set() for m in graph}
+    for module, deps in graph.items():
+        folded[package(module)] |= {package(d) for d in deps} - {package(module)}
+    return folded
 
 
-def test_domain_packages_do_not_import_the_layers_above() -> None:
-    graph = module_imports(SRC, "gmlm")
-    upward = sorted(
-        f"{module} -> {dep}"
-        for module, deps in graph.items()
-        if module.split(".")[1:2] and module.split(".")[1] in DOMAIN
+def package_order() -> list[set[str]]:
+    """docs/ARCHITECTURE.md's package order: its "Package order" block, layers joined by
+    `->`, the packages of a layer by commas (a parenthesis is a comment)."""
+    text = (SRC.parent / "docs" / "ARCHITECTURE.md").read_text()
+    block = re.search(r"## Package order\n.*?```text\n(.*?)```", text, re.DOTALL)
+    assert block is not None
+    layers = re.sub(r"\([^)]*\)", "", block.group(1)).split("->")
+    return [{name.strip() for name in layer.split(",")} for layer in layers]
+
+
+def order_problems(packages: dict[str, set[str]], order: list[set[str]]) -> list[str]:
+    """Each import of a later package into an earlier one ("a -> b"), each package missing
+    from the order, and each cycle between packages."""
+    layer = {name: i for i, names in enumerate(order) for name in names}
+    problems = [f"{name}: not in the package order" for name in sorted(set(packages) - set(layer))]
+    problems += sorted(
+        f"{name} -> {dep}"
+        for name, deps in packages.items()
         for dep in deps
-        if dep.startswith(UPPER)
+        if name in layer and dep in layer and layer[dep] > layer[name]
     )
-    assert upward == []
+    problems += [" <-> ".join(cycle) for cycle in cycles(packages)]
+    return problems
+
+
+def test_order_checker_finds_an_import_into_an_earlier_package_and_a_cycle(
+    tmp_path: Path,
+) -> None:
+    pkg = tmp_path / "gmlm"
+    for name in ("low", "mid", "top"):
+        (pkg / name).mkdir(parents=True)
+        (pkg / name / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "errors.py").write_text("")
+    (pkg / "low" / "a.py").write_text("def f():\n    from gmlm.top.c import g\n")  # late
+    (pkg / "mid" / "b.py").write_text("from gmlm.low.a import f\nimport gmlm.errors\n")
+    (pkg / "top" / "c.py").write_text("from gmlm.mid import b\n")
+    packages = package_imports(module_imports(tmp_path, "gmlm"))
+    order = [{"errors", "__init__"}, {"low"}, {"mid"}, {"top"}]
+    assert order_problems(packages, order) == ["low -> top", "low <-> mid <-> top"]
+    assert order_problems(packages | {"low": set()}, order) == []
+    assert order_problems(packages | {"low": set()}, order[1:]) == [
+        "__init__: not in the package order",
+        "errors: not in the package order",
+    ]
+
+
+def test_packages_import_only_the_packages_before_them() -> None:
+    """docs/ARCHITECTURE.md's package order holds, late imports included: no package imports
+    one that comes after it (inference never imports training; the domain packages never the
+    benchmarks, the reproduction or the command line), and no two packages need each other."""
+    packages = package_imports(module_imports(SRC, "gmlm"))
+    assert order_problems(packages, package_order()) == []
 
 
 def test_architecture_page_names_modules_that_exist() -> None:
@@ -370,8 +422,7 @@ def test_analyze_offers_the_padir_settings_of_gmlm_translate() -> None:
     """Both analyses decode as `gmlm translate` does, with the same flags, except where the
     analysis sets a field itself (length: --length-weights) or ignores it (attention: the
     final filters never touch the raw hypotheses analysed)."""
-    from gmlm.cli.options import cli_fields
-    from gmlm.decoding.options import RefinementOptions
+    from gmlm.decoding.options import RefinementOptions, cli_fields
 
     padir = {f.name for f in cli_fields(RefinementOptions)}
     decoding = {"attention": padir - {"drop_unchanged_initial", "dedup_final"}}

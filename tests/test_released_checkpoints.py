@@ -12,7 +12,8 @@ import pytest
 import torch
 
 import gmlm
-from gmlm.training.checkpoint import MODEL_FILE, load_tensors
+from gmlm.checkpoint.files import load_tensors
+from gmlm.io import MODEL_FILE
 from tests.helpers.corpora import MULTI30K
 from tests.helpers.pinned_results import COMMAND, PINNED, SYSTEMS, bleu, protocol
 from tests.helpers.released_golden import RELEASED, released_kinds, released_outputs

@@ -5,10 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gmlm.provenance import VERSION
+
 if TYPE_CHECKING:
     from gmlm.translation.translator import Translator
 
-__version__ = "0.1.0"
+__version__ = VERSION
 
 
 def load(checkpoint: str | Path, device: str = "auto", cuda_graphs: bool = False) -> Translator:

@@ -23,7 +23,7 @@ import functools
 import math
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -414,12 +414,18 @@ def save_config(cfg: Any, path: str | Path) -> None:
 
 def load_saved_config(cls: type[T], path: str | Path) -> T:
     """Read a config written by :func:`save_config`; every error names the file."""
+    return load_saved(path, lambda data: from_dict(cls, data))
+
+
+def load_saved(path: str | Path, build: Callable[[dict[str, Any]], T]) -> T:
+    """`build` applied to the mapping of a file :func:`save_config` wrote (a reader of part
+    of it, or of all: :func:`load_saved_config`); every error names the file."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
     fix = "gmlm wrote this file: restore it from a copy of its folder, or recreate the folder"
     data = read_yaml_mapping(path, fix)
     try:
-        return from_dict(cls, data)
+        return build(data)
     except ConfigError as err:
         raise ConfigError(f"{path}: {err}; {fix}") from None

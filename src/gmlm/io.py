@@ -29,8 +29,8 @@ from typing import IO, Any
 from gmlm.errors import GmlmError
 
 # The files that mark the folders gmlm writes whole and reads back (declared here, torch-free,
-# so that the command line checks paths before loading anything; gmlm.training.checkpoint
-# uses them).
+# so that the command line checks paths before loading anything; gmlm.checkpoint uses
+# them).
 # The lock file of a folder a writer holds (gmlm.locking); never counts as content.
 LOCK_FILE = ".gmlm.lock"
 MODEL_FILE = "model.safetensors"  # every checkpoint folder holds its weights here

@@ -13,6 +13,10 @@ import platform
 import subprocess
 from pathlib import Path
 
+#: gmlm's own version (pyproject.toml's), also `gmlm.__version__`: declared here, below every
+#: package that reports it, rather than in `gmlm/__init__.py`, which imports the translator.
+VERSION = "0.1.0"
+
 #: The packages whose versions REPORT.md lists after python and gmlm.
 REPORT_PACKAGES = ("torch", "numpy", "sacrebleu", "sentencepiece", "safetensors", "matplotlib")
 
@@ -22,9 +26,7 @@ def python_version() -> str:
 
 
 def gmlm_version() -> str:
-    from gmlm import __version__
-
-    return __version__
+    return VERSION
 
 
 def torch_version() -> str:

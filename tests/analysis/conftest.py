@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from gmlm.checkpoint.files import fill_inference_files, write_checkpoint_dir
 from gmlm.data.binarized import load_dataset
 from gmlm.models import build_model
 from gmlm.nn import preset
-from gmlm.training import checkpoint
 from gmlm.training.config import TrainConfig
 
 
@@ -21,7 +21,5 @@ def ar_checkpoint(word_task_data: Path, tmp_path_factory: pytest.TempPathFactory
     cfg = TrainConfig(kind="ar", model=preset("tiny", vocab_size=tokenizer.vocab_size))
     model = build_model("ar", cfg.model)
     folder = tmp_path_factory.mktemp("analysis") / "ar"
-    checkpoint.write_checkpoint_dir(
-        folder, lambda tmp: checkpoint.fill_inference_files(tmp, model, cfg, tokenizer, {})
-    )
+    write_checkpoint_dir(folder, lambda tmp: fill_inference_files(tmp, model, cfg, tokenizer, {}))
     return folder

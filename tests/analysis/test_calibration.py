@@ -16,13 +16,14 @@ import torch
 import gmlm
 from gmlm.analysis.calibration import calibrate, choose, render_calibration_markdown
 from gmlm.analysis.results import Calibration, CalibrationRow
+from gmlm.checkpoint.decoding_defaults import DECODING_FILE, write_decoding_defaults
+from gmlm.checkpoint.export import export_checkpoint
+from gmlm.checkpoint.loading import resolve_checkpoint
 from gmlm.cli.main import main
 from gmlm.data.binarized import load_dataset
 from gmlm.decoding import RefinementOptions, refinement_init
-from gmlm.decoding.checkpoint_defaults import DECODING_FILE, write_decoding_defaults
 from gmlm.errors import GmlmError
 from gmlm.evaluation.bleu import corpus_scores
-from gmlm.training.checkpoint import export_checkpoint, resolve_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -18,6 +18,7 @@ import pytest
 import torch
 
 import gmlm
+from gmlm.checkpoint.files import fill_inference_files, write_checkpoint_dir
 from gmlm.cli.main import main
 from gmlm.data.binarized import load_dataset
 from gmlm.data.lengths import OverLengthError
@@ -26,7 +27,6 @@ from gmlm.decoding import RefinementOptions, SearchOptions
 from gmlm.errors import GmlmError
 from gmlm.models import PadirModel, build_model
 from gmlm.nn import ModelConfig
-from gmlm.training import checkpoint
 from gmlm.training.config import TrainConfig
 from gmlm.translation.translator import Translator
 from tests.helpers.sentences import WORDS, sentences
@@ -346,9 +346,9 @@ def test_bad_arguments_are_errors_naming_them(
 def save_checkpoint(folder: Path, translator: Translator, config: ModelConfig) -> Path:
     """The translator's model and tokenizer as a real checkpoint folder (the trainer's writer)."""
     cfg = TrainConfig(kind=translator.kind, model=config)  # type: ignore[arg-type]
-    checkpoint.write_checkpoint_dir(
+    write_checkpoint_dir(
         folder,
-        lambda tmp: checkpoint.fill_inference_files(
+        lambda tmp: fill_inference_files(
             tmp, translator.model, cfg, translator.tokenizer, {"step": 0}
         ),
     )

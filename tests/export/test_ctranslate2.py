@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from gmlm.checkpoint.files import fill_inference_files, write_checkpoint_dir
 from gmlm.cli.main import main
 from gmlm.data import load_dataset
 from gmlm.data.tokenizer import Tokenizer
@@ -19,7 +20,6 @@ from gmlm.decoding.autoregressive import SearchOptions, beam_search, greedy_sear
 from gmlm.errors import GmlmError
 from gmlm.models import AutoregressiveModel, build_model, teacher_forcing_input
 from gmlm.nn import preset
-from gmlm.training import checkpoint
 from gmlm.training.config import TrainConfig
 from gmlm.translation.translator import Translator, load
 from tests.helpers.checkpoints import write_checkpoint
@@ -86,9 +86,7 @@ def write_decisive_ar(folder: Path, tokenizer: Tokenizer) -> Path:
                 output.weight[i, 0] = -1.0
         output.weight[config.eos_id, 0] = 2.5 / 30.0
     cfg = TrainConfig(kind="ar", model=config)
-    checkpoint.write_checkpoint_dir(
-        folder, lambda tmp: checkpoint.fill_inference_files(tmp, model, cfg, tokenizer, {})
-    )
+    write_checkpoint_dir(folder, lambda tmp: fill_inference_files(tmp, model, cfg, tokenizer, {}))
     return folder
 
 

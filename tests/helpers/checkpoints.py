@@ -6,10 +6,10 @@ from pathlib import Path
 
 import torch
 
+from gmlm.checkpoint.files import fill_inference_files, write_checkpoint_dir
 from gmlm.data.tokenizer import Tokenizer
 from gmlm.models import build_model
 from gmlm.nn import preset
-from gmlm.training import checkpoint
 from gmlm.training.config import TrainConfig
 
 
@@ -31,8 +31,8 @@ def write_checkpoint(
     torch.manual_seed(seed)
     network = build_model(kind, config)  # type: ignore[arg-type]
     cfg = TrainConfig(kind=kind, model=config)  # type: ignore[arg-type]
-    checkpoint.write_checkpoint_dir(
+    write_checkpoint_dir(
         folder,
-        lambda tmp: checkpoint.fill_inference_files(tmp, network, cfg, tokenizer, {"step": 123}),
+        lambda tmp: fill_inference_files(tmp, network, cfg, tokenizer, {"step": 123}),
     )
     return folder

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from gmlm.checkpoint.files import fill_inference_files, write_checkpoint_dir
 from gmlm.data.binarized import load_dataset
 from gmlm.models import (
     AutoregressiveModel,
@@ -27,7 +28,6 @@ from gmlm.models import (
     padir_loss,
 )
 from gmlm.nn import preset
-from gmlm.training import checkpoint
 from gmlm.training.config import TrainConfig
 
 PAIRS = 32
@@ -57,9 +57,9 @@ def memorised_checkpoint(folder: Path, kind: str, data: Path, seed: int = 0) -> 
     model = build_model(kind, config)  # type: ignore[arg-type]
     fit(model, src, tgt, steps, lr=lr, stages=1, seed=seed)
     cfg = TrainConfig(kind=kind, model=config)  # type: ignore[arg-type]
-    checkpoint.write_checkpoint_dir(
+    write_checkpoint_dir(
         folder,
-        lambda tmp: checkpoint.fill_inference_files(tmp, model, cfg, tokenizer, {"step": steps}),
+        lambda tmp: fill_inference_files(tmp, model, cfg, tokenizer, {"step": steps}),
     )
     return folder
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import torch
 
+from gmlm.checkpoint.loading import load_for_inference
 from gmlm.models import teacher_forcing_input
-from gmlm.training.checkpoint import load_for_inference
 
 RELEASED = Path(__file__).resolve().parents[2] / "checkpoints" / "multi30k-de-en"
 

@@ -15,6 +15,7 @@ import pytest
 
 from gmlm.analysis.results import AttentionResult, LengthResult
 from gmlm.bench.result import BenchResult
+from gmlm.checkpoint.fingerprint import checkpoint_fingerprint
 from gmlm.cli.main import main
 from gmlm.errors import GmlmError
 from gmlm.evaluation.results import Evaluation, EvaluationScores
@@ -24,7 +25,6 @@ from gmlm.reproduce.pipeline import _Clock, run_reproduce
 from gmlm.reproduce.stage_record import StageRecord
 from gmlm.reproduce.stand_in import EXAMPLES, ExampleTranslations
 from gmlm.reproduce.summary import attention_sentence, final_lines
-from gmlm.training.checkpoint import checkpoint_fingerprint
 from tests.helpers.corpora import write_lines
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -14,17 +14,18 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 
+from gmlm.checkpoint.loading import load_for_inference
 from gmlm.cli.main import main
 from gmlm.config import ConfigError
 from gmlm.data.binarized import load_dataset
 from gmlm.data.cleaning import normalize
 from gmlm.data.prepare import prepare_dataset
 from gmlm.data.tokenizer import Tokenizer
+from gmlm.distributed import process_device
 from gmlm.errors import GmlmError
 from gmlm.provenance import cpu_model
 from gmlm.training import checkpoint as ckpt
 from gmlm.training.config import OptimConfig, load_train_config
-from gmlm.training.distributed import process_device
 from gmlm.training.objective import LossModule
 from gmlm.training.optim import lr_at
 from gmlm.training.throughput import ThroughputReport, measure_throughput, precision_verdict
@@ -76,7 +77,7 @@ def test_run_writes_checkpoints_and_learns(word_task_data, tmp_path, kind):
             "tokenizer",
             "meta.json",
         }
-    loaded = ckpt.load_for_inference(tmp_path / kind)
+    loaded = load_for_inference(tmp_path / kind)
     assert loaded.kind == kind and loaded.path.name == "best"
     assert not loaded.model.training
 
@@ -289,7 +290,7 @@ def test_out_must_be_a_run_folder(word_task_data, tmp_path):
         with pytest.raises(GmlmError, match=message):
             train(word_task_data, out, "ar", "max_steps=4")
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
-    assert ckpt.load_for_inference(run / "best").kind == "ar"
+    assert load_for_inference(run / "best").kind == "ar"
     # A run folder resumes, also with a file of the user's in it; an empty folder starts one.
     (run / "notes.txt").write_text("mine")
     assert train(word_task_data, run, "ar", "max_steps=4", "valid_every=2").step == 4
@@ -526,7 +527,7 @@ def test_export_bf16_halves_the_size_and_translates(word_task_data, tmp_path):
     original = weights(tmp_path / "r" / "best")
     assert all(torch.equal(exported[k], original[k].to(torch.bfloat16)) for k in exported)
     # It loads into fp32 parameters: same output as the fp32 model with bf16-rounded weights.
-    loaded = ckpt.load_for_inference(tmp_path / "x")
+    loaded = load_for_inference(tmp_path / "x")
     assert all(p.dtype == torch.float32 for p in loaded.model.parameters())
     import gmlm
 
@@ -587,7 +588,7 @@ def test_a_failed_checkpoint_save_keeps_the_previous_last(word_task_data, tmp_pa
     )
     assert "Saving step 4 failed; the checkpoint of step 2 in it is intact" in str(caught.value)
     assert json.loads((run / "last" / "state.json").read_text())["step"] == 2
-    assert ckpt.load_for_inference(run / "last").kind == "ar"
+    assert load_for_inference(run / "last").kind == "ar"
     assert not [p.name for p in run.iterdir() if p.name.startswith(".")]  # no temporary folder
     monkeypatch.undo()
     assert train(word_task_data, run, "ar", "max_steps=6", "valid_every=2").step == 6

@@ -17,7 +17,7 @@ checkpoint decodes with now: the value its decoding.json records (a choice made 
 on more sentences), else the class default, both always in the grid. So a calibration never
 silently undoes an earlier decision: it keeps it (decoding.json untouched), replaces it, or
 records a first choice, and says which (`Calibration.decision`). The choice goes into the
-checkpoint's decoding.json (`gmlm.decoding.checkpoint_defaults`) beside the file's other
+checkpoint's decoding.json (`gmlm.checkpoint.decoding_defaults`) beside the file's other
 settings, with the scores that made it, so `gmlm translate`, `gmlm bench` and the analyses
 decode the model as it was evaluated. Each grid row decodes as the checkpoint does (its
 decoding.json's other settings included) with the one setting changed.
@@ -34,11 +34,11 @@ from tqdm import tqdm
 
 from gmlm.analysis.results import Calibration, CalibrationRow
 from gmlm.analysis.split_decoding import decode_scored, read_pairs
+from gmlm.checkpoint.decoding_defaults import DECODING_FILE, write_decoding_defaults
+from gmlm.checkpoint.loading import resolve_checkpoint
 from gmlm.config import BATCH_SIZE, SENTENCES
-from gmlm.decoding.checkpoint_defaults import DECODING_FILE, write_decoding_defaults
 from gmlm.decoding.options import CALIBRATION_MIN_GAIN, MIN_GAIN, OPTIONS
 from gmlm.errors import GmlmError
-from gmlm.training.checkpoint import resolve_checkpoint
 
 
 def choose(rows: Sequence[CalibrationRow], default: float, min_gain: float) -> float:

@@ -260,10 +260,11 @@ def number_list(text: str) -> tuple[float, ...]:
 
 def run_calibrate(args: argparse.Namespace) -> int:
     from gmlm.analysis.calibration import calibrate, render_calibration_markdown
-    from gmlm.training.checkpoint import read_config, resolve_checkpoint
+    from gmlm.checkpoint.config import read_checkpoint_config
+    from gmlm.checkpoint.loading import resolve_checkpoint
 
     check_output(args)
-    kind = read_config(resolve_checkpoint(args.checkpoint)).kind
+    kind = read_checkpoint_config(resolve_checkpoint(args.checkpoint)).kind
     setting, values = CALIBRATION_GRIDS[kind]
     if args.setting not in (None, setting):
         if args.values is None:

@@ -55,7 +55,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     import torch
 
-    from gmlm.training.checkpoint import MODEL_FILE, export_checkpoint
+    from gmlm.checkpoint.export import export_checkpoint
+    from gmlm.io import MODEL_FILE
 
     dtype = torch.bfloat16 if args.precision == "bf16" else None
     out = export_checkpoint(args.checkpoint, args.out, dtype, force=args.force)

@@ -26,24 +26,7 @@ from typing import Any
 
 from gmlm.cli.flags import comma_list, number, show
 from gmlm.config import Range, range_of
-
-
-def documented_fields(cls: type) -> list[dataclasses.Field[Any]]:
-    """The fields of the options dataclass `cls`, each checked to carry its documentation."""
-    found = []
-    for f in dataclasses.fields(cls):
-        if not isinstance(f.metadata.get("help"), str) or "cli" not in f.metadata:
-            raise TypeError(
-                f"{cls.__name__}.{f.name} has no help: declare it with "
-                "field(default=..., metadata=doc('what it does')) (gmlm.decoding.options)"
-            )
-        found.append(f)
-    return found
-
-
-def cli_fields(cls: type) -> list[dataclasses.Field[Any]]:
-    """The documented fields of `cls` that the command line offers (metadata cli=True)."""
-    return [f for f in documented_fields(cls) if f.metadata["cli"]]
+from gmlm.decoding.options import cli_fields, documented_fields
 
 
 def flag_of(f: dataclasses.Field[Any]) -> str:

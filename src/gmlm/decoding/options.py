@@ -90,6 +90,24 @@ def doc(
     return {"help": help, "flag": flag, "cli": cli, RANGE: range}
 
 
+def documented_fields(cls: type) -> list[dataclasses.Field[Any]]:
+    """The fields of the options dataclass `cls`, each checked to carry its documentation."""
+    found = []
+    for f in dataclasses.fields(cls):
+        if not isinstance(f.metadata.get("help"), str) or "cli" not in f.metadata:
+            raise TypeError(
+                f"{cls.__name__}.{f.name} has no help: declare it with "
+                "field(default=..., metadata=doc('what it does')) (gmlm.decoding.options)"
+            )
+        found.append(f)
+    return found
+
+
+def cli_fields(cls: type) -> list[dataclasses.Field[Any]]:
+    """The documented fields of `cls` that the command line offers (metadata cli=True)."""
+    return [f for f in documented_fields(cls) if f.metadata["cli"]]
+
+
 LENGTH_PENALTY = Range(ge=0, note="0 disables it")
 # Length changes (a shift, offsets): within the longest sequence any model may take.
 LENGTH_CHANGE = Range(ge=-MAX_LENGTH, le=MAX_LENGTH)

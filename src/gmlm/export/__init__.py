@@ -3,5 +3,5 @@
     from gmlm.export.ctranslate2 import export_ctranslate2, Ct2Translator
 
 Command line: `gmlm export --format ctranslate2` (the default format, a compact gmlm
-checkpoint, is :func:`gmlm.training.checkpoint.export_checkpoint`).
+checkpoint, is :func:`gmlm.checkpoint.export.export_checkpoint`).
 """

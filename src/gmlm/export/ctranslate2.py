@@ -227,8 +227,9 @@ def export_ctranslate2(source: str | Path, out: str | Path, *, force: bool = Fal
     folder `out` (see the module docstring), written atomically. `out` must be new or empty,
     or with `force` an earlier CTranslate2 export, and never `source`, inside it or inside a
     checkpoint or training run folder (`gmlm.io.check_output_folder`)."""
+    from gmlm.checkpoint.files import write_checkpoint_dir
+    from gmlm.checkpoint.loading import load_for_inference
     from gmlm.models.autoregressive import AutoregressiveModel
-    from gmlm.training.checkpoint import load_for_inference, write_checkpoint_dir
 
     import_ctranslate2()  # not installed: the error names the extra, before any work
     target = Path(out)

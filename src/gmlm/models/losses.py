@@ -7,13 +7,14 @@ PaDIR's length loss is a mean over sentences, so its weight against the per-toke
 decides how hard the length head is pushed (docs/DESIGN.md section 1): the authors' code adds it
 to per-token *sums* over the stages (relative weight about 1 / (stages x target length)),
 fairseq's NAT models weigh it 0.1; ``length_weight=1`` (the default, kept for older runs)
-weighs it about 30 times the authors' on Multi30k.
+weighs it about 30 times the authors' on Multi30k. :func:`total_loss` is the one place where
+it is weighted.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -26,11 +27,24 @@ from gmlm.nn.config import ModelConfig
 
 StageArgmax = Literal["any", "ordinary"]
 StageStutterRemask = Literal["none", "previous"]
+Loss = TypeVar("Loss", float, Tensor)
+
+
+def total_loss(token_loss: Loss, length_loss: Loss, length_weight: float) -> Loss:
+    """What training minimises, from the per-token mean of the token loss and the
+    per-sentence mean of the unweighted length loss (0 for AR): token_loss + length_weight *
+    length_loss.
+
+    The one place where the length loss is weighted: :attr:`LossOutput.total` of one batch,
+    and the trainer, its validation and `gmlm throughput` over many (through
+    :func:`gmlm.training.objective.objective`, with the config's ``padir.length_weight``).
+    """
+    return token_loss + length_weight * length_loss
 
 
 @dataclass
 class LossOutput:
-    """total: what to backpropagate (token_loss + length_weight * length_loss for PaDIR,
+    """total: what to backpropagate for this batch alone (:func:`total_loss` for PaDIR,
     token_loss for AR).
 
     token_loss: mean over stages of the per-token cross-entropy (one stage for AR).
@@ -145,7 +159,7 @@ def padir_loss(
     token loss is the mean of the stage losses (the original code sums; the mean keeps the
     scale of one stage whatever `stages` is), label-smoothed by `label_smoothing`; the length
     loss, label-smoothed by `length_label_smoothing` over the max_target_len length classes,
-    is added times `length_weight` (see the module docstring). All stages share the
+    is added times `length_weight` (:func:`total_loss`). All stages share the
     parameters, the encoder pass and the dropout mode.
 
     The keywords from `stages` to `stage_stutter_remask` are the training config's `padir`
@@ -178,7 +192,7 @@ def padir_loss(
         label_smoothing=length_label_smoothing,
     )
     return LossOutput(
-        total=token_loss + length_weight * length_loss,
+        total=total_loss(token_loss, length_loss, length_weight),
         token_loss=token_loss,
         length_loss=length_loss,
         stage_losses=stage_losses,

@@ -29,7 +29,7 @@ class MadeWith(Record):
     split: str
     sentences: int
     sources_sha256: str  # of the source lines, one "\n" after each
-    checkpoint: str  # gmlm.training.checkpoint.checkpoint_fingerprint of the model
+    checkpoint: str  # gmlm.checkpoint.fingerprint.checkpoint_fingerprint of the model
     precision: str
     batch_size: int
     decoding: dict[str, int]  # the system's settings (beam; steps, length_beam)

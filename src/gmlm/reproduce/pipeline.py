@@ -323,7 +323,8 @@ def _changed_given(
     removed, so that the next run without --stages runs them. (The evaluation translates the
     changed models again by itself: gmlm.reproduce.hypotheses.) A record without a digest
     (from a gmlm before digests) counts as changed."""
-    from gmlm.training.checkpoint import checkpoint_fingerprint, resolve_checkpoint
+    from gmlm.checkpoint.fingerprint import checkpoint_fingerprint
+    from gmlm.checkpoint.loading import resolve_checkpoint
 
     changed = []
     for name in ("teacher", "ar", "ar1", "padir"):

@@ -10,7 +10,7 @@ from gmlm.records import Record
 
 STAND_IN = "stand_in"  # the data stage's summary key: why the examples stood in (StageRecord)
 # A training stage's summary key when it was given a checkpoint: the checkpoint's digest
-# (`gmlm.training.checkpoint.checkpoint_fingerprint`) when the stage used it.
+# (`gmlm.checkpoint.fingerprint.checkpoint_fingerprint`) when the stage used it.
 FINGERPRINT = "fingerprint"
 
 

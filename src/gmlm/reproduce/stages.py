@@ -262,12 +262,10 @@ def train_run(ctx: Context, name: str, stage: TrainStage, data_dir: Path) -> dic
 
 def given_checkpoint(ctx: Context, name: str, path: Path) -> dict[str, Any]:
     """A training stage with a given checkpoint: check it is one of the stage's kind."""
-    from gmlm.training.checkpoint import (
-        checkpoint_fingerprint,
-        load_json,
-        read_config,
-        resolve_checkpoint,
-    )
+    from gmlm.checkpoint.config import read_checkpoint_config
+    from gmlm.checkpoint.files import load_json
+    from gmlm.checkpoint.fingerprint import checkpoint_fingerprint
+    from gmlm.checkpoint.loading import resolve_checkpoint
 
     if not path.exists():
         raise GmlmError(
@@ -275,7 +273,7 @@ def given_checkpoint(ctx: Context, name: str, path: Path) -> dict[str, Any]:
             f"current folder, {Path.cwd()}); run from the repository root or give the full path"
         )
     folder = resolve_checkpoint(path)
-    config = read_config(folder)
+    config = read_checkpoint_config(folder)
     kind = config.kind
     expected = "padir" if name == "padir" else "ar"
     if kind != expected:
@@ -347,7 +345,7 @@ def calibrate(ctx: Context) -> dict[str, Any]:
         return {"skipped": needs_multi30k("the length calibration", ctx.stand_in)}
     from gmlm.analysis.calibration import calibrate
     from gmlm.analysis.results import CalibrationResult
-    from gmlm.decoding.checkpoint_defaults import DECODING_FILE
+    from gmlm.checkpoint.decoding_defaults import DECODING_FILE
 
     grids: list[tuple[str, str, list[Any], dict[str, Any]]] = [
         ("ar", "length_penalty", list(c.length_penalties), {"beam": c.ar_beam})
@@ -472,12 +470,13 @@ def translate(
 
 
 def evaluate(ctx: Context) -> dict[str, Any]:
+    from gmlm.checkpoint.fingerprint import checkpoint_fingerprint
+    from gmlm.checkpoint.loading import resolve_checkpoint
     from gmlm.data import load_dataset
     from gmlm.evaluation.bleu import default_tokenizer
     from gmlm.evaluation.results import EvaluationScores, SystemScores
     from gmlm.evaluation.stutter import repeat_report, stutter_report
     from gmlm.evaluation.summary import Signatures, quality_row
-    from gmlm.training.checkpoint import checkpoint_fingerprint, resolve_checkpoint
 
     e = ctx.cfg.evaluate
     if ctx.stand_in:

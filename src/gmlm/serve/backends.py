@@ -27,6 +27,7 @@ from gmlm.decoding.options import (
     Precision,
     RefinementOptions,
     SearchOptions,
+    cli_fields,
     decoding_options,
 )
 from gmlm.errors import GmlmError
@@ -63,8 +64,6 @@ class Backend(Protocol):
 
 def command_line_names(kind: str) -> list[str]:
     """The decoding settings a request may give: those `gmlm translate` offers as flags."""
-    from gmlm.cli.options import cli_fields
-
     return [f.name for f in cli_fields(OPTIONS[kind])]
 
 

@@ -197,12 +197,13 @@ def _app(spec: dict[str, Any], report: Callable[[str], None], stop: Callable[[],
 
 def check_model(name: str, folder: str) -> None:
     """Fail now on a folder that is neither a CTranslate2 export nor a gmlm checkpoint."""
+    from gmlm.checkpoint.config import read_checkpoint_config
+    from gmlm.checkpoint.loading import resolve_checkpoint
     from gmlm.serve.backends import is_ctranslate2_export
-    from gmlm.training.checkpoint import read_config, resolve_checkpoint
 
     if is_ctranslate2_export(folder):
         return
     try:
-        read_config(resolve_checkpoint(folder))
+        read_checkpoint_config(resolve_checkpoint(folder))
     except GmlmError as err:
         raise GmlmError(f"--model {name}={folder}: {err}") from None

@@ -1,30 +1,31 @@
 """What training minimises, shared by the trainer, validation and the throughput benchmark.
 
 `LossModule` computes one micro-batch's summed losses (what DDP needs to see) and `objective`
-turns the per-token and per-sentence means into the number training minimises. Both live here,
-below the trainer and the validation, so that neither imports the other.
+turns the per-token and per-sentence means into the number training minimises: the config's
+`padir.length_weight` given to :func:`gmlm.models.losses.total_loss`, the one place where the
+length loss is weighted. Both live here, below the trainer and the validation, so that
+neither imports the other.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import TypeVar
 
 import torch
 from torch import Tensor, nn
 
-from gmlm.models import autoregressive_loss, padir_loss
+from gmlm.models import autoregressive_loss, losses, padir_loss
 from gmlm.models.autoregressive import AutoregressiveModel
+from gmlm.models.losses import Loss
 from gmlm.models.padir import PadirModel
 from gmlm.training.config import TrainConfig
-
-Loss = TypeVar("Loss", float, Tensor)
 
 
 def objective(token_loss: Loss, length_loss: Loss, cfg: TrainConfig) -> Loss:
     """What training minimises, from the per-token mean of the token loss and the per-sentence
-    mean of the length loss (0 for AR): token_loss + padir.length_weight * length_loss."""
-    return token_loss + cfg.padir.length_weight * length_loss
+    mean of the length loss (0 for AR): :func:`gmlm.models.losses.total_loss` with the
+    config's padir.length_weight."""
+    return losses.total_loss(token_loss, length_loss, cfg.padir.length_weight)
 
 
 class LossModule(nn.Module):

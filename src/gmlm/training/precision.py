@@ -1,6 +1,7 @@
 """Training precision: which autocast dtype a run uses, and the context that applies it.
 
-Shared by the trainer, validation, the throughput benchmark and distillation.
+Shared by the trainer, validation and the throughput benchmark; what a device defaults to
+(`gmlm.distributed.bf16_by_default`) is distillation's too.
 """
 
 from __future__ import annotations
@@ -12,16 +13,9 @@ from typing import Any
 
 import torch
 
+from gmlm.distributed import bf16_by_default
 from gmlm.errors import GmlmError
 from gmlm.training.config import TrainConfig
-
-
-def bf16_by_default(device: torch.device) -> bool:
-    """Whether an unset precision means bf16 autocast: on a CUDA GPU with bf16 support, never on
-    a CPU. Decided by the device type alone, not by CPU flags, so that training and distillation
-    give the same results on every CPU; whether bf16 pays on a CPU is measured (`gmlm
-    throughput`, `gmlm bench --precision fp32,bf16`), then asked for explicitly."""
-    return device.type == "cuda" and bool(torch.cuda.is_bf16_supported())
 
 
 def resolve_precision(cfg: TrainConfig, device: torch.device) -> torch.dtype | None:

@@ -22,13 +22,13 @@ import torch
 from gmlm.config import TIMED, WARMUP
 from gmlm.data.batching import Batch, BatchIterator
 from gmlm.data.binarized import TranslationDataset, load_dataset
+from gmlm.distributed import pick_device
 from gmlm.errors import GmlmError
 from gmlm.models import build_model
 from gmlm.nn.layers import count_parameters
 from gmlm.provenance import cpu_model, torch_threads, torch_version
 from gmlm.training.config import TrainConfig, use_vocab_size
-from gmlm.training.distributed import pick_device
-from gmlm.training.objective import LossModule
+from gmlm.training.objective import LossModule, objective
 from gmlm.training.optim import build_optimizer
 from gmlm.training.precision import autocast, resolve_precision
 from gmlm.training.trainer import check_data_fits
@@ -104,7 +104,7 @@ def measure_throughput(
             start = clock()
             with autocast(device, dtype):
                 token_sum, length_sum = module(batch.src, batch.tgt, noise)
-            (token_sum / batch.tgt_tokens + length_sum / batch.size).backward()
+            objective(token_sum / batch.tgt_tokens, length_sum / batch.size, cfg).backward()
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             if device.type == "cuda":

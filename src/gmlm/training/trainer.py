@@ -2,9 +2,9 @@
 
 Loss normalisation. Each optimizer step sums the token cross-entropy over every target token of
 its micro-batches on every process and divides by the global token count (the length loss
-likewise by the global sentence count, then weighs it by padir.length_weight). Gradient
-accumulation and data parallelism therefore give the gradient of one large batch, whatever the
-split into micro-batches and processes.
+likewise by the global sentence count, then weighs it by padir.length_weight, in
+`gmlm.models.losses.total_loss`). Gradient accumulation and data parallelism therefore give
+the gradient of one large batch, whatever the split into micro-batches and processes.
 
 Resume. The `last` checkpoint holds weights, optimizer state, RNG states and the data iterator
 position; a restarted run (after Ctrl-C or `kill -9`) continues from it with exactly the steps
@@ -40,18 +40,18 @@ from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
+from gmlm.checkpoint.files import (
+    fill_inference_files,
+    load_json,
+    load_tensors,
+    load_weights,
+    save_tensors,
+    write_checkpoint_dir,
+)
 from gmlm.config import save_config
 from gmlm.data.batching import Batch, BatchIterator
 from gmlm.data.binarized import PreparedDataset, TranslationDataset, load_dataset
-from gmlm.errors import GmlmError, Stopped
-from gmlm.io import WriteError, atomic_open, atomic_write_json, writing
-from gmlm.locking import folder_lock
-from gmlm.models import build_model
-from gmlm.nn.layers import count_parameters
-from gmlm.provenance import torch_version
-from gmlm.training import checkpoint as ckpt
-from gmlm.training.config import TrainConfig, use_vocab_size
-from gmlm.training.distributed import (
+from gmlm.distributed import (
     all_reduce_sum,
     barrier,
     init_distributed,
@@ -59,6 +59,14 @@ from gmlm.training.distributed import (
     process_device,
     shutdown,
 )
+from gmlm.errors import GmlmError, Stopped
+from gmlm.io import MODEL_FILE, WriteError, atomic_open, atomic_write_json, writing
+from gmlm.locking import folder_lock
+from gmlm.models import build_model
+from gmlm.nn.layers import count_parameters
+from gmlm.provenance import torch_version
+from gmlm.training import checkpoint as ckpt
+from gmlm.training.config import TrainConfig, use_vocab_size
 from gmlm.training.objective import LossModule, objective
 from gmlm.training.optim import build_optimizer, lr_at, set_lr
 from gmlm.training.precision import (
@@ -69,6 +77,7 @@ from gmlm.training.precision import (
 )
 from gmlm.training.stopping import StopRequests
 from gmlm.training.validation import validate, validation_pairs
+from gmlm.translation.translator import Translator
 
 Log = Callable[[str], None]
 
@@ -170,9 +179,9 @@ class Trainer:
 
     def _restore(self) -> None:
         last = self.run_dir / "last"
-        ckpt.load_weights(self.model, last)
+        load_weights(self.model, last)
         ckpt.load_optimizer(last, self.optimizer)
-        state = ckpt.load_json(last / "state.json")
+        state = load_json(last / "state.json")
         if state.get("data_fingerprint") != self.train_set.fingerprint:
             raise GmlmError(
                 f"{last}: the run was trained on different data than data={self.cfg.data};"
@@ -183,7 +192,7 @@ class Trainer:
                 f"{last}: saved with {state.get('world_size')} processes, resumed "
                 f"with {self.dist.world_size}; resume with the same process count"
             )
-        rng = ckpt.load_tensors(last / "state.safetensors")
+        rng = load_tensors(last / "state.safetensors")
         rank_key = f"rank{self.dist.rank}"
         torch.set_rng_state(rng[f"{rank_key}.torch"])
         self.noise.set_state(rng[f"{rank_key}.noise"].to(self.noise.get_state().device))
@@ -258,15 +267,13 @@ class Trainer:
             }
 
             def fill(tmp: Path) -> None:
-                ckpt.fill_inference_files(
-                    tmp, self.model, self.cfg, self.data.tokenizer, self._meta()
-                )
+                fill_inference_files(tmp, self.model, self.cfg, self.data.tokenizer, self._meta())
                 ckpt.save_optimizer(tmp, self.optimizer)
-                ckpt.save_tensors(rng, tmp / "state.safetensors")
+                save_tensors(rng, tmp / "state.safetensors")
                 atomic_write_json(tmp / "state.json", state)
 
             try:
-                ckpt.write_checkpoint_dir(self.run_dir / "last", fill)
+                write_checkpoint_dir(self.run_dir / "last", fill)
             except WriteError as err:  # `last` as it was: the previous save, or none
                 kept = (
                     f"the checkpoint of step {previous} in it is intact: once the cause is "
@@ -285,7 +292,7 @@ class Trainer:
         history.mkdir(exist_ok=True)
         target = history / f"step-{self.step:08d}.safetensors"
         with atomic_open(target, "wb") as handle:
-            handle.write((self.run_dir / "last" / ckpt.MODEL_FILE).read_bytes())
+            handle.write((self.run_dir / "last" / MODEL_FILE).read_bytes())
         for old in sorted(history.glob("step-*.safetensors"))[: -self.cfg.keep_history]:
             old.unlink()
 
@@ -538,6 +545,15 @@ class Trainer:
             self._validate(writer, tb)
         barrier(self.dist)
 
+    def _translate_valid(self, sources: list[list[int]]) -> list[str]:
+        """The validation BLEU's translations: the model being trained, decoded with the
+        decoding options' class defaults (PaDIR: `valid_steps` refinement steps), so that the
+        curves of every run compare."""
+        translator = Translator(self.cfg.kind, self.model, self.data.tokenizer)
+        steps = self.cfg.valid_steps if self.cfg.kind == "padir" else None
+        outputs = translator.translate_ids(sources, translator.options(steps=steps))
+        return [translator.text(ids) for ids in outputs]
+
     def _validate(self, writer: Any, tb: Any) -> None:
         """Validate the model of this step (main process), write `best` if it is, and mark the
         `last` checkpoint's validation done."""
@@ -547,7 +563,13 @@ class Trainer:
             # Training goes on as if no validation ran (`last` was saved before it).
             with torch.random.fork_rng(devices=devices):
                 scores = validate(
-                    self.model, self.cfg, self.data, self.device, self.dtype, self.valid_pairs
+                    self.model,
+                    self.cfg,
+                    self.data,
+                    self.device,
+                    self.dtype,
+                    self._translate_valid,
+                    self.valid_pairs,
                 )
         except Exception as err:
             cause = str(err) if isinstance(err, GmlmError) else f"{type(err).__name__}: {err}"
@@ -568,9 +590,9 @@ class Trainer:
         )
         if better:
             self.best = {"step": self.step, **scores}
-            ckpt.write_checkpoint_dir(
+            write_checkpoint_dir(
                 self.run_dir / "best",
-                lambda tmp: ckpt.fill_inference_files(
+                lambda tmp: fill_inference_files(
                     tmp, self.model, self.cfg, self.data.tokenizer, self._meta(valid=scores)
                 ),
             )
@@ -592,9 +614,9 @@ class Trainer:
         averaged = ckpt.average_weights(files)
         model = build_model(self.cfg.kind, self.cfg.model)
         model.load_state_dict(averaged, strict=False)
-        ckpt.write_checkpoint_dir(
+        write_checkpoint_dir(
             self.run_dir / "averaged",
-            lambda tmp: ckpt.fill_inference_files(
+            lambda tmp: fill_inference_files(
                 tmp,
                 model,
                 self.cfg,

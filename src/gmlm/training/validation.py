@@ -5,12 +5,14 @@ empty pairs and pairs longer than its `max_len` from the binarized rows (the tex
 them, as evaluation references), and a model whose maximum is that `max_len` cannot take
 those. The loss uses every kept pair, with a fixed noise seed (PaDIR) so that successive
 validations are comparable. The BLEU decodes the source ids of the first `valid_sentences`
-kept pairs with the model's own decoder (AR greedy, PaDIR with `valid_steps` refinement steps
-and 5 length candidates) and scores them against those pairs' reference lines.
+kept pairs with the translate function it is given (the trainer's: the model being trained,
+AR greedy, PaDIR with `valid_steps` refinement steps and 5 length candidates) and scores them
+against those pairs' reference lines.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +27,9 @@ from gmlm.training.objective import LossModule, objective
 from gmlm.training.precision import autocast
 
 VALID_NOISE_SEED = 12345
+
+# Source ids (no EOS) -> their translations, detokenized, one line each.
+TranslateIds = Callable[[list[list[int]]], list[str]]
 
 
 @dataclass(frozen=True)
@@ -112,21 +117,17 @@ def validate(
     data: PreparedDataset,
     device: torch.device,
     dtype: torch.dtype | None,
+    translate: TranslateIds,
     pairs: ValidationPairs | None = None,
 ) -> dict[str, Any]:
-    """Validation loss, and the BLEU of `pairs` (default: `validation_pairs(data,
-    cfg.valid_sentences)`) unless `cfg.valid_sentences` is 0."""
+    """Validation loss, and the BLEU of `translate`'s translations of `pairs` (default:
+    `validation_pairs(data, cfg.valid_sentences)`) unless `cfg.valid_sentences` is 0."""
     scores: dict[str, Any] = validation_loss(model, cfg, data, device, dtype)
     if cfg.valid_sentences > 0:
-        from gmlm.translation.translator import Translator
-
         pairs = pairs or validation_pairs(data, cfg.valid_sentences)
-        translator = Translator(cfg.kind, model, data.tokenizer)
-        options = translator.options(steps=cfg.valid_steps if cfg.kind == "padir" else None)
         # The training arithmetic (autocast), not an inference copy of the model.
         with torch.autocast(device.type, dtype=dtype or torch.bfloat16, enabled=dtype is not None):
-            outputs = translator.translate_ids(pairs.sources, options)
-        hyps = [translator.text(ids) for ids in outputs]
+            hyps = translate(pairs.sources)
         bleu = corpus_scores(hyps, pairs.references)["bleu"]
         scores["bleu"] = bleu.score
         scores["bleu_signature"] = bleu.signature

@@ -56,25 +56,26 @@ import torch
 from tqdm import tqdm
 
 from gmlm import provenance
+from gmlm.checkpoint.loading import resolve_checkpoint
 from gmlm.config import BATCH_SIZE, THREADS, load_saved_config
 from gmlm.data.binarized import CONFIG, MANIFEST, PreparedDataset, load_dataset
 from gmlm.data.cleaning import normalize
 from gmlm.data.lengths import encode_inputs
 from gmlm.data.parallel import Corpus, ParallelText
 from gmlm.data.prepare import DataConfig, prepare_dataset
-from gmlm.errors import GmlmError
-from gmlm.io import atomic_open, atomic_write_json, check_output_folder, make_dirs
-from gmlm.locking import folder_lock
-from gmlm.training.distributed import (
+from gmlm.distributed import (
     DistInfo,
     all_reduce_sum,
     barrier,
+    bf16_by_default,
     init_distributed,
     pick_device,
     process_device,
     shutdown,
 )
-from gmlm.training.precision import bf16_by_default
+from gmlm.errors import GmlmError
+from gmlm.io import atomic_open, atomic_write_json, check_output_folder, make_dirs
+from gmlm.locking import folder_lock
 from gmlm.translation.translator import Translator, load
 
 DISTILL_FILE = "distill.json"
@@ -115,8 +116,6 @@ def weights_sha256(model: torch.nn.Module) -> str:
 def load_teacher(path: str | Path, device: str = "auto") -> Teacher:
     """Load an autoregressive checkpoint (or run folder) as a teacher; any other kind is a
     :class:`GmlmError`."""
-    from gmlm.training.checkpoint import resolve_checkpoint
-
     folder = resolve_checkpoint(path)
     translator = load(folder, device=device)
     if translator.kind != "ar":
@@ -391,7 +390,7 @@ def distill(
 
     beam: the teacher's beam size (the paper: 5). batch_size: sentences per decoder batch.
     bf16: bfloat16 weights and activations; None: on bf16 GPUs only, fp32 on every CPU (see
-    :func:`gmlm.training.precision.bf16_by_default`).
+    :func:`gmlm.distributed.bf16_by_default`).
     threads: torch CPU threads while translating (0 keeps the current setting).
     progress: a tqdm bar with sentences/s. log: receives progress messages (None: quiet).
     Returns at once when `out` is already complete for the same teacher weights, data and

@@ -48,6 +48,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
+from gmlm.checkpoint.loading import load_for_inference
 from gmlm.config import BATCH_SIZE, SEED, check_value
 from gmlm.data.cleaning import normalize
 from gmlm.data.lengths import SHOWN, encode_inputs
@@ -80,7 +81,7 @@ class Translator:
     """A model of `kind` ("ar" or "padir") with its tokenizer; `config` defaults to the
     model's own. The model is put in eval mode and stays on its device. `defaults`: decoding
     settings that replace the options class's defaults (a checkpoint's decoding.json, see
-    :mod:`gmlm.decoding.checkpoint_defaults`); explicit settings still win. `cuda_graphs`:
+    :mod:`gmlm.checkpoint.decoding_defaults`); explicit settings still win. `cuda_graphs`:
     the model runs by CUDA graphs (see the module docstring; it must be on a GPU)."""
 
     def __init__(
@@ -423,8 +424,6 @@ def resolve_device(name: str) -> torch.device:
 def load(checkpoint: str | Path, device: str = "auto", cuda_graphs: bool = False) -> Translator:
     """A :class:`Translator` for a checkpoint folder (or a run folder's best checkpoint);
     `cuda_graphs`: see :class:`Translator`."""
-    from gmlm.training.checkpoint import load_for_inference
-
     loaded = load_for_inference(checkpoint, device=resolve_device(device))
     model = loaded.model
     if not isinstance(model, (AutoregressiveModel, PadirModel)):

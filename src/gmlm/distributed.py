@@ -1,4 +1,6 @@
-"""Multi-process data parallelism under `torchrun` (gloo on CPU, NCCL on CUDA)."""
+"""Devices and processes, for training and distillation alike: the device a `device=` setting
+names, whether it computes in bf16 by default, and multi-process data parallelism under
+`torchrun` (gloo on CPU, NCCL on CUDA)."""
 
 from __future__ import annotations
 
@@ -35,6 +37,14 @@ def pick_device(name: str) -> torch.device:
     if device.type == "cuda" and not torch.cuda.is_available():
         raise GmlmError(f"device={name} requested but CUDA is not available; use device=cpu")
     return device
+
+
+def bf16_by_default(device: torch.device) -> bool:
+    """Whether an unset precision means bf16 autocast: on a CUDA GPU with bf16 support, never on
+    a CPU. Decided by the device type alone, not by CPU flags, so that training and distillation
+    give the same results on every CPU; whether bf16 pays on a CPU is measured (`gmlm
+    throughput`, `gmlm bench --precision fp32,bf16`), then asked for explicitly."""
+    return device.type == "cuda" and bool(torch.cuda.is_bf16_supported())
 
 
 def process_device(device: torch.device) -> torch.device:

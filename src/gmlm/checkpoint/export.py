@@ -1,0 +1,67 @@
+"""`gmlm export`: a checkpoint's inference files copied to a new folder, the weights cast."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import torch
+
+from gmlm.checkpoint.decoding_defaults import DECODING_FILE
+from gmlm.checkpoint.files import (
+    CONFIG_FILE,
+    load_json,
+    save_weights,
+    write_checkpoint_dir,
+)
+from gmlm.checkpoint.loading import load_for_inference
+from gmlm.errors import GmlmError
+from gmlm.io import MODEL_FILE, atomic_write_json, check_output_folder
+
+
+def is_export(folder: Path) -> bool:
+    """Whether `folder` holds a checkpoint that `export_checkpoint` wrote (what `gmlm export
+    --force` may replace): its meta.json records where it was exported from."""
+    meta = folder / "meta.json"
+    if not ((folder / MODEL_FILE).is_file() and meta.is_file()):
+        return False
+    try:
+        return "exported_from" in load_json(meta)
+    except GmlmError:
+        return False
+
+
+def export_checkpoint(
+    source: str | Path, out: str | Path, dtype: torch.dtype | None, *, force: bool = False
+) -> Path:
+    """Copy the inference files of a checkpoint (or a run folder's best one) to `out`, its
+    config.yaml and decoding.json as they are, with the weights cast to `dtype` (e.g.
+    torch.bfloat16 halves the size; None keeps fp32).
+
+    Loading casts them back to the model's fp32 parameters, so `gmlm translate` and `gmlm
+    bench` take an exported folder like any checkpoint. `out` is written atomically; it must
+    be new or empty, or with `force` an earlier export, and never `source`, inside it or
+    inside a checkpoint or training run folder (`gmlm.io.check_output_folder`)."""
+    target = Path(out)
+    check_output_folder(
+        target,
+        "--out",
+        "a gmlm export",
+        is_export,
+        inputs={"--checkpoint": Path(source)},
+        replace=force,
+    )
+    loaded = load_for_inference(source)
+    meta = load_json(loaded.path / "meta.json") if (loaded.path / "meta.json").is_file() else {}
+    meta = {**meta, "exported_from": str(loaded.path), "weights_dtype": str(dtype or "fp32")}
+
+    def fill(tmp: Path) -> None:
+        save_weights(tmp, loaded.model, dtype)
+        shutil.copyfile(loaded.path / CONFIG_FILE, tmp / CONFIG_FILE)
+        loaded.tokenizer.save(tmp / "tokenizer")
+        atomic_write_json(tmp / "meta.json", meta)
+        if (loaded.path / DECODING_FILE).is_file():
+            shutil.copyfile(loaded.path / DECODING_FILE, tmp / DECODING_FILE)
+
+    write_checkpoint_dir(target, fill)
+    return target

@@ -1,0 +1,162 @@
+"""A checkpoint's files: written a folder at a time (atomically), read back with errors that
+name the file.
+
+Every folder is written to a temporary sibling and renamed into place, so a crash (even
+`kill -9`) leaves either the previous checkpoint or the new one, never a mix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, load_model, save_file, save_model
+from torch import nn
+
+from gmlm.config import save_config
+from gmlm.data.tokenizer import Tokenizer
+from gmlm.errors import GmlmError
+from gmlm.io import MODEL_FILE, atomic_write_json, current_umask, make_dirs, replace_dir, writing
+
+CONFIG_FILE = "config.yaml"
+
+
+def write_checkpoint_dir(path: Path, fill: Callable[[Path], None]) -> None:
+    """Create `path` atomically: `fill(tmp)` writes a temporary folder that then replaces it.
+    A failed write (a full disk) is a WriteError naming `path`, which is left as it was."""
+    make_dirs(path.parent, f"cannot write {path}")
+    with writing(path):
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
+        try:
+            with safetensors_errors():
+                fill(tmp)
+            tmp.chmod(0o777 & ~current_umask())
+            replace_dir(tmp, path)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+
+@contextmanager
+def safetensors_errors() -> Iterator[None]:
+    """safetensors reports a failed write (a full disk) as a SafetensorError that quotes the
+    system's error number; raise it as that OSError, which `gmlm.io.writing` names."""
+    try:
+        yield
+    except SafetensorError as err:
+        code = re.search(r"\(os error (\d+)\)", str(err))
+        if code is None:
+            raise
+        number = int(code.group(1))
+        raise OSError(number, os.strerror(number)) from err
+
+
+def fill_inference_files(
+    tmp: Path,
+    model: nn.Module,
+    config: Any,
+    tokenizer: Tokenizer,
+    meta: dict[str, Any],
+    dtype: torch.dtype | None = None,
+) -> None:
+    """Write weights, config, tokenizer and meta into the folder `tmp`. `config`: the
+    dataclass saved as config.yaml, the resolved training configuration that made the model
+    (`gmlm.training.config.TrainConfig`), of which inference reads the model part."""
+    save_weights(tmp, model, dtype)
+    save_config(config, tmp / CONFIG_FILE)
+    tokenizer.save(tmp / "tokenizer")
+    atomic_write_json(tmp / "meta.json", meta)
+
+
+def save_weights(tmp: Path, model: nn.Module, dtype: torch.dtype | None = None) -> None:
+    """`model`'s weights as `tmp`/model.safetensors, cast to `dtype` (None: as they are)."""
+    if dtype is None:
+        save_model(model, str(tmp / MODEL_FILE))
+    else:
+        state = {k: v.detach().to(dtype).contiguous() for k, v in _unique_state(model).items()}
+        save_file(state, str(tmp / MODEL_FILE))
+
+
+def _unique_state(model: nn.Module) -> dict[str, torch.Tensor]:
+    """The state dict without the second name of tied parameters (what save_model keeps)."""
+    seen: set[int] = set()
+    out = {}
+    for name, tensor in model.state_dict().items():
+        key = tensor.data_ptr()
+        if key in seen:
+            continue
+        seen.add(key)
+        out[name] = tensor
+    return out
+
+
+def save_tensors(tensors: dict[str, torch.Tensor], path: Path) -> None:
+    save_file({k: v.detach().contiguous() for k, v in tensors.items()}, str(path))
+
+
+def load_tensors(path: Path) -> dict[str, torch.Tensor]:
+    if not path.is_file():
+        raise GmlmError(f"{path}: missing; the checkpoint is incomplete")
+    try:
+        return load_file(str(path))
+    except (SafetensorError, OSError, ValueError) as err:
+        raise GmlmError(f"{path}: corrupt or truncated safetensors file ({err})") from None
+
+
+def load_json(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise GmlmError(f"{path}: missing; the checkpoint is incomplete")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise GmlmError(f"{path}: corrupt JSON ({err})") from None
+    if not isinstance(data, dict):
+        raise GmlmError(f"{path}: corrupt checkpoint metadata")
+    return data
+
+
+def load_weights(model: nn.Module, path: Path) -> None:
+    """Load `path`/model.safetensors into `model`, with errors that name the mismatch."""
+    file = path / MODEL_FILE
+    tensors = load_tensors(file)
+    own = model.state_dict()
+    shapes = {k: tuple(v.shape) for k, v in own.items()}
+    mismatched = [
+        f"{k}: checkpoint {tuple(v.shape)} vs model {shapes[k]}"
+        for k, v in tensors.items()
+        if k in shapes and tuple(v.shape) != shapes[k]
+    ]
+    if mismatched:
+        raise GmlmError(f"{file}: weights do not fit the model shape: " + "; ".join(mismatched[:5]))
+    # A diverged run can save NaN weights; they would decode to garbage without any error.
+    broken = [k for k, v in tensors.items() if v.is_floating_point() and not v.isfinite().all()]
+    if broken:
+        raise GmlmError(
+            f"{file}: {len(broken)} weight tensor(s) hold NaN or infinite values "
+            f"({', '.join(sorted(broken)[:5])}{', ...' if len(broken) > 5 else ''}) and are "
+            "unusable (did training diverge?): use an earlier checkpoint, or train again with "
+            "a lower optim.lr"
+        )
+    try:
+        missing, unexpected = load_model(model, str(file), strict=False)
+    except (SafetensorError, OSError, RuntimeError) as err:
+        raise GmlmError(f"{file}: cannot load weights ({err})") from None
+    if unexpected or [m for m in missing if m not in _tied_aliases(model)]:
+        raise GmlmError(
+            f"{file}: weights do not match the model: missing {sorted(missing)[:5]}, "
+            f"unexpected {sorted(unexpected)[:5]}"
+        )
+
+
+def _tied_aliases(model: nn.Module) -> set[str]:
+    names = list(model.state_dict())
+    return set(names) - set(_unique_state(model))
