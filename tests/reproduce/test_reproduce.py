@@ -11,6 +11,7 @@ import yaml
 
 import gmlm
 from gmlm.analysis.results import CalibrationResult
+from gmlm.bench.settings import BenchSettings
 from gmlm.config import ConfigError, to_dict
 from gmlm.decoding.options import parse_variant
 from gmlm.errors import GmlmError
@@ -566,13 +567,34 @@ def test_the_bench_stage_passes_ctranslate2_on(tmp_path, monkeypatch, wanted):
 
     seen: dict[str, object] = {}
 
-    def fake_bench(**kwargs):
-        seen.update(kwargs)
+    def fake_bench(*args, **kwargs):
+        seen.update(settings=args[3], **kwargs)
         return SimpleNamespace(systems=("a", "b"))
 
     monkeypatch.setattr("gmlm.bench.run_bench", fake_bench)
     cfg = load_reproduce_config("multi30k" if wanted else "smoke")
     summary = stages.bench(stages.Context(cfg, tmp_path, False, lambda _m: None))
-    assert summary == {"systems": 2} and seen["ctranslate2"] is wanted
+    settings = seen["settings"]
+    assert isinstance(settings, BenchSettings)
+    assert summary == {"systems": 2} and settings.ctranslate2 is wanted
     if wanted:  # the parity preset times as `make speed` does, with bf16 too
-        assert seen["precisions"] == ["fp32", "bf16", "int8"] and seen["sentences"] == 200
+        assert settings.precisions == ("fp32", "bf16", "int8") and settings.sentences == 200
+
+
+@pytest.mark.parametrize(
+    ("name", "warmup", "precisions"),
+    [
+        ("bible-tiny", 3, ("fp32", "bf16")),
+        ("laptop", 10, ("fp32", "bf16")),
+        ("paper", 10, ("fp32", "bf16")),
+        ("multi30k", 10, ("fp32", "bf16", "int8")),
+        ("smoke", 2, ("fp32",)),
+    ],
+)
+def test_the_bench_stage_is_the_bench_settings_each_preset_times_with(name, warmup, precisions):
+    """The stage is `gmlm bench`'s settings (one default each: a warm-up of 5 and every
+    precision); the presets that time with another warm-up or fewer precisions say so."""
+    bench = load_reproduce_config(name).bench
+    assert isinstance(bench, BenchSettings)
+    assert (bench.warmup, bench.precisions) == (warmup, precisions)
+    assert (BenchSettings().warmup, BenchSettings().precisions) == (5, ("fp32", "bf16", "int8"))

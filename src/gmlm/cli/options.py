@@ -1,18 +1,23 @@
-"""Command-line flags derived from the decoding options dataclasses.
+"""Command-line flags derived from the settings dataclasses of the commands.
 
-Every field of :class:`~gmlm.decoding.options.SearchOptions` and
-:class:`~gmlm.decoding.options.RefinementOptions` documents itself (``metadata=doc(...)``);
-this module turns the fields into argparse flags: ``--field-name`` (or the field's own
-``flag``), the type from the annotation (int, float, Literal choices, tuple[int, ...] as a
-comma-separated list, bool as a switch that sets the opposite of the default) checked against
-the field's declared range as it is parsed, and the help with the real default read from the
-dataclass. :func:`setting_type` gives the same `type` for a flag written by hand from any
-settings dataclass's field (`gmlm theory`). A field without that metadata is an error
-when the parser is built, so no setting can be added without reaching the command line (or
-saying, with ``cli=False``, why it does not).
+Every field of a command's settings (the decoding options
+:class:`~gmlm.decoding.options.SearchOptions` and :class:`~gmlm.decoding.options.RefinementOptions`,
+:class:`~gmlm.bench.settings.BenchSettings`, :class:`~gmlm.serve.settings.ServeSettings`, ...)
+documents itself (``metadata=doc(...)``); this module turns the fields into argparse flags:
+``--field-name`` (or the field's own ``flag``), the type from the annotation (int, float,
+Literal choices, tuple[int, ...] as a comma-separated list, a tuple of Literal values as
+comma-separated choices, a Path, bool as a switch that sets the opposite of the default), a
+number checked against the field's declared range as it is parsed, and the help with the real
+default read from the dataclass. :func:`setting_type` gives the same `type` for a flag written
+by hand from any settings dataclass's field. A field without that metadata is an error when
+the parser is built, so no setting can be added without reaching the command line (or saying,
+with ``cli=False``, why it does not).
 
 Every derived flag defaults to None (not given): :func:`option_overrides` collects the given
-ones as ``name=value`` overrides, and the options classes keep the defaults.
+ones as ``name=value`` overrides, and the options classes keep the defaults
+(:func:`settings_from_args` builds a command's settings object from them). :func:`to_argv` is
+the way back: the flags that reproduce a settings object, only those whose value is not the
+default (the report's command lines, :mod:`gmlm.reproduce.sections`).
 """
 
 from __future__ import annotations
@@ -22,10 +27,13 @@ import dataclasses
 import types
 import typing
 from collections.abc import Iterable, Mapping
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
-from gmlm.cli.flags import comma_list, number, show
+from gmlm.cli.flags import choice_list, comma_list, number, show
 from gmlm.config import Range, range_of
+
+T = TypeVar("T")
 
 
 def documented_fields(cls: type) -> list[dataclasses.Field[Any]]:
@@ -70,6 +78,10 @@ def argument_kwargs(cls: type, f: dataclasses.Field[Any]) -> dict[str, Any]:
         return {"choices": args}
     if tp is str:
         return {"type": str}
+    if tp is Path:
+        return {"type": Path}
+    if origin in (tuple, list) and args and typing.get_origin(args[0]) is typing.Literal:
+        return {"type": choice_list(typing.get_args(args[0]))}
     limits = range_of(f)
     if limits is None and (tp in (int, float) or origin in (tuple, list)):
         raise TypeError(
@@ -145,3 +157,41 @@ def option_overrides(args: argparse.Namespace, classes: Iterable[type]) -> dict[
     return {
         name: getattr(args, name) for name in sorted(names) if getattr(args, name, None) is not None
     }
+
+
+def settings_from_args(cls: type[T], args: argparse.Namespace) -> T:
+    """The settings object of `cls` that the command line asked for: its defaults, and the
+    derived flags (:func:`add_option_flags`) given."""
+    return cls(**option_overrides(args, [cls]))
+
+
+def to_argv(settings: Any) -> list[str]:
+    """The flags that give `settings` (a settings dataclass whose command-line fields are
+    derived by :func:`add_option_flags`) on the command line: one per field whose value is not
+    its default, in field order; parsing them gives `settings` back. A value that starts with
+    '-' is joined to its flag (``--length-offsets=-1,1``), which argparse would take for a
+    flag."""
+    argv = []
+    for f in cli_fields(type(settings)):
+        value = getattr(settings, f.name)
+        default = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
+        if value == default or (isinstance(value, (list, tuple)) and tuple(value) == default):
+            continue
+        flag = flag_of(f)
+        if isinstance(value, bool):
+            argv.append(flag)
+            continue
+        text = _spelled(value)
+        argv += [f"{flag}={text}"] if text.startswith("-") else [flag, text]
+    return argv
+
+
+def _spelled(value: Any) -> str:
+    """`value` as its flag reads it back: comma-separated items, a float in its shortest
+    form that reads back equal (0.5, 1, 1e-05)."""
+    if isinstance(value, (list, tuple)):
+        return ",".join(_spelled(v) for v in value)
+    if isinstance(value, float):
+        short = f"{value:g}"
+        return short if float(short) == value else repr(value)
+    return str(value)

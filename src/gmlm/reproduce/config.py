@@ -15,16 +15,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from gmlm.bench.settings import BenchSettings
 from gmlm.config import (
     BATCH_SIZE,
     LENGTH,
     PRESET_DIR,
     SEED,
     SENTENCES,
-    THREAD_COUNT,
     THREADS,
     VOCAB_SIZE,
-    WARMUP,
     ConfigError,
     bounds,
     field_range,
@@ -37,6 +36,7 @@ from gmlm.decoding.options import (
     MIN_GAIN,
     RefinementOptions,
     SearchOptions,
+    doc,
 )
 from gmlm.theory.settings import EstimationSettings, HittingSettings, VerifySettings
 
@@ -210,22 +210,13 @@ class EvaluateStage:
     bf16: bool = False  # quality numbers in fp32; the bench measures both precisions
 
 
-@dataclass
-class BenchStage:
-    """`gmlm bench` of every system; `ctranslate2`: also the AR model run by CTranslate2 (the
-    optional extra gmlm[ctranslate2], checked when the run starts, not after its training)."""
+@dataclass(frozen=True)
+class BenchStage(BenchSettings):
+    """`gmlm bench` of every system: the command's settings (:class:`BenchSettings`, the same
+    keys and defaults); `ctranslate2` is checked when the run starts, not after its training
+    (the optional extra gmlm[ctranslate2])."""
 
-    enabled: bool = True
-    split: str = "test"
-    sentences: int = field(default=100, metadata=bounds(SENTENCES))
-    batch_sizes: list[int] = field(default_factory=lambda: [1, 8, 64], metadata=BATCH)
-    precisions: list[str] = field(default_factory=lambda: ["fp32", "bf16"])
-    warmup: int = field(default=10, metadata=bounds(WARMUP))
-    threads: int = field(default=2, metadata=bounds(THREAD_COUNT))
-    # PaDIR systems timed
-    padir_steps: list[int] = field(default_factory=lambda: [1, 2, 4, 10], metadata=STEPS)
-    length_beams: list[int] = field(default_factory=lambda: [1, 5], metadata=LENGTH_BEAM)
-    ctranslate2: bool = False
+    enabled: bool = field(default=True, metadata=doc("run the stage", cli=False))
 
 
 @dataclass

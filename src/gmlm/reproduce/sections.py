@@ -9,7 +9,7 @@ A section whose results are missing is left out. Figures are drawn elsewhere
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from gmlm.analysis.results import (
     LengthResult,
 )
 from gmlm.bench.result import BenchResult, BenchRow, speedup
+from gmlm.cli.options import to_argv
 from gmlm.evaluation.results import EvaluationScores
 from gmlm.reproduce.config import (
     STAGES,
@@ -681,13 +682,14 @@ def commands_section(cfg: ReproduceConfig, out: Path) -> list[str]:
         ),
         translate,
         f"gmlm evaluate --hyp hyp.txt --ref {reference}",
-        f"gmlm bench --ar {ar} --padir {padir} "
-        + (f"--teacher {teacher} " if cfg.distill.enabled else "")
-        + (f"--ar1 {ar1} " if cfg.ar1.enabled else "")
-        + f"--data {out}/data --sentences {cfg.bench.sentences} --warmup {cfg.bench.warmup} "
-        f"--threads {cfg.bench.threads} --precision {','.join(cfg.bench.precisions)} "
-        f"--batch-sizes {','.join(str(b) for b in cfg.bench.batch_sizes)} "
-        f"--steps {_ints(cfg.bench.padir_steps)} --length-beams {_ints(cfg.bench.length_beams)}",
+        _command(
+            "gmlm bench",
+            {"--ar": ar, "--padir": padir}
+            | ({"--teacher": teacher} if cfg.distill.enabled else {})
+            | ({"--ar1": ar1} if cfg.ar1.enabled else {})
+            | {"--data": f"{out}/data"},
+            cfg.bench,
+        ),
         *(
             [
                 f"gmlm analyze attention --checkpoint {padir} --data {out}/data --split {a.split}"
@@ -711,6 +713,13 @@ def commands_section(cfg: ReproduceConfig, out: Path) -> list[str]:
         "```",
         "",
     ]
+
+
+def _command(name: str, paths: Mapping[str, object], settings: Any) -> str:
+    """The command line `name` with the flags of `paths` (flag -> path), then those of the
+    command's `settings` that are not its defaults (:func:`gmlm.cli.options.to_argv`)."""
+    words = [name, *(word for flag, path in paths.items() for word in (flag, str(path)))]
+    return " ".join(words + [shlex.quote(word) for word in to_argv(settings)])
 
 
 def _ints(values: Sequence[int]) -> str:
