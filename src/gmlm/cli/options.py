@@ -111,13 +111,16 @@ def add_option_flags(
     classes: Mapping[str, type],
     *,
     exclude: Iterable[str] = (),
+    defaults: Mapping[str, Any] | None = None,
 ) -> None:
     """Add a flag for every command-line field of the options classes, keyed by who they
     serve (e.g. {"autoregressive checkpoints": SearchOptions, "PaDIR checkpoints":
     RefinementOptions}): a field of one class goes to an argument group of that title (of
     the parser itself when there is one class), a field several classes share to the parser,
     with each class's default. Fields named in `exclude` are left out (a command that sets
-    them another way)."""
+    them another way). `defaults` (field name -> value) are the command's own defaults where
+    they are not the class's (Figure 2's coupling): the help shows them, and
+    :func:`settings_from_args` must be given the same."""
     skip = set(exclude)
     owners: dict[str, list[str]] = {}
     for title, cls in classes.items():
@@ -129,10 +132,15 @@ def add_option_flags(
             shared = len(owners[f.name]) > 1
             if f.name in skip or (shared and owners[f.name][0] != title):
                 continue
-            _add_flag(parser if shared else group, f, [(t, classes[t]) for t in owners[f.name]])
+            owned = [(t, classes[t]) for t in owners[f.name]]
+            _add_flag(
+                parser if shared else group, f, owned, (defaults or {}).get(f.name, f.default)
+            )
 
 
-def _add_flag(target: Any, f: dataclasses.Field[Any], owners: list[tuple[str, type]]) -> None:
+def _add_flag(
+    target: Any, f: dataclasses.Field[Any], owners: list[tuple[str, type]], default: Any
+) -> None:
     """One field's flag; `owners` are the (title, class) pairs that have the field, whose
     help texts must agree (one declaration)."""
     fields = {title: {g.name: g for g in documented_fields(cls)}[f.name] for title, cls in owners}
@@ -144,10 +152,12 @@ def _add_flag(target: Any, f: dataclasses.Field[Any], owners: list[tuple[str, ty
     text = str(f.metadata["help"])
     if kwargs.get("action") != "store_const":  # a switch's help says what it changes
         if len(fields) == 1:
-            text += f" (default: {show(f.default)})"
+            text += f" (default: {show(default)})"
         else:
             defaults = ", ".join(f"{show(g.default)} for {t}" for t, g in fields.items())
             text += f" (default: {defaults})"
+    if f.metadata.get("flag") and "choices" not in kwargs and "action" not in kwargs:
+        kwargs["metavar"] = flag_of(f).removeprefix("--").replace("-", "_").upper()
     target.add_argument(flag_of(f), dest=f.name, default=None, help=text, **kwargs)
 
 
@@ -159,10 +169,13 @@ def option_overrides(args: argparse.Namespace, classes: Iterable[type]) -> dict[
     }
 
 
-def settings_from_args(cls: type[T], args: argparse.Namespace) -> T:
-    """The settings object of `cls` that the command line asked for: its defaults, and the
-    derived flags (:func:`add_option_flags`) given."""
-    return cls(**option_overrides(args, [cls]))
+def settings_from_args(
+    cls: type[T], args: argparse.Namespace, defaults: Mapping[str, Any] | None = None
+) -> T:
+    """The settings object of `cls` that the command line asked for: its defaults (and the
+    command's own `defaults`, as given to :func:`add_option_flags`), and the derived flags
+    given."""
+    return cls(**{**(defaults or {}), **option_overrides(args, [cls])})
 
 
 def to_argv(settings: Any) -> list[str]:

@@ -80,6 +80,7 @@ def theory(ctx: Context) -> dict[str, Any]:
         hitting_figure,
         write_figure,
     )
+    from gmlm.theory.settings import FIGURE_COUPLINGS
     from gmlm.theory.verify import VerifySettings, run_verify
 
     t = ctx.cfg.theory
@@ -94,7 +95,7 @@ def theory(ctx: Context) -> dict[str, Any]:
     if not report.passed:
         raise GmlmError(f"theory verify failed; see {out / 'verify.json'}")
     seconds = {"verify": report.seconds}
-    for name, coupling in (("figure1", 0.05), ("figure2", 0.3)):
+    for name, coupling in FIGURE_COUPLINGS.items():
         result = estimation_figure(
             EstimationSettings(
                 coupling=coupling,
