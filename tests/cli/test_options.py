@@ -24,8 +24,10 @@ from gmlm.cli.options import (
 from gmlm.config import range_of
 from gmlm.decoding.options import RefinementOptions, SearchOptions
 from gmlm.reproduce.config import BenchStage
+from gmlm.serve.loadtest import LoadSettings
 from gmlm.serve.settings import ServeSettings
 from gmlm.theory import settings as theory
+from gmlm.training.throughput_settings import ThroughputSettings
 
 # Every settings class a command derives its flags from.
 SETTINGS: tuple[type, ...] = (
@@ -33,6 +35,8 @@ SETTINGS: tuple[type, ...] = (
     RefinementOptions,
     BenchSettings,
     ServeSettings,
+    LoadSettings,
+    ThroughputSettings,
     theory.VerifySettings,
     theory.EstimationSettings,
     theory.HittingSettings,
@@ -62,8 +66,6 @@ HAND_WRITTEN = {
     },
     "data prepare": {"--max-len", "--threads", "--vocab-size"},
     "distill": {"--beam", "--chunk-sentences", "--threads"},
-    "loadtest": {"--duration", "--lines", "--p99-limit-ms", "--rates", "--timeout", "--warmup"},
-    "throughput": {"--steps", "--warmup"},
 }
 
 
@@ -115,6 +117,8 @@ def test_the_converted_commands_take_their_settings_from_the_class() -> None:
     for command, classes in {
         "bench": (BenchSettings, RefinementOptions),
         "serve": (ServeSettings,),
+        "loadtest": (LoadSettings,),
+        "throughput": (ThroughputSettings,),
         "theory verify": (theory.VerifySettings,),
         "theory figure1": (theory.EstimationSettings,),
         "theory figure2": (theory.EstimationSettings,),

@@ -137,8 +137,10 @@ def test_train_precision_fastest_follows_the_measured_speedup(
 
     timed = []
 
-    def fake_measure(cfg, steps, warmup, precisions):
-        timed.append((cfg.kind, cfg.model.n_decoder_layers, cfg.out, steps, tuple(precisions)))
+    def fake_measure(cfg, settings):
+        timed.append(
+            (cfg.kind, cfg.model.n_decoder_layers, cfg.out, settings.steps, settings.precisions)
+        )
         return throughput.ThroughputReport({"cpu": "c", "threads": 1}, {}, speedup, {})
 
     monkeypatch.setattr(throughput, "measure_throughput", fake_measure)

@@ -231,11 +231,11 @@ def fastest_precision(ctx: Context, name: str, cfg: TrainConfig) -> Literal["fp3
     (`gmlm throughput` on the stage's own config and data)."""
     from gmlm.provenance import cpu_model, torch_threads
     from gmlm.training.throughput import measure_throughput
+    from gmlm.training.throughput_settings import ThroughputSettings
 
     ctx.log(f"  train_precision=fastest: timing fp32 and bf16 steps of the {name} model")
-    report = measure_throughput(
-        copy.deepcopy(cfg), steps=FASTEST_STEPS, warmup=1, precisions=("fp32", "bf16")
-    )
+    timed = ThroughputSettings(steps=FASTEST_STEPS, warmup=1, precisions=("fp32", "bf16"))
+    report = measure_throughput(copy.deepcopy(cfg), timed)
     speedup = report.speedup_median
     assert speedup is not None  # both precisions were timed
     choice: Literal["fp32", "bf16"] = "bf16" if speedup >= FASTEST_MARGIN else "fp32"
