@@ -58,5 +58,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name not in _HOMES:
-        raise AttributeError(f"module 'gmlm.bench' has no attribute {name!r}")
-    return getattr(importlib.import_module(_HOMES[name]), name)
+        raise AttributeError(f"module 'gmlm.bench' has no attribute '{name}'")
+    value = getattr(importlib.import_module(_HOMES[name]), name)
+    globals()[name] = value
+    return value
