@@ -87,7 +87,7 @@ def test_presets_resolve(name):
     assert cfg.ablation.enabled == name.startswith("multi30k")
     assert cfg.ablation.split == "valid" and all(map(parse_variant, cfg.ablation.variants))
     if name == "multi30k":  # the length analysis as the laptop run's, for comparison
-        assert cfg.length.enabled and cfg.length.length_weights == [0.0, 0.5, 1.0]
+        assert cfg.length.enabled and cfg.length.length_weights == (0.0, 0.5, 1.0)
 
 
 def test_the_en_de_preset_is_the_multi30k_recipe_in_the_other_direction():
@@ -466,7 +466,7 @@ def test_whole_pipeline_on_a_synthetic_corpus(corpus, tmp_path):
     )
     assert "| selection=sum | " in report.split("## Decoding ablation")[1].split("\n## ")[0]
     assert f"gmlm analyze ablation --checkpoint {out}/padir/best --data {out}/data " in commands
-    assert "--sentences 8 --batch-size 64 --variant selection=sum" in commands
+    assert "--sentences 8 --variant selection=sum" in commands  # the command's batch size
     # The calibration: a grid per student on the validation sentences, each choice in its
     # checkpoint's decoding.json and in the report.
     calibration = CalibrationResult.read(out / "calibrate" / "calibrate.json")
@@ -483,7 +483,8 @@ def test_whole_pipeline_on_a_synthetic_corpus(corpus, tmp_path):
     assert StageRecord.read(out / "stages" / "calibrate.json").summary == {
         run: {m.setting: m.chosen} for run, m in calibration.models.items()
     }
-    assert f"gmlm analyze calibrate --checkpoint {out}/padir/best --data {out}/data " in commands
+    padir_line = f"gmlm analyze calibrate --checkpoint {out}/padir/best --data {out}/data "
+    assert padir_line + "--sentences 8 --min-gain 0 --values=0,1\n" in commands
     assert ablation["settings"]["decoding"]["length_shift"] == calibration.models["padir"].chosen
     assert (out / "theory" / "figure3.png").is_file()
     theory = report.split("## Theory")[1].split("\n## ")[0]

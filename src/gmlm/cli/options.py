@@ -80,6 +80,8 @@ def argument_kwargs(cls: type, f: dataclasses.Field[Any]) -> dict[str, Any]:
         return {"type": str}
     if tp is Path:
         return {"type": Path}
+    if origin in (tuple, list) and args and args[0] is str:  # a flag given once per item
+        return {"action": "append", "type": str}
     if origin in (tuple, list) and args and typing.get_origin(args[0]) is typing.Literal:
         return {"type": choice_list(typing.get_args(args[0]))}
     limits = range_of(f)
@@ -150,7 +152,9 @@ def _add_flag(
         raise TypeError(f"{f.name}: {names} document it differently; share one help text")
     kwargs = argument_kwargs(owners[0][1], f)
     text = str(f.metadata["help"])
-    if kwargs.get("action") != "store_const":  # a switch's help says what it changes
+    if kwargs.get("action") == "append":
+        text += f" (default: {'; '.join(default)})"
+    elif kwargs.get("action") != "store_const":  # a switch's help says what it changes
         if len(fields) == 1:
             text += f" (default: {show(default)})"
         else:
@@ -162,10 +166,14 @@ def _add_flag(
 
 
 def option_overrides(args: argparse.Namespace, classes: Iterable[type]) -> dict[str, Any]:
-    """The derived flags given on the command line, as field name -> value."""
+    """The derived flags given on the command line, as field name -> value (the items of a
+    repeated flag as a tuple)."""
     names = {f.name for cls in classes for f in cli_fields(cls)}
+    given = {name: getattr(args, name, None) for name in sorted(names)}
     return {
-        name: getattr(args, name) for name in sorted(names) if getattr(args, name, None) is not None
+        name: tuple(value) if isinstance(value, list) else value
+        for name, value in given.items()
+        if value is not None
     }
 
 
@@ -184,18 +192,32 @@ def to_argv(settings: Any) -> list[str]:
     its default, in field order; parsing them gives `settings` back. A value that starts with
     '-' is joined to its flag (``--length-offsets=-1,1``), which argparse would take for a
     flag."""
-    argv = []
+    changed = {}
     for f in cli_fields(type(settings)):
         value = getattr(settings, f.name)
         default = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
-        if value == default or (isinstance(value, (list, tuple)) and tuple(value) == default):
-            continue
+        if not (value == default or (isinstance(value, list) and tuple(value) == default)):
+            changed[f.name] = value
+    return flags_of(type(settings), changed)
+
+
+def flags_of(cls: type, values: Mapping[str, Any]) -> list[str]:
+    """The flags that give the fields of `cls` the `values` (field name -> value), whatever
+    their defaults: a switch by its flag, a list of strings by its flag once per item, any
+    other value joined to its flag where it starts with '-'."""
+    fields = {f.name: f for f in cli_fields(cls)}
+    hints = typing.get_type_hints(cls)
+    argv = []
+    for name, value in values.items():
+        f, tp = fields[name], hints[name]
         flag = flag_of(f)
         if isinstance(value, bool):
-            argv.append(flag)
-            continue
-        text = _spelled(value)
-        argv += [f"{flag}={text}"] if text.startswith("-") else [flag, text]
+            argv += [flag] if value != f.default else []
+        elif typing.get_origin(tp) in (tuple, list) and typing.get_args(tp)[:1] == (str,):
+            argv += [word for item in value for word in (flag, item)]
+        else:
+            text = _spelled(value)
+            argv += [f"{flag}={text}"] if text.startswith("-") else [flag, text]
     return argv
 
 

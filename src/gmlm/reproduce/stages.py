@@ -611,6 +611,7 @@ def attention(ctx: Context) -> dict[str, Any]:
         ctx.data_dir,
         a.split,
         sentences=a.sentences or None,
+        batch_size=a.batch_size,
         steps=a.steps,
         length_beam=a.length_beam,
         stutter_remask=a.stutter_remask,
