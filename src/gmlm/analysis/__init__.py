@@ -10,8 +10,9 @@ line's and the reproduce stages') loads no torch.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from gmlm.lazy import lazy_names
 
 if TYPE_CHECKING:
     from gmlm.analysis.attention import (
@@ -59,9 +60,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _HOMES:
-        raise AttributeError(f"module 'gmlm.analysis' has no attribute '{name}'")
-    value = getattr(importlib.import_module(_HOMES[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _HOMES)

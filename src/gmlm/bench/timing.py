@@ -5,8 +5,9 @@ A CTranslate2 system is timed inside its worker process (the pipe is not counted
 
 from __future__ import annotations
 
+import contextlib
 import gc
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -75,9 +76,7 @@ def measure_latency(
             )
             _translate_text(system, texts[i], lines[i], precision)
         tick()
-    gc.collect()
-    gc.disable()
-    try:
+    with garbage_collector_off():
         for i, text in enumerate(texts):
             for system in rotated(systems, i):
                 source = [ids[system.model][i]]
@@ -99,13 +98,23 @@ def measure_latency(
                 e2e[system.name].append(clock() - start)
                 translations[system.name].append(translation[0])
             tick()
-    finally:
-        gc.enable()
     return Latencies(model, e2e, tokens, translations)
 
 
 def _translate_text(system: System, text: str, line: int, precision: Precision) -> list[str]:
     return system.translator.translate([text], system.options, precision=precision, lines=[line])
+
+
+@contextlib.contextmanager
+def garbage_collector_off() -> Iterator[None]:
+    """A timed pass: the garbage collector collects first and then stays off until it ends,
+    so that no collection lands inside a timing."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def measure_throughput(
@@ -124,9 +133,7 @@ def measure_throughput(
     order = sorted(range(count), key=lambda i: -len(ids["padir"][i]))
     seconds = {s.name: 0.0 for s in systems}
     tokens = {s.name: 0 for s in systems}
-    gc.collect()
-    gc.disable()
-    try:
+    with garbage_collector_off():
         for j, start_row in enumerate(range(0, count, batch_size)):
             rows = order[start_row : start_row + batch_size]
             for system in rotated(systems, j):
@@ -147,8 +154,6 @@ def measure_throughput(
                 seconds[system.name] += clock() - start
                 tokens[system.name] += sum(len(o) for o in out)
             tick()
-    finally:
-        gc.enable()
     return {name: rates(count, tokens[name], seconds[name]) for name in seconds}
 
 
