@@ -646,7 +646,8 @@ def commands_section(cfg: ReproduceConfig, out: Path) -> list[str]:
         "```",
         f"gmlm data prepare --corpus {cfg.data.corpus} --vocab-size {cfg.data.vocab_size} "
         f"--max-len {cfg.data.max_len} --out {out}/data"
-        + (f" --tokenizer {cfg.data.tokenizer}" if cfg.data.tokenizer else ""),
+        + (f" --tokenizer {cfg.data.tokenizer}" if cfg.data.tokenizer else "")
+        + "".join(f" {shlex.quote(o)}" for o in cfg.data.overrides),
         *(
             [
                 f"gmlm train --config {cfg.teacher.preset} data={out}/data out={out}/teacher "
