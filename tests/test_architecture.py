@@ -422,7 +422,8 @@ def test_analyze_offers_the_padir_settings_of_gmlm_translate() -> None:
     """Both analyses decode as `gmlm translate` does, with the same flags, except where the
     analysis sets a field itself (length: --length-weights) or ignores it (attention: the
     final filters never touch the raw hypotheses analysed)."""
-    from gmlm.decoding.options import RefinementOptions, cli_fields
+    from gmlm.decoding.options import RefinementOptions
+    from gmlm.settings import cli_fields
 
     padir = {f.name for f in cli_fields(RefinementOptions)}
     decoding = {"attention": padir - {"drop_unchanged_initial", "dedup_final"}}

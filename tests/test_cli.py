@@ -135,8 +135,13 @@ def test_every_precision_flag_offers_the_same_choices():
         shown = [a for a in subcommand(*names)._actions if a.help != argparse.SUPPRESS]
         (action,) = (a for a in shown if a.dest == "precision")
         assert tuple(action.choices) == choices, names
+    from gmlm.bench.settings import BenchSettings
+    from gmlm.cli.options import settings_from_args
+
     args = build_parser().parse_args(["bench", "--ar", "a", "--padir", "p", *DATA])
-    assert tuple(args.precision) == PRECISIONS
+    assert settings_from_args(BenchSettings, args).precisions == PRECISIONS
+    args = build_parser().parse_args(["bench", "--precision", "int8,fp32", *DATA])
+    assert settings_from_args(BenchSettings, args).precisions == ("int8", "fp32")
 
 
 def test_output_flags_follow_the_vocabulary():
@@ -163,11 +168,13 @@ def test_output_flags_follow_the_vocabulary():
 
 
 def test_shared_list_parsers():
-    from gmlm.cli.flags import float_list, int_list, precision_list
+    from gmlm.cli.flags import choice_list, float_list, int_list
     from gmlm.config import Range
+    from gmlm.decoding.options import PRECISIONS
 
     ints, floats = int_list(Range(ge=1)), float_list(Range(ge=0, lt=1))
     assert ints("1, 8,,64") == (1, 8, 64) and floats("0,.5") == (0.0, 0.5)
+    precision_list = choice_list(PRECISIONS)
     assert precision_list("bf16,fp32") == ("bf16", "fp32")
     for parse, text, message in (
         (ints, "1,x", "'1,x': expected comma-separated integers, e.g. 1,8,64"),

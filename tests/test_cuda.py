@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import gmlm
-from gmlm.bench import run_bench
+from gmlm.bench import BenchSettings, run_bench
 from gmlm.data.binarized import load_dataset
 from gmlm.training.config import load_train_config
 from gmlm.training.trainer import Trainer
@@ -99,11 +99,13 @@ def test_bench_with_cuda_graphs(word_task_data: Path, tmp_path: Path) -> None:
         ar,
         padir,
         word_task_data,
-        sentences=3,
-        precisions=("fp32", "bf16"),
-        batch_sizes=(1,),
-        steps=(4,),
-        length_beams=(5,),
+        BenchSettings(
+            sentences=3,
+            precisions=("fp32", "bf16"),
+            batch_sizes=(1,),
+            padir_steps=(4,),
+            length_beams=(5,),
+        ),
         device="cuda",
         cuda_graphs=True,
     )

@@ -13,15 +13,7 @@ import sacrebleu
 import torch
 
 from gmlm.bench import format_report, render_markdown, run_bench, speedups
-from gmlm.bench.latency import (
-    DEFAULT_SENTENCES,
-    DEFAULT_WARMUP,
-    SWEPT,
-    Latencies,
-    length_groups,
-    length_speedups,
-    percentiles,
-)
+from gmlm.bench.assembly import length_groups, length_speedups
 from gmlm.bench.plots import PLOT_FILES
 from gmlm.bench.result import (
     BenchResult,
@@ -32,7 +24,8 @@ from gmlm.bench.result import (
     Rates,
     Speedup,
 )
-from gmlm.cli import bench as bench_cli
+from gmlm.bench.settings import BenchSettings
+from gmlm.bench.timing import Latencies, percentiles
 from gmlm.cli.main import main
 from gmlm.data import load_dataset
 from gmlm.decoding import RefinementOptions
@@ -180,13 +173,15 @@ def test_each_row_scores_its_own_translations(
         checkpoints["ar"],
         checkpoints["padir"],
         word_task_data,
-        sentences=4,
-        warmup=0,
-        threads=1,
-        precisions=["fp32", "int8"],
-        batch_sizes=[1],
-        steps=[4],
-        length_beams=[1, 5],
+        BenchSettings(
+            sentences=4,
+            warmup=0,
+            threads=1,
+            precisions=["fp32", "int8"],
+            batch_sizes=[1],
+            padir_steps=[4],
+            length_beams=[1, 5],
+        ),
     )
     chosen = references[:4]
     for row in result.results:
@@ -340,13 +335,15 @@ def test_statistics_follow_from_known_durations(
         checkpoints["ar"],
         checkpoints["padir"],
         word_task_data,
-        sentences=3,
-        warmup=1,
-        threads=1,
-        precisions=["fp32"],
-        batch_sizes=[1, 2],
-        steps=[1, 4],
-        length_beams=[1, 5],
+        BenchSettings(
+            sentences=3,
+            warmup=1,
+            threads=1,
+            precisions=["fp32"],
+            batch_sizes=[1, 2],
+            padir_steps=[1, 4],
+            length_beams=[1, 5],
+        ),
         clock=clock,
     )
     systems = [f"padir T={t} B={b}" for t in (1, 4) for b in (1, 5)] + AR_SYSTEMS
@@ -413,15 +410,17 @@ def test_api_with_teacher_and_ar1_returns_the_result_and_renders_markdown(
         checkpoints["ar"],
         checkpoints["padir"],
         word_task_data,
+        BenchSettings(
+            sentences=2,
+            warmup=0,
+            threads=1,
+            precisions=["fp32"],
+            batch_sizes=[1],
+            padir_steps=[4],
+            length_beams=[5],
+        ),
         teacher=checkpoints["ar"],
         ar1=checkpoints["ar1"],
-        sentences=2,
-        warmup=0,
-        threads=1,
-        precisions=["fp32"],
-        batch_sizes=[1],
-        steps=[4],
-        length_beams=[5],
         json_out=json_file,
     )
     assert BenchResult.read(json_file) == result
@@ -476,13 +475,12 @@ def test_optional_ar_of_the_wrong_kind_and_bad_settings_are_errors(
             checkpoints["ar"], checkpoints["padir"], word_task_data, teacher=checkpoints["padir"]
         )
     with pytest.raises(GmlmError, match="precisions"):
-        run_bench(checkpoints["ar"], checkpoints["padir"], word_task_data, precisions=["fp16"])
-
-
-def test_cli_default_sentences_match_the_library() -> None:
-    assert bench_cli.DEFAULT_SENTENCES == DEFAULT_SENTENCES
-    assert bench_cli.DEFAULT_WARMUP == DEFAULT_WARMUP
-    assert bench_cli.SWEPT == SWEPT
+        run_bench(
+            checkpoints["ar"],
+            checkpoints["padir"],
+            word_task_data,
+            BenchSettings(precisions=["fp16"]),
+        )
 
 
 @pytest.mark.parametrize("flag", ["--output", "--markdown"])

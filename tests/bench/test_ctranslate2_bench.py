@@ -23,7 +23,7 @@ from tests.helpers.checkpoints import write_checkpoint
 
 pytest.importorskip("ctranslate2", reason="the optional extra gmlm[ctranslate2] is not installed")
 
-from gmlm.bench import run_bench
+from gmlm.bench import BenchSettings, run_bench
 from gmlm.export.ctranslate2 import Ct2Translator, export_ctranslate2
 from gmlm.export.ctranslate2_worker import Ct2Worker
 
@@ -137,8 +137,8 @@ def test_bench_refuses_ctranslate2_off_the_cpu(
             checkpoints["ar"],
             checkpoints["padir"],
             word_task_data,
+            BenchSettings(ctranslate2=True),
             device="cuda",
-            ctranslate2=True,
         )
 
 
@@ -150,7 +150,7 @@ def test_bench_converts_ar1_too(
 ) -> None:
     """With --ar1, the 1-layer-decoder AR gets CTranslate2 rows of its own, run on its own
     export (not --ar's)."""
-    from gmlm.bench import latency
+    from gmlm.bench import backends
 
     converted: list[Path] = []
 
@@ -160,20 +160,22 @@ def test_bench_converts_ar1_too(
 
     tokenizer = load_dataset(word_task_data).tokenizer
     ar1 = write_checkpoint(tmp_path / "ar1", "ar", tokenizer, seed=1, n_decoder_layers=1)
-    monkeypatch.setattr(latency, "export_ctranslate2", export)
+    monkeypatch.setattr(backends, "export_ctranslate2", export)
     result = run_bench(
         checkpoints["ar"],
         checkpoints["padir"],
         word_task_data,
+        BenchSettings(
+            sentences=2,
+            warmup=1,
+            threads=1,
+            precisions=("fp32",),
+            batch_sizes=(1,),
+            padir_steps=(1,),
+            length_beams=(1,),
+            ctranslate2=True,
+        ),
         ar1=ar1,
-        sentences=2,
-        warmup=1,
-        threads=1,
-        precisions=("fp32",),
-        batch_sizes=(1,),
-        steps=(1,),
-        length_beams=(1,),
-        ctranslate2=True,
     )
     assert converted == [checkpoints["ar"], ar1]
     assert result.systems[-4:] == (*CT2_SYSTEMS, "ar1 ct2 greedy", "ar1 ct2 beam5")
@@ -212,12 +214,12 @@ class FakeWorker:
 def test_the_faster_ctranslate2_backend_is_kept(
     checkpoints: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gmlm.bench import latency
+    from gmlm.bench import backends
 
-    monkeypatch.setattr(latency, "Ct2Worker", FakeWorker)
+    monkeypatch.setattr(backends, "Ct2Worker", FakeWorker)
     FakeWorker.made = []
     probes = {"ar": ([[5, 6, 7]] * 9, SearchOptions(beam=5))}
-    pairs, note = latency._start_ctranslate2({"ar": checkpoints["ar"]}, 1, ["fp32", "int8"], probes)
+    pairs, note = backends.start_ctranslate2({"ar": checkpoints["ar"]}, 1, ["fp32", "int8"], probes)
     kept = [worker for _, worker in pairs]
     assert [(w.precision, w.mkl) for w in kept] == [("fp32", False), ("int8", True)]
     assert all(w.closed != (w in kept) for w in FakeWorker.made) and len(FakeWorker.made) == 4
@@ -229,12 +231,12 @@ def test_the_faster_ctranslate2_backend_is_kept(
 def test_with_more_threads_the_ctranslate2_probe_also_tries_one(
     checkpoints: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gmlm.bench import latency
+    from gmlm.bench import backends
 
-    monkeypatch.setattr(latency, "Ct2Worker", FakeWorker)
+    monkeypatch.setattr(backends, "Ct2Worker", FakeWorker)
     FakeWorker.made = []
     probes = {"ar": ([[5, 6, 7]] * 9, SearchOptions(beam=5))}
-    pairs, note = latency._start_ctranslate2({"ar": checkpoints["ar"]}, 2, ["fp32", "int8"], probes)
+    pairs, note = backends.start_ctranslate2({"ar": checkpoints["ar"]}, 2, ["fp32", "int8"], probes)
     kept = [worker for _, worker in pairs]
     assert [(w.precision, w.mkl, w.threads) for w in kept] == [
         ("fp32", False, 2),

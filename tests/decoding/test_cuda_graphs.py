@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from gmlm.bench import run_bench
+from gmlm.bench import BenchSettings, run_bench
 from gmlm.cli.main import main
 from gmlm.data.tokenizer import Tokenizer
 from gmlm.decoding import RefinementOptions
@@ -92,7 +92,13 @@ def test_translator_and_bench_refuse_graphs_where_they_cannot_run(
     with pytest.raises(GmlmError, match="--device cuda"):
         Translator("padir", model, tokenizer, cuda_graphs=True)
     with pytest.raises(GmlmError, match="--batch-sizes 1"):
-        run_bench(tmp_path, tmp_path, tmp_path, cuda_graphs=True, batch_sizes=(1, 8))
+        run_bench(
+            tmp_path,
+            tmp_path,
+            tmp_path,
+            BenchSettings(batch_sizes=(1, 8)),
+            cuda_graphs=True,
+        )
 
 
 @pytest.mark.parametrize("kind", ["ar", "padir"])

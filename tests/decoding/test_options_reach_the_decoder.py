@@ -24,9 +24,9 @@ import pytest
 
 import gmlm
 from gmlm.cli.main import main
-from gmlm.cli.options import flag_of
 from gmlm.data.binarized import load_dataset
-from gmlm.decoding.options import OPTIONS, PRECISIONS, cli_fields
+from gmlm.decoding.options import OPTIONS, PRECISIONS
+from gmlm.settings import cli_fields, flag_of
 from gmlm.translation import translator as translator_module
 from gmlm.translation.precision import at_precision
 from gmlm.translation.translator import Translator

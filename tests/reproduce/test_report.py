@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import shlex
 import shutil
 from pathlib import Path
 
@@ -52,6 +53,27 @@ def render(tmp_path: Path) -> str:
 def test_report_of_a_fixed_run_matches_the_golden_file(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     assert render(tmp_path) == GOLDEN.read_text(encoding="utf-8")
+
+
+def test_every_stage_command_of_the_report_parses() -> None:
+    """The report's command lines (rendered from the stages' settings) are ones gmlm takes:
+    each parses with the real parser and gives the settings the stage used."""
+    from gmlm.bench.settings import BenchSettings
+    from gmlm.cli.main import build_parser
+    from gmlm.cli.options import settings_from_args
+
+    block = GOLDEN.read_text(encoding="utf-8").split("Each stage alone")[1].split("```")[1]
+    lines = [line.split(" > ")[0].split(" | ")[-1] for line in block.strip().splitlines()]
+    parsed = {}
+    for line in lines:
+        words = shlex.split(line)
+        assert words[0] == "gmlm", line
+        parsed[words[1]] = build_parser().parse_args(words[1:])
+    cfg = load_reproduce_config(str(FIXTURES / "run" / "reproduce.yaml"))
+    assert settings_from_args(BenchSettings, parsed["bench"]) == BenchSettings(
+        **{f.name: getattr(cfg.bench, f.name) for f in dataclasses.fields(BenchSettings)}
+    )
+    assert parsed["data"].overrides == list(cfg.data.overrides)
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ import yaml
 
 import gmlm
 from gmlm.analysis.results import CalibrationResult
+from gmlm.bench.settings import BenchSettings
 from gmlm.config import ConfigError, to_dict
 from gmlm.decoding.options import parse_variant
 from gmlm.errors import GmlmError
@@ -86,7 +87,7 @@ def test_presets_resolve(name):
     assert cfg.ablation.enabled == name.startswith("multi30k")
     assert cfg.ablation.split == "valid" and all(map(parse_variant, cfg.ablation.variants))
     if name == "multi30k":  # the length analysis as the laptop run's, for comparison
-        assert cfg.length.enabled and cfg.length.length_weights == [0.0, 0.5, 1.0]
+        assert cfg.length.enabled and cfg.length.length_weights == (0.0, 0.5, 1.0)
 
 
 def test_the_en_de_preset_is_the_multi30k_recipe_in_the_other_direction():
@@ -136,8 +137,10 @@ def test_train_precision_fastest_follows_the_measured_speedup(
 
     timed = []
 
-    def fake_measure(cfg, steps, warmup, precisions):
-        timed.append((cfg.kind, cfg.model.n_decoder_layers, cfg.out, steps, tuple(precisions)))
+    def fake_measure(cfg, settings):
+        timed.append(
+            (cfg.kind, cfg.model.n_decoder_layers, cfg.out, settings.steps, settings.precisions)
+        )
         return throughput.ThroughputReport({"cpu": "c", "threads": 1}, {}, speedup, {})
 
     monkeypatch.setattr(throughput, "measure_throughput", fake_measure)
@@ -463,7 +466,7 @@ def test_whole_pipeline_on_a_synthetic_corpus(corpus, tmp_path):
     )
     assert "| selection=sum | " in report.split("## Decoding ablation")[1].split("\n## ")[0]
     assert f"gmlm analyze ablation --checkpoint {out}/padir/best --data {out}/data " in commands
-    assert "--sentences 8 --batch-size 64 --variant selection=sum" in commands
+    assert "--sentences 8 --variant selection=sum" in commands  # the command's batch size
     # The calibration: a grid per student on the validation sentences, each choice in its
     # checkpoint's decoding.json and in the report.
     calibration = CalibrationResult.read(out / "calibrate" / "calibrate.json")
@@ -480,7 +483,8 @@ def test_whole_pipeline_on_a_synthetic_corpus(corpus, tmp_path):
     assert StageRecord.read(out / "stages" / "calibrate.json").summary == {
         run: {m.setting: m.chosen} for run, m in calibration.models.items()
     }
-    assert f"gmlm analyze calibrate --checkpoint {out}/padir/best --data {out}/data " in commands
+    padir_line = f"gmlm analyze calibrate --checkpoint {out}/padir/best --data {out}/data "
+    assert padir_line + "--sentences 8 --min-gain 0 --values=0,1\n" in commands
     assert ablation["settings"]["decoding"]["length_shift"] == calibration.models["padir"].chosen
     assert (out / "theory" / "figure3.png").is_file()
     theory = report.split("## Theory")[1].split("\n## ")[0]
@@ -566,13 +570,34 @@ def test_the_bench_stage_passes_ctranslate2_on(tmp_path, monkeypatch, wanted):
 
     seen: dict[str, object] = {}
 
-    def fake_bench(**kwargs):
-        seen.update(kwargs)
+    def fake_bench(*args, **kwargs):
+        seen.update(settings=args[3], **kwargs)
         return SimpleNamespace(systems=("a", "b"))
 
     monkeypatch.setattr("gmlm.bench.run_bench", fake_bench)
     cfg = load_reproduce_config("multi30k" if wanted else "smoke")
     summary = stages.bench(stages.Context(cfg, tmp_path, False, lambda _m: None))
-    assert summary == {"systems": 2} and seen["ctranslate2"] is wanted
+    settings = seen["settings"]
+    assert isinstance(settings, BenchSettings)
+    assert summary == {"systems": 2} and settings.ctranslate2 is wanted
     if wanted:  # the parity preset times as `make speed` does, with bf16 too
-        assert seen["precisions"] == ["fp32", "bf16", "int8"] and seen["sentences"] == 200
+        assert settings.precisions == ("fp32", "bf16", "int8") and settings.sentences == 200
+
+
+@pytest.mark.parametrize(
+    ("name", "warmup", "precisions"),
+    [
+        ("bible-tiny", 3, ("fp32", "bf16")),
+        ("laptop", 10, ("fp32", "bf16")),
+        ("paper", 10, ("fp32", "bf16")),
+        ("multi30k", 10, ("fp32", "bf16", "int8")),
+        ("smoke", 2, ("fp32",)),
+    ],
+)
+def test_the_bench_stage_is_the_bench_settings_each_preset_times_with(name, warmup, precisions):
+    """The stage is `gmlm bench`'s settings (one default each: a warm-up of 5 and every
+    precision); the presets that time with another warm-up or fewer precisions say so."""
+    bench = load_reproduce_config(name).bench
+    assert isinstance(bench, BenchSettings)
+    assert (bench.warmup, bench.precisions) == (warmup, precisions)
+    assert (BenchSettings().warmup, BenchSettings().precisions) == (5, ("fp32", "bf16", "int8"))

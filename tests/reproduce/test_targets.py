@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from gmlm.bench.latency import speedups
+from gmlm.bench.assembly import speedups
 from gmlm.bench.report import speedup_table
 from gmlm.bench.result import BenchResult, BenchRow, Percentiles
 from gmlm.evaluation.results import EvaluationScores

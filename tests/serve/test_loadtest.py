@@ -14,6 +14,7 @@ from gmlm.errors import GmlmError
 from gmlm.serve.load_report import markdown, plot
 from gmlm.serve.loadtest import (
     LoadResult,
+    LoadSettings,
     RatePoint,
     arrivals,
     capacity,
@@ -24,6 +25,8 @@ from gmlm.serve.loadtest import (
 )
 from gmlm.serve.settings import ServeSettings
 from tests.helpers.serving import GatedBackend, running
+
+SHORT = LoadSettings(rates=(1.0,), duration=0.1)
 
 
 def test_arrivals_are_a_seeded_poisson_process():
@@ -76,10 +79,10 @@ def test_a_short_run_against_a_real_server(tmp_path):
     backend = GatedBackend()
     settings = ServeSettings(max_queue_sentences=1, max_batch_sentences=1, max_wait_ms=0)
     with running(lambda: {"fake": backend}, settings) as url:
+        settings = LoadSettings(rates=(40.0, 2.0), duration=1.0, warmup=2, p99_limit_ms=5000.0)
         result = run_loadtest(
-            url, ["fake"], [40.0, 2.0], ["ein Hund", "eine Katze"], duration=1.0,
-            warmup=2, p99_limit_ms=5000.0, log=lambda _line: None,
-        )  # fmt: skip
+            url, ["fake"], ["ein Hund", "eine Katze"], settings, log=lambda _line: None
+        )
     fast, slow = result.points
     assert (fast.offered_rps, slow.offered_rps) == (40.0, 2.0)
     for p in result.points:
@@ -105,13 +108,14 @@ def test_refuses_unknown_models_and_bad_settings():
     backend = GatedBackend()
     with running(lambda: {"fake": backend}) as url:
         with pytest.raises(GmlmError, match="--model nope: not served; served: fake"):
-            run_loadtest(url, ["nope"], [1.0], ["a"], duration=0.1, log=lambda _l: None)
-        with pytest.raises(GmlmError, match=r"rates=0 must be in \(0, 10000\]"):
-            run_loadtest(url, ["fake"], [0.0], ["a"], duration=0.1, log=lambda _l: None)
+            run_loadtest(url, ["nope"], ["a"], SHORT, log=lambda _l: None)
+        with pytest.raises(GmlmError, match=r"rates\[0\]=0 must be in \(0, 10000\]"):
+            run_loadtest(url, ["fake"], ["a"], LoadSettings(rates=(0.0,)), log=lambda _l: None)
         with pytest.raises(GmlmError, match="more than 100000 requests"):
-            run_loadtest(url, ["fake"], [10_000.0], ["a"], duration=100, log=lambda _l: None)
+            many = LoadSettings(rates=(10_000.0,), duration=100)
+            run_loadtest(url, ["fake"], ["a"], many, log=lambda _l: None)
         with pytest.raises(GmlmError, match="no empty lines"):
-            run_loadtest(url, ["fake"], [1.0], ["a", ""], duration=0.1, log=lambda _l: None)
+            run_loadtest(url, ["fake"], ["a", ""], SHORT, log=lambda _l: None)
 
 
 def test_cli_starts_its_own_service_and_writes_every_output(tiny_models, tmp_path):

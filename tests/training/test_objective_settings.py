@@ -17,6 +17,7 @@ from gmlm.training.checkpoint import read_config
 from gmlm.training.config import load_train_config
 from gmlm.training.optim import build_optimizer
 from gmlm.training.throughput import measure_throughput
+from gmlm.training.throughput_settings import ThroughputSettings
 from gmlm.training.trainer import Trainer
 
 RECIPE = [
@@ -99,7 +100,7 @@ def test_the_length_loss_is_weighed_in_one_place(word_task_data: Path, tmp_path:
     assert set(weights) == {0.25}  # given the config's weight, always
 
     backpropagated.clear()
-    measure_throughput(cfg, steps=2, warmup=1, precisions=("fp32",))
+    measure_throughput(cfg, ThroughputSettings(steps=2, warmup=1, precisions=("fp32",)))
     assert len(backpropagated) == 3
 
 

@@ -29,6 +29,7 @@ from gmlm.training.config import OptimConfig, load_train_config
 from gmlm.training.objective import LossModule
 from gmlm.training.optim import lr_at
 from gmlm.training.throughput import ThroughputReport, measure_throughput, precision_verdict
+from gmlm.training.throughput_settings import ThroughputSettings
 from gmlm.training.trainer import Trainer
 from gmlm.training.validation import validation_pairs
 from tests.helpers.corpora import make_pairs, tiny_config, write_corpus, write_lines
@@ -483,7 +484,7 @@ def test_throughput_statistics_follow_from_known_step_times(word_task_data, monk
 
     monkeypatch.setattr(LossModule, "forward", timed)
     cfg = load_train_config("tiny-ar", [f"data={word_task_data}", "threads=1", "device=cpu"])
-    report = measure_throughput(cfg, steps=3, warmup=1, clock=lambda: now[0])
+    report = measure_throughput(cfg, ThroughputSettings(steps=3, warmup=1), clock=lambda: now[0])
     assert tokens["fp32"] == tokens["bf16"] and len(tokens["fp32"]) == 4  # the same batches
     timed_tokens = tokens["fp32"][1:]
     for name in ("fp32", "bf16"):
@@ -498,22 +499,22 @@ def test_throughput_statistics_follow_from_known_step_times(word_task_data, monk
 
 def test_throughput_of_one_precision(word_task_data, capsys):
     cfg = load_train_config("tiny-ar", [f"data={word_task_data}", "threads=1", "device=cpu"])
-    report = measure_throughput(cfg, steps=1, warmup=0, precisions=("fp32",))
+    report = measure_throughput(cfg, ThroughputSettings(1, 0, ("fp32",)))
     assert set(report.rates) == set(report.tokens_per_s) == {"fp32"}
     assert report.speedup_median is None
     assert precision_verdict(report) == (
         "bf16 against fp32 not measured (timed: fp32); precision=auto picks fp32 here"
     )
     with pytest.raises(GmlmError, match="give fp32 and/or bf16"):
-        measure_throughput(cfg, steps=1, warmup=0, precisions=("int8",))
+        measure_throughput(cfg, ThroughputSettings(1, 0, ("int8",)))  # type: ignore[arg-type]
     # Steps the timing cannot take (-2 timed and 2 warm-up steps collected no batch at all).
     for steps, warmup, message in ((-2, 2, "steps=-2"), (0, 2, "steps=0"), (1, -1, "warmup=-1")):
         with pytest.raises(GmlmError, match=f"^{message} must be between"):
-            measure_throughput(cfg, steps=steps, warmup=warmup, precisions=("fp32",))
+            measure_throughput(cfg, ThroughputSettings(steps, warmup, ("fp32",)))
     with pytest.raises(SystemExit) as exit_info:
         main(["throughput", "--precision", "int8", f"data={word_task_data}"])
     assert exit_info.value.code == 2
-    assert "choose fp32 and/or bf16" in capsys.readouterr().err
+    assert "choose from fp32, bf16" in capsys.readouterr().err
 
 
 def test_export_bf16_halves_the_size_and_translates(word_task_data, tmp_path):

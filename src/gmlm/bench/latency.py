@@ -1,9 +1,14 @@
 """Translation speed of PaDIR against autoregressive decoding, every system in one run.
 
-    from gmlm.bench import run_bench
+    from gmlm.bench import BenchSettings, run_bench
 
-    result = run_bench("runs/ar", "runs/padir", "runs/data", teacher="runs/teacher",
-                       ar1="runs/ar-1layer", json_out="bench.json")
+    result = run_bench("runs/ar", "runs/padir", "runs/data", BenchSettings(sentences=50),
+                       teacher="runs/teacher", ar1="runs/ar-1layer", json_out="bench.json")
+
+This module runs the benchmark; its parts are the settings (:mod:`gmlm.bench.settings`), the
+systems (:mod:`gmlm.bench.systems`), the timing harness (:mod:`gmlm.bench.timing`), the
+CTranslate2 workers and their backends (:mod:`gmlm.bench.backends`) and the result's assembly
+(:mod:`gmlm.bench.assembly`).
 
 Systems: PaDIR with T passes and B predicted lengths (T = 1, 2, 4, 10; B = 1, 5), and each
 AR checkpoint (``ar``; optionally ``teacher``, e.g. the AR teacher trained on the raw data
@@ -60,187 +65,49 @@ about 67, so whether PaDIR's lead grows with the length shows there more steadil
 
 from __future__ import annotations
 
-import gc
-import json
 import statistics
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
-import numpy as np
 import torch
 from tqdm import tqdm
 
 from gmlm import provenance
+from gmlm.bench.assembly import (
+    FAIRNESS,
+    bench_row,
+    bleu_note,
+    gpu_name,
+    graphs_note,
+    length_speedups,
+    speedups,
+)
+from gmlm.bench.backends import BACKEND_PROBE, ctranslate2_info, start_ctranslate2
 from gmlm.bench.result import (
-    GRAPHS_NOTE,
     BenchResult,
     BenchRow,
     CheckpointInfo,
-    Ctranslate2Info,
-    LengthGroup,
     LengthSpeedup,
-    Percentiles,
     Rates,
     SpeedSettings,
-    Speedup,
-    speedup,
 )
-from gmlm.config import BATCH_SIZE, SENTENCES, THREAD_COUNT, WARMUP
+from gmlm.bench.settings import SWEPT, BenchSettings
+from gmlm.bench.systems import System, ctranslate2_systems, load_role, make_systems, padir_note
+from gmlm.bench.timing import Clock, measure_latency, measure_throughput, rates
 from gmlm.data.binarized import load_dataset
 from gmlm.data.lengths import encode_inputs
-from gmlm.decoding.options import (
-    PRECISIONS,
-    DecodingOptions,
-    Precision,
-    RefinementOptions,
-    pruning_text,
-)
+from gmlm.decoding.options import Precision
 from gmlm.errors import GmlmError
 from gmlm.evaluation.bleu import corpus_scores
-from gmlm.export.ctranslate2 import COMPUTE_TYPES, export_ctranslate2
+from gmlm.export.ctranslate2 import COMPUTE_TYPES
 from gmlm.export.ctranslate2_worker import Ct2Worker
 from gmlm.translation.precision import check_precision
-from gmlm.translation.translator import Translator, load
-
-# Time per run: see `gmlm bench --help` (12.5 minutes measured for `make speed`'s 200
-# sentences, 8 systems per precision, fp32 and int8, on 2 idle cores).
-DEFAULT_SENTENCES = 100
-DEFAULT_WARMUP = 5
-DEFAULT_BATCH_SIZES = (1, 8, 64)
-DEFAULT_STEPS = (1, 2, 4, 10)
-DEFAULT_LENGTH_BEAMS = (1, 5)
-AR_BEAMS = (1, 5)
-# The speed-ups by source length: within this many shares of the timed sentences (thirds).
-LENGTH_GROUPS = 3
-# The optional AR models come after --ar, in this order, in the systems and tables.
-AR_ROLES = ("ar", "teacher", "ar1")
-CT2_NOTE = (
-    "the ar model (and ar1, when timed) converted to CTranslate2, decoded by gmlm's rules "
-    "(length limit, GNMT ranking; gmlm.export.ctranslate2), in fp32 and int8 (compute types "
-    "float32 and int8; no bf16 rows: CTranslate2 has no bf16 on a CPU), each model and "
-    "precision in a worker process of its own, because CTranslate2's OpenMP and torch's "
-    "fight over the cores in one process, with at most the torch thread count (see its "
-    "backend line); timed inside the worker (the pipe is not counted)"
-)
-FAIRNESS = (
-    "same sentences and one thread count for every torch system (CTranslate2 at most "
-    "that many, see its backend line); systems interleaved "
-    "sentence by sentence (latency, order rotating by one system per sentence) and batch by "
-    "batch (throughput); untimed warm-up per system and precision; garbage collector off "
-    "while timing; speed-up = AR statistic / PaDIR statistic from this one run"
-)
+from gmlm.translation.translator import Translator
 
 Log = Callable[[str], None]
-Clock = Callable[[], float]
-
-
-@dataclass(frozen=True)
-class System:
-    """One decoding setting of one checkpoint: `name` (e.g. "padir T=4 B=5"), `model` (the
-    role: "padir", "ar", "teacher" or "ar1") and its decoding options; `worker`: run by
-    CTranslate2 in that worker process instead of by `translator` (the same weights)."""
-
-    name: str
-    model: str
-    translator: Translator
-    options: DecodingOptions
-    worker: Ct2Worker | None = None
-
-    @property
-    def kind(self) -> str:
-        return self.translator.kind
-
-    def settings(self) -> dict[str, Any]:
-        """The decoding settings `Translator.translate` takes, as keyword arguments."""
-        if isinstance(self.options, RefinementOptions):
-            return {"steps": self.options.steps, "length_beam": self.options.length_beam}
-        return {"beam": self.options.beam}
-
-
-def percentiles(values: Sequence[float]) -> Percentiles:
-    """Median, p90, p99 and mean of `values` (seconds) in milliseconds, rounded to 0.001."""
-    array = np.asarray(values, dtype=np.float64) * 1000.0
-    p50, p90, p99 = np.percentile(array, [50, 90, 99])
-    return Percentiles(
-        p50_ms=round(float(p50), 3),
-        p90_ms=round(float(p90), 3),
-        p99_ms=round(float(p99), 3),
-        mean_ms=round(float(array.mean()), 3),
-    )
-
-
-def _load(
-    path: str | Path, role: str, kind: str, device: str, clock: Clock, cuda_graphs: bool = False
-) -> tuple[Translator, float]:
-    flag = f"--{role}"
-    start = clock()
-    translator = load(path, device=device, cuda_graphs=cuda_graphs)
-    seconds = clock() - start
-    if translator.kind != kind:
-        expected = "an autoregressive" if kind == "ar" else "a PaDIR"
-        raise GmlmError(
-            f"{flag} {path}: is a checkpoint of kind '{translator.kind}', but {flag} needs "
-            f"{expected} checkpoint (kind '{kind}')"
-        )
-    return translator, seconds
-
-
-# The PaDIR settings the bench sweeps, one system per value (steps=, length_beams=); the
-# command line's copy is gmlm.cli.bench.SWEPT (kept light: no torch there).
-SWEPT = ("steps", "length_beam")
-
-
-def make_systems(
-    translators: dict[str, Translator],
-    steps: Sequence[int] = DEFAULT_STEPS,
-    length_beams: Sequence[int] = DEFAULT_LENGTH_BEAMS,
-    padir_options: Mapping[str, Any] = MappingProxyType({}),
-) -> list[System]:
-    """PaDIR T x B settings (each with `padir_options`), then greedy and beam 5 of each AR
-    model present."""
-    systems = []
-    padir = translators["padir"]
-    for t in steps:
-        for b in length_beams:
-            options = padir.options(steps=t, length_beam=b, **padir_options)
-            systems.append(System(f"padir T={t} B={b}", "padir", padir, options))
-    for role in AR_ROLES:
-        if role in translators:
-            for beam in AR_BEAMS:
-                label = "greedy" if beam == 1 else f"beam{beam}"
-                options = translators[role].options(beam=beam)
-                systems.append(System(f"{role} {label}", role, translators[role], options))
-    return systems
-
-
-def padir_note(options: DecodingOptions) -> str:
-    """PaDIR's decoding settings that the system names (T, B) leave out, in words."""
-    assert isinstance(options, RefinementOptions)
-    return (
-        f"pruning {pruning_text(options.prune_after, options.prune_keep)}; length shift "
-        f"{options.length_shift}; selection {options.selection}; stutter remasking "
-        f"{options.stutter_remask} (repeats of up to {options.stutter_ngram} tokens)"
-    )
-
-
-def ctranslate2_systems(role: str, translator: Translator, worker: Ct2Worker) -> list[System]:
-    """Greedy and beam 5 of the AR model `translator` (role "ar" or "ar1"), run by
-    CTranslate2 in `worker` (at the worker's precision only)."""
-    return [
-        System(
-            f"{role} ct2 {'greedy' if beam == 1 else f'beam{beam}'}",
-            role,
-            translator,
-            translator.options(beam=beam),
-            worker,
-        )
-        for beam in AR_BEAMS
-    ]
 
 
 def _inputs(
@@ -261,235 +128,91 @@ def _inputs(
     return lines, {role: [ids[i] for i in lines] for role, ids in encoded.items()}
 
 
-def _rotated(systems: list[System], shift: int) -> list[System]:
-    shift %= len(systems)
-    return systems[shift:] + systems[:shift]
-
-
 @dataclass(frozen=True)
-class Latencies:
-    """What the batch-1 pass of one precision measured, by system name: seconds per sentence
-    (model-only and end-to-end), output tokens in all, and the end-to-end translations."""
+class Timed:
+    """The sentences timed: `texts[i]` is line `lines[i]` of the split, `ids[role][i]` its
+    source ids under each model's tokenizer, `references[i]` its reference; `tick` after each
+    sentence or batch, `clock` the time in seconds."""
 
-    model: dict[str, list[float]]
-    e2e: dict[str, list[float]]
-    tokens: dict[str, int]
-    translations: dict[str, list[str]]
+    texts: list[str]
+    lines: list[int]
+    ids: dict[str, list[list[int]]]
+    references: list[str]
+    tick: Callable[[], object]
+    clock: Clock
 
 
-def _latency(
-    systems: list[System],
-    texts: list[str],
-    lines: list[int],
-    ids: dict[str, list[list[int]]],
+def _measure(
+    active: list[System],
+    timed: Timed,
     precision: Precision,
     warmup: int,
-    tick: Callable[[], object],
-    clock: Clock,
-) -> Latencies:
-    """Per-sentence batch-1 seconds, model-only and end-to-end, output tokens and the
-    end-to-end translations; `tick` is called after each sentence of the warm-up (its first
-    `warmup` sentences) and of the timed pass. texts[i] is line lines[i] of the split, which
-    keys PaDIR's initial tokens, so both ways and the throughput batches decode the same
-    thing."""
-    model: dict[str, list[float]] = {s.name: [] for s in systems}
-    e2e: dict[str, list[float]] = {s.name: [] for s in systems}
-    translations: dict[str, list[str]] = {s.name: [] for s in systems}
-    tokens = dict.fromkeys(model, 0)
-    for i in range(min(warmup, len(texts))):
-        for system in systems:
-            if system.worker is not None:
-                system.worker.time([ids[system.model][i]], texts[i], system.options)
-                continue
-            system.translator.translate_ids(
-                [ids[system.model][i]], system.options, precision=precision, lines=[lines[i]]
-            )
-            _translate_text(system, texts[i], lines[i], precision)
-        tick()
-    gc.collect()
-    gc.disable()
-    try:
-        for i, text in enumerate(texts):
-            for system in _rotated(systems, i):
-                source = [ids[system.model][i]]
-                if system.worker is not None:  # timed inside the worker
-                    timing = system.worker.time(source, text, system.options)
-                    model[system.name].append(timing.model_s)
-                    e2e[system.name].append(timing.e2e_s or 0.0)
-                    tokens[system.name] += len(timing.outputs[0])
-                    translations[system.name].append(timing.translation or "")
-                    continue
-                start = clock()
-                out = system.translator.translate_ids(
-                    source, system.options, precision=precision, lines=[lines[i]]
-                )
-                model[system.name].append(clock() - start)
-                tokens[system.name] += len(out[0])
-                start = clock()
-                translation = _translate_text(system, text, lines[i], precision)
-                e2e[system.name].append(clock() - start)
-                translations[system.name].append(translation[0])
-            tick()
-    finally:
-        gc.enable()
-    return Latencies(model, e2e, tokens, translations)
-
-
-def _translate_text(system: System, text: str, line: int, precision: Precision) -> list[str]:
-    return system.translator.translate([text], system.options, precision=precision, lines=[line])
-
-
-def _throughput(
-    systems: list[System],
-    lines: list[int],
-    ids: dict[str, list[list[int]]],
-    batch_size: int,
-    precision: Precision,
-    tick: Callable[[], object],
-    clock: Clock,
-) -> dict[str, Rates]:
-    """Sentences/s and output tokens/s of each system over all sentences (ids[role][i] is
-    line lines[i]) in batches of `batch_size` (longest sources first), interleaved batch by
-    batch; `tick` after each."""
-    count = len(next(iter(ids.values())))
-    order = sorted(range(count), key=lambda i: -len(ids["padir"][i]))
-    seconds = {s.name: 0.0 for s in systems}
-    tokens = {s.name: 0 for s in systems}
-    gc.collect()
-    gc.disable()
-    try:
-        for j, start_row in enumerate(range(0, count, batch_size)):
-            rows = order[start_row : start_row + batch_size]
-            for system in _rotated(systems, j):
-                batch = [ids[system.model][i] for i in rows]
-                if system.worker is not None:  # timed inside the worker
-                    timing = system.worker.time(batch, None, system.options)
-                    seconds[system.name] += timing.model_s
-                    tokens[system.name] += sum(len(o) for o in timing.outputs)
-                    continue
-                start = clock()
-                out = system.translator.translate_ids(
-                    batch,
-                    system.options,
-                    batch_size=batch_size,
-                    precision=precision,
-                    lines=[lines[i] for i in rows],
-                )
-                seconds[system.name] += clock() - start
-                tokens[system.name] += sum(len(o) for o in out)
-            tick()
-    finally:
-        gc.enable()
-    return {name: _rates(count, tokens[name], seconds[name]) for name in seconds}
-
-
-def _rates(sentences: int, tokens: int, seconds: float) -> Rates:
-    return Rates(
-        sentences_per_s=round(sentences / seconds, 3), tokens_per_s=round(tokens / seconds, 2)
+    batch_sizes: Sequence[int],
+    say: Log,
+) -> tuple[list[BenchRow], list[LengthSpeedup], str]:
+    """Every system of `active` timed at `precision`: its rows, the speed-ups by source length
+    and the signature of the BLEU scores."""
+    lines, ids = timed.lines, timed.ids
+    measured = measure_latency(
+        active, timed.texts, lines, ids, precision, warmup, timed.tick, timed.clock
     )
-
-
-def speedups(results: Sequence[BenchRow]) -> list[Speedup]:
-    """For each precision, PaDIR setting and AR system: AR / PaDIR of the batch-1 median and
-    p99 latency, model-only and end-to-end."""
-    rows = []
-    for precision in dict.fromkeys(r.precision for r in results):
-        mine = [r for r in results if r.precision == precision]
-        for padir in (r for r in mine if r.kind == "padir"):
-            for ar in (r for r in mine if r.kind == "ar"):
-                rows.append(
-                    Speedup(
-                        precision=precision,
-                        padir=padir.system,
-                        ar=ar.system,
-                        model_p50=speedup(ar.model.p50_ms, padir.model.p50_ms),
-                        model_p99=speedup(ar.model.p99_ms, padir.model.p99_ms),
-                        e2e_p50=speedup(ar.e2e.p50_ms, padir.e2e.p50_ms),
-                        e2e_p99=speedup(ar.e2e.p99_ms, padir.e2e.p99_ms),
-                    )
-                )
-    return rows
-
-
-def length_groups(source_lengths: Sequence[int], count: int = LENGTH_GROUPS) -> list[list[int]]:
-    """The sentence indices in `count` shares of nearly equal size by source length, shortest
-    first (equal lengths in index order; fewer shares when there are fewer sentences)."""
-    order = sorted(range(len(source_lengths)), key=lambda i: (source_lengths[i], i))
-    return [part.tolist() for part in np.array_split(np.array(order), count) if len(part)]
-
-
-def length_speedups(
-    precision: str,
-    kinds: Mapping[str, str],
-    measured: Latencies,
-    source_lengths: Sequence[int],
-) -> list[LengthSpeedup]:
-    """For each PaDIR and AR system of `kinds` (name -> "padir" or "ar"): AR median / PaDIR
-    median of the batch-1 latencies within each share of the sentences by source length
-    (:func:`length_groups`), model-only and end-to-end."""
-    groups = length_groups(source_lengths)
-
-    def median_ms(times: list[float], group: list[int]) -> float:
-        return 1000 * statistics.median(times[i] for i in group)
-
-    def ratios(ar: str, padir: str, group: list[int]) -> LengthGroup:
-        model, e2e = measured.model, measured.e2e
-        return LengthGroup(
-            min_tokens=min(source_lengths[i] for i in group),
-            max_tokens=max(source_lengths[i] for i in group),
-            sentences=len(group),
-            model_p50=speedup(median_ms(model[ar], group), median_ms(model[padir], group)),
-            e2e_p50=speedup(median_ms(e2e[ar], group), median_ms(e2e[padir], group)),
-        )
-
-    return [
-        LengthSpeedup(
-            precision=precision,
-            padir=padir,
-            ar=ar,
-            groups=tuple(ratios(ar, padir, group) for group in groups),
-        )
-        for padir in (name for name, kind in kinds.items() if kind == "padir")
-        for ar in (name for name, kind in kinds.items() if kind == "ar")
+    kinds = {system.name: system.kind for system in active}
+    grouped = length_speedups(precision, kinds, measured, [len(x) for x in ids["ar"]])
+    throughput: dict[int, dict[str, Rates]] = {}
+    for size in batch_sizes:
+        if size == 1:
+            throughput[1] = {
+                name: rates(len(times), measured.tokens[name], sum(times))
+                for name, times in measured.model.items()
+            }
+        else:
+            say(f"{precision}: throughput at batch size {size}")
+            throughput[size] = measure_throughput(
+                active, lines, ids, size, precision, timed.tick, timed.clock
+            )
+    bleu = {
+        name: corpus_scores(translations, timed.references)["bleu"]
+        for name, translations in measured.translations.items()
+    }
+    rows = [
+        bench_row(s, precision, measured, throughput, bleu[s.name].score, len(lines))
+        for s in active
     ]
+    return rows, grouped, next(iter(bleu.values())).signature
 
 
 def run_bench(
     ar: str | Path,
     padir: str | Path,
     data: str | Path,
+    settings: BenchSettings | None = None,
     *,
     teacher: str | Path | None = None,
     ar1: str | Path | None = None,
-    split: str = "test",
-    sentences: int = DEFAULT_SENTENCES,
-    threads: int = 2,
-    precisions: Sequence[str] = PRECISIONS,
-    batch_sizes: Sequence[int] = DEFAULT_BATCH_SIZES,
-    warmup: int = DEFAULT_WARMUP,
-    steps: Sequence[int] = DEFAULT_STEPS,
-    length_beams: Sequence[int] = DEFAULT_LENGTH_BEAMS,
     padir_options: Mapping[str, Any] | None = None,
     device: str = "cpu",
-    ctranslate2: bool = False,
     cuda_graphs: bool = False,
     json_out: str | Path | None = None,
     progress: bool = False,
     log: Log | None = None,
     clock: Clock = time.perf_counter,
 ) -> BenchResult:
-    """Benchmark every system (see the module docstring) on the first `sentences` usable
-    source lines of `split` of the prepared dataset `data`; returns the result and, with
-    `json_out`, writes it there as JSON (atomically). `progress`: a tqdm bar (stderr);
-    `log` gets a message as each phase starts; `clock` reads the time in seconds (tests pass
-    a fake one to check the statistics against known durations). `ctranslate2`: add the
-    CTranslate2 rows of `ar` (needs the extra ``gmlm[ctranslate2]``). `cuda_graphs`: decoder
-    passes by CUDA graph, warmed up on every timed sentence (module docstring).
-    `padir_options`: PaDIR decoding settings (field name -> value, as
-    :meth:`Translator.translate` takes them) of every PaDIR system, besides the swept
-    `steps` and `length_beams`; default: the checkpoint's."""
+    """Benchmark every system (see the module docstring) as `settings` say (default:
+    :class:`BenchSettings`'s defaults), on the first
+    `settings.sentences` usable source lines of `settings.split` of the prepared dataset
+    `data`; returns the result and, with `json_out`, writes it there as JSON (atomically).
+    `progress`: a tqdm bar (stderr); `log` gets a message as each phase starts; `clock` reads
+    the time in seconds (tests pass a fake one to check the statistics against known
+    durations). `settings.ctranslate2`: add the CTranslate2 rows of `ar` (needs the extra
+    ``gmlm[ctranslate2]``). `cuda_graphs`: decoder passes by CUDA graph, warmed up on every
+    timed sentence (module docstring). `padir_options`: PaDIR decoding settings (field name
+    -> value, as :meth:`Translator.translate` takes them) of every PaDIR system, besides the
+    swept `settings.padir_steps` and `settings.length_beams`; default: the checkpoint's."""
     say: Log = log or (lambda _msg: None)
-    _check_settings(sentences, threads, precisions, batch_sizes, warmup)
+    settings = settings or BenchSettings()
+    settings.validate()
+    split, threads, precisions = settings.split, settings.threads, settings.precisions
+    batch_sizes, warmup, ctranslate2 = settings.batch_sizes, settings.warmup, settings.ctranslate2
     if cuda_graphs and tuple(batch_sizes) != (1,):
         raise GmlmError(
             f"--cuda-graphs times batch-1 latency only (batch sizes {list(batch_sizes)} would "
@@ -505,7 +228,7 @@ def run_bench(
     if swept:
         raise GmlmError(
             f"padir_options: {', '.join(swept)} is swept, one system per value: give it as "
-            "steps= or length_beams= (--steps, --length-beams)"
+            "padir_steps= or length_beams= (--steps, --length-beams)"
         )
     prepared = load_dataset(data)
     texts = prepared.read_text(split, "src")
@@ -523,23 +246,28 @@ def run_bench(
             if path is not None
         ]
         for role, path, kind in roles:
-            translators[role], load_s[role] = _load(path, role, kind, device, clock, cuda_graphs)
-        lines, ids = _inputs(texts, translators, sentences)
+            translators[role], load_s[role] = load_role(
+                path, role, kind, device, clock, cuda_graphs
+            )
+        lines, ids = _inputs(texts, translators, settings.sentences)
         if not lines:
             raise GmlmError(f"{data}: split '{split}' has no sentence every model can take")
         chosen = [texts[i] for i in lines]
         targets = prepared.read_text(split, "tgt")
         references = [targets[i] for i in lines]
-        systems = make_systems(translators, steps, length_beams, padir_options)
+        signature = ""
+        systems = make_systems(
+            translators, settings.padir_steps, settings.length_beams, padir_options
+        )
         if ctranslate2:
             converted = {"ar": ar, **({"ar1": ar1} if ar1 is not None else {})}
             say(f"converting {', '.join(converted)} to CTranslate2 and starting their workers")
-            timed = [p for p in precisions if p in COMPUTE_TYPES]
+            compute = [p for p in precisions if p in COMPUTE_TYPES]
             probes = {
                 role: (ids[role][: BACKEND_PROBE + 1], translators[role].options(beam=5))
                 for role in converted
             }
-            workers, backend = _start_ctranslate2(converted, threads, timed, probes)
+            workers, backend = start_ctranslate2(converted, threads, compute, probes)
             for role, worker in workers:
                 systems += ctranslate2_systems(role, translators[role], worker)
         results: list[BenchRow] = []
@@ -560,46 +288,10 @@ def run_bench(
             # A CTranslate2 system runs at its worker's precision only.
             active = [s for s in systems if s.worker is None or s.worker.precision == precision]
             say(f"{precision}: batch-1 latency of {len(active)} systems on {len(lines)} sentences")
-            measured = _latency(active, chosen, lines, ids, precision, warmup, bar.update, clock)
-            kinds = {system.name: system.kind for system in active}
-            by_length += length_speedups(precision, kinds, measured, source_lengths)
-            throughput: dict[int, dict[str, Rates]] = {}
-            for size in batch_sizes:
-                if size == 1:
-                    throughput[1] = {
-                        name: _rates(len(times), measured.tokens[name], sum(times))
-                        for name, times in measured.model.items()
-                    }
-                else:
-                    say(f"{precision}: throughput at batch size {size}")
-                    throughput[size] = _throughput(
-                        active, lines, ids, size, precision, bar.update, clock
-                    )
-            bleu = {
-                name: corpus_scores(translations, references)["bleu"]
-                for name, translations in measured.translations.items()
-            }
-            for system in active:
-                settings = system.settings()
-                results.append(
-                    BenchRow(
-                        precision=precision,
-                        system=system.name,
-                        role=system.model,
-                        kind=system.kind,
-                        steps=settings.get("steps"),
-                        length_beam=settings.get("length_beam"),
-                        beam=settings.get("beam"),
-                        model_params=sum(p.numel() for p in system.translator.model.parameters()),
-                        mean_output_tokens=round(measured.tokens[system.name] / len(lines), 2),
-                        bleu=round(bleu[system.name].score, 2),
-                        model=percentiles(measured.model[system.name]),
-                        e2e=percentiles(measured.e2e[system.name]),
-                        throughput={
-                            str(size): throughput[size][system.name] for size in batch_sizes
-                        },
-                    )
-                )
+            timed = Timed(chosen, lines, ids, references, bar.update, clock)
+            rows, grouped, signature = _measure(active, timed, precision, warmup, batch_sizes, say)
+            results += rows
+            by_length += grouped
         bar.close()
         threads_used = provenance.torch_threads()
     finally:
@@ -614,8 +306,8 @@ def run_bench(
             python=provenance.python_version(),
             cpu=provenance.cpu_model(),
             device=device,
-            gpu=_gpu_name(device),
-            cuda_graphs=_graphs_note(cuda_graphs, translators),
+            gpu=gpu_name(device),
+            cuda_graphs=graphs_note(cuda_graphs, translators),
             precisions=tuple(precisions),
             split=split,
             sentences=len(lines),
@@ -631,9 +323,9 @@ def run_bench(
                 for role, path, _ in roles
             },
             ar1="measured" if ar1 is not None else "skipped (no --ar1 given)",
-            ctranslate2=_ctranslate2_info(ctranslate2, workers, backend),
+            ctranslate2=ctranslate2_info(ctranslate2, workers, backend),
             fairness=FAIRNESS,
-            bleu=_bleu_note(split, len(lines), next(iter(bleu.values())).signature),
+            bleu=bleu_note(split, len(lines), signature),
             padir_decoding=padir_note(translators["padir"].options(**padir_options)),
         ),
         systems=tuple(dict.fromkeys(s.name for s in systems)),  # CTranslate2's: 1 per precision
@@ -644,135 +336,3 @@ def run_bench(
     if json_out is not None:
         result.write(Path(json_out))
     return result
-
-
-def _gpu_name(device: str) -> str | None:
-    return torch.cuda.get_device_name(torch.device(device)) if device != "cpu" else None
-
-
-def _graphs_note(used: bool, translators: dict[str, Translator]) -> str | None:
-    if not used:
-        return None
-    count = sum(t.cuda_graph_count() for t in translators.values())
-    return f"{GRAPHS_NOTE}; {count} graphs captured in all"
-
-
-def _bleu_note(split: str, sentences: int, signature: str) -> str:
-    return (
-        f"BLEU of each row's end-to-end translations of these {sentences} sentences against "
-        f"the references of split '{split}' (sacreBLEU {signature}): a check that the timed "
-        "setting translates as well as it should, not the published score of the whole split"
-    )
-
-
-BACKEND_PROBE = 5
-"""Sentences (beam 5, after one untimed) on which each CTranslate2 worker's settings (GEMM
-backend, thread count) are compared before timing starts (see :func:`_fastest_backend`)."""
-
-
-def _start_ctranslate2(
-    models: dict[str, str | Path],
-    threads: int,
-    precisions: list[str],
-    probes: dict[str, tuple[list[list[int]], Any]],
-) -> tuple[list[tuple[str, Ct2Worker]], str]:
-    """Convert each of `models` (role -> AR checkpoint) into a temporary folder and start a
-    worker on it for each precision, on the faster of CTranslate2's GEMM backends for it
-    (`probes`: role -> (source ids, beam-5 options) to compare them on): (role, worker) pairs
-    and what was chosen, for the settings. A worker has read the whole export once it
-    answers, so the folder goes right after."""
-    workers: list[tuple[str, Ct2Worker]] = []
-    choices: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="gmlm-ct2-") as tmp:
-        try:
-            for role, checkpoint in models.items():
-                folder = export_ctranslate2(checkpoint, Path(tmp) / role)
-                for precision in precisions:
-                    worker, choice = _fastest_backend(folder, threads, precision, *probes[role])
-                    workers.append((role, worker))
-                    choices.append(f"{role} {precision}: {choice}")
-        except BaseException:
-            for _, worker in workers:
-                worker.close()
-            raise
-    fewer = f", at {threads} threads and at 1" if threads > 1 else ""
-    note = (
-        f"CTranslate2's Intel MKL GEMM backend (its default on Intel CPUs) on and off{fewer}, "
-        f"each in a worker, compared on {BACKEND_PROBE} beam-5 sentences (median ms, after "
-        f"one untimed) and the fastest kept, since neither the default nor all the threads "
-        f"is the faster on every CPU (a user would run it as it is fastest): "
-        f"{'; '.join(choices)}"
-    )
-    return workers, note
-
-
-def _fastest_backend(
-    folder: Path, threads: int, precision: str, sources: list[list[int]], options: Any
-) -> tuple[Ct2Worker, str]:
-    """A worker on `folder` with CTranslate2's MKL backend on or off, on `threads` threads or
-    on 1 (when `threads` > 1: with MKL's int8 on 2 threads of an Intel Xeon, one thread was
-    several times faster), whichever translated `sources` fastest (interleaved one by one);
-    the others are stopped. Also a phrase with every median and the choice."""
-    candidates: dict[str, Ct2Worker] = {}
-    counts = (threads, 1) if threads > 1 else (threads,)
-    try:
-        for backend, mkl in (("MKL", True), ("no MKL", False)):
-            for count in counts:
-                name = backend if len(counts) == 1 else f"{backend} {count}t"
-                candidates[name] = Ct2Worker(folder, count, precision, mkl=mkl)
-        seconds: dict[str, list[float]] = {name: [] for name in candidates}
-        for i, source in enumerate(sources[: BACKEND_PROBE + 1]):
-            for name, worker in candidates.items():
-                timing = worker.time([source], None, options)
-                if i:
-                    seconds[name].append(timing.model_s)
-        medians = {name: statistics.median(v) if v else 0.0 for name, v in seconds.items()}
-        best = min(medians, key=medians.__getitem__)
-    except BaseException:
-        for worker in candidates.values():
-            worker.close()
-        raise
-    for name, worker in candidates.items():
-        if name != best:
-            worker.close()
-    shown = ", ".join(f"{name} {1000 * s:.1f}" for name, s in medians.items())
-    return candidates[best], f"{shown} ms: {best}"
-
-
-def _ctranslate2_info(
-    asked: bool, pairs: list[tuple[str, Ct2Worker]], backend: str
-) -> Ctranslate2Info | str:
-    if not asked:
-        return "skipped (no --ctranslate2 given)"
-    if not pairs:
-        return f"skipped (none of the precisions timed is one of {', '.join(COMPUTE_TYPES)})"
-    workers = [worker for _, worker in pairs]
-    return Ctranslate2Info(
-        version=workers[0].version,
-        load_s=round(max(w.load_s for w in workers), 3),
-        note=CT2_NOTE,
-        backend=backend,
-    )
-
-
-def _check_settings(
-    sentences: int,
-    threads: int,
-    precisions: Sequence[str],
-    batch_sizes: Sequence[int],
-    warmup: int,
-) -> None:
-    SENTENCES.check(sentences, "sentences")
-    THREAD_COUNT.check(threads, "threads")
-    unknown = [p for p in precisions if p not in PRECISIONS]
-    if unknown or not precisions:
-        raise GmlmError(f"precisions {list(precisions)}: choose from {', '.join(PRECISIONS)}")
-    if not batch_sizes:
-        raise GmlmError("batch sizes: give at least one")
-    for i, size in enumerate(batch_sizes):
-        BATCH_SIZE.check(size, f"batch_sizes[{i}]")
-    WARMUP.check(warmup, "warmup")
-
-
-def json_line(result: BenchResult) -> str:
-    return json.dumps(result.to_json(), separators=(",", ":"))

@@ -36,13 +36,13 @@ class CheckpointInfo(Record):
 @dataclass(frozen=True, kw_only=True)
 class Ctranslate2Info(Record):
     """The CTranslate2 runtime of the "ar ct2" rows: its version, the worker's load time (not
-    counted in any latency) and how it was run (`latency.CT2_NOTE`)."""
+    counted in any latency) and how it was run (`backends.CT2_NOTE`)."""
 
     version: str
     load_s: float
     note: str
     # Which GEMM backend each worker used and why (absent in files written before the bench
-    # chose it): see latency._fastest_backend.
+    # chose it): see backends.fastest_backend.
     backend: str | None = field(default=None, metadata=OMIT_NONE)
 
 

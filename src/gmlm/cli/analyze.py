@@ -11,8 +11,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from gmlm.analysis.settings import (
+    AblationSettings,
+    AnalysisSettings,
+    CalibrationSettings,
+    LengthSettings,
+)
 from gmlm.cli.flags import (
-    add_batch_size,
     add_checkpoint,
     add_device,
     add_json,
@@ -20,20 +25,12 @@ from gmlm.cli.flags import (
     add_output,
     add_precision,
     add_seed,
-    float_list,
-    number,
 )
-from gmlm.cli.options import add_option_flags, option_overrides, setting_type
-from gmlm.config import SENTENCES, field_range
+from gmlm.cli.options import add_option_flags, option_overrides, settings_from_args
 from gmlm.decoding.options import (
-    ABLATION_VARIANTS,
     CALIBRATION_GRIDS,
-    CALIBRATION_MIN_GAIN,
     FLOAT_PRECISIONS,
-    MIN_GAIN,
     RefinementOptions,
-    SearchOptions,
-    parse_variant,
 )
 from gmlm.errors import GmlmError
 from gmlm.io import check_output_file
@@ -67,7 +64,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "Stutter remasking acts between passes only, so the final pass's stutters are "
         "observable with any --stutter-remask.",
     )
-    common_arguments(p)
+    common_arguments(p, AnalysisSettings)
     # The final filters never touch the raw hypotheses analysed.
     add_option_flags(p, DECODING, exclude=("drop_unchanged_initial", "dedup_final"))
     p.set_defaults(func=run_attention)
@@ -83,14 +80,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "predictor costs. Rows (a) and (b) equal `gmlm translate` with the same decoding "
         "flags and --length-beam 1 or B.",
     )
-    common_arguments(p)
-    p.add_argument(
-        "--length-weights",
-        type=float_list(field_range(RefinementOptions, "length_weight")),
-        default=(0.0, 0.5),
-        help="comma-separated selection weights of the length log-probability for the top-B "
-        "decoding (default: 0,0.5; 0 is the paper's selection)",
-    )
+    common_arguments(p, LengthSettings)
     add_option_flags(p, DECODING, exclude=("length_weight",))  # --length-weights sets it
     p.set_defaults(func=run_length)
 
@@ -105,19 +95,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "those flags. Choose decoding settings this way on validation data, never on the "
         "test set.",
     )
-    common_arguments(p, split="valid")
-    p.add_argument(
-        "--variant",
-        dest="variants",
-        action="append",
-        type=variant,
-        metavar="SETTINGS",
-        help="a row's decoding settings, space-separated field=value of the PaDIR options "
-        "(field names as in Python: selection=sum, dedup_final=false, 'length_beam=1 "
-        "length_offsets=[-2,-1,1,2]'); repeat for more rows (default: "
-        + "; ".join(ABLATION_VARIANTS)
-        + ")",
-    )
+    common_arguments(p, AblationSettings)
     add_option_flags(p, DECODING)
     p.set_defaults(func=run_ablation)
 
@@ -137,8 +115,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     add_checkpoint(p, "checkpoint folder (or run folder) to calibrate")
     p.add_argument("--data", type=Path, required=True, help="prepared dataset folder")
-    p.add_argument("--split", default="valid", help="split to decode (default: valid)")
-    add_sentences(p)
+    add_option_flags(p, {"calibration": CalibrationSettings})
     p.add_argument(
         "--setting",
         help="the decoding setting to choose (default: "
@@ -157,22 +134,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         + ")",
     )
     p.add_argument(
-        "--beam",
-        type=setting_type(SearchOptions, "beam"),
-        default=5,
-        help="AR checkpoints: the beam size (default: 5)",
-    )
-    p.add_argument(
-        "--min-gain",
-        type=number(float, MIN_GAIN),
-        default=CALIBRATION_MIN_GAIN,
-        help="BLEU the best value must gain over the checkpoint's current value to be kept "
-        f"(default: {CALIBRATION_MIN_GAIN:g})",
-    )
-    p.add_argument(
         "--dry-run", action="store_true", help="score the values but leave decoding.json alone"
     )
-    add_batch_size(p, 64, "sentences per batch")
     add_device(p)
     add_json(p, "print one JSON object instead of a table")
     add_output(p, "also write the JSON result to this file")
@@ -180,29 +143,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_calibrate)
 
 
-def variant(text: str) -> str:
-    """An ablation variant, checked (argparse reports the error with the flag)."""
-    try:
-        parse_variant(text)
-    except GmlmError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
-    return text
-
-
-def add_sentences(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--sentences",
-        type=number(int, SENTENCES),
-        help="only the first N sentences (default: all)",
-    )
-
-
-def common_arguments(p: argparse.ArgumentParser, split: str = "test") -> None:
+def common_arguments(p: argparse.ArgumentParser, settings: type[AnalysisSettings]) -> None:
+    """The analysis's own settings (`settings`, a class of gmlm.analysis.settings), and the
+    flags of every analysis."""
     add_checkpoint(p, "PaDIR checkpoint folder (or run folder)")
     p.add_argument("--data", type=Path, required=True, help="prepared dataset folder")
-    p.add_argument("--split", default=split, help=f"split to decode (default: {split})")
-    add_sentences(p)
-    add_batch_size(p, 32, "sentences per batch")
+    add_option_flags(p, {"analysis": settings})
+    p.set_defaults(settings=settings)
     add_precision(p, "fp32, or bf16 weights and activations", choices=FLOAT_PRECISIONS)
     add_seed(p, "seed of the initial random tokens, each line its own as in `gmlm translate`")
     add_device(p)
@@ -222,16 +169,18 @@ def run_attention(args: argparse.Namespace) -> int:
     from gmlm.analysis import attention_analysis, render_markdown
 
     check_output(args)
-    return report(args, attention_analysis(**common_settings(args)), render_markdown)
+    return report(args, attention_analysis(**common_settings(args)[1]), render_markdown)
 
 
 def run_length(args: argparse.Namespace) -> int:
     from gmlm.analysis.length import length_analysis, render_length_markdown
 
     check_output(args)
+    settings, common = common_settings(args)
+    assert isinstance(settings, LengthSettings)
     return report(
         args,
-        length_analysis(**common_settings(args), length_weights=args.length_weights),
+        length_analysis(**common, length_weights=settings.length_weights),
         render_length_markdown,
     )
 
@@ -240,10 +189,11 @@ def run_ablation(args: argparse.Namespace) -> int:
     from gmlm.analysis.ablation import decoding_ablation, render_ablation_markdown
 
     check_output(args)
-    variants = ABLATION_VARIANTS if args.variants is None else tuple(args.variants)
+    settings, common = common_settings(args)
+    assert isinstance(settings, AblationSettings)
     return report(
         args,
-        decoding_ablation(**common_settings(args), variants=variants),
+        decoding_ablation(**common, variants=settings.variants),
         render_ablation_markdown,
     )
 
@@ -264,6 +214,8 @@ def run_calibrate(args: argparse.Namespace) -> int:
     from gmlm.checkpoint.loading import resolve_checkpoint
 
     check_output(args)
+    settings = settings_from_args(CalibrationSettings, args)
+    settings.validate()
     kind = read_checkpoint_config(resolve_checkpoint(args.checkpoint)).kind
     setting, values = CALIBRATION_GRIDS[kind]
     if args.setting not in (None, setting):
@@ -273,13 +225,13 @@ def run_calibrate(args: argparse.Namespace) -> int:
     result = calibrate(
         args.checkpoint,
         args.data,
-        args.split,
+        settings.split,
         setting=setting,
         values=values if args.values is None else args.values,
-        decoding={"beam": args.beam} if kind == "ar" else {},
-        min_gain=args.min_gain,
-        sentences=args.sentences,
-        batch_size=args.batch_size,
+        decoding={"beam": settings.ar_beam} if kind == "ar" else {},
+        min_gain=settings.min_gain,
+        sentences=settings.sentences or None,
+        batch_size=settings.batch_size,
         device=args.device,
         progress=not args.no_progress,
         write=not args.dry_run,
@@ -287,18 +239,20 @@ def run_calibrate(args: argparse.Namespace) -> int:
     return report(args, result, render_calibration_markdown)
 
 
-def common_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """The keyword arguments of `common_arguments` and the decoding flags, as the analyses
-    name them. The flags given are overrides of the checkpoint's decoding defaults (its
-    decoding.json over the options' defaults), as in `gmlm translate`: not an options object,
-    which would replace those defaults."""
-    return {
+def common_settings(args: argparse.Namespace) -> tuple[AnalysisSettings, dict[str, Any]]:
+    """The analysis's settings (checked), and the keyword arguments of `common_arguments` and
+    the decoding flags, as the analyses name them. The flags given are overrides of the
+    checkpoint's decoding defaults (its decoding.json over the options' defaults), as in
+    `gmlm translate`: not an options object, which would replace those defaults."""
+    settings = settings_from_args(args.settings, args)
+    settings.validate()
+    return settings, {
         **option_overrides(args, DECODING.values()),
         "checkpoint": args.checkpoint,
         "data": args.data,
-        "split": args.split,
-        "sentences": args.sentences,
-        "batch_size": args.batch_size,
+        "split": settings.split,
+        "sentences": settings.sentences or None,
+        "batch_size": settings.batch_size,
         "bf16": args.precision == "bf16",
         "seed": args.seed,
         "device": args.device,

@@ -9,20 +9,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from gmlm.cli.flags import (
-    OUTPUT_FILE_RULE,
-    add_cuda_graphs,
-    add_device,
-    add_json,
-    add_output,
-    int_list,
-    number,
-    precision_list,
-    show,
-)
-from gmlm.cli.options import add_option_flags, documented_fields, option_overrides
-from gmlm.config import BATCH_SIZE, SENTENCES, THREAD_COUNT, WARMUP, field_range
-from gmlm.decoding.options import PRECISIONS, RefinementOptions
+from gmlm.bench.settings import SWEPT, BenchSettings
+from gmlm.cli.flags import OUTPUT_FILE_RULE, add_cuda_graphs, add_device, add_json, add_output
+from gmlm.cli.options import add_option_flags, option_overrides, settings_from_args
+from gmlm.decoding.options import RefinementOptions
 from gmlm.errors import GmlmError
 
 DESCRIPTION = """\
@@ -59,11 +49,6 @@ without bf16 units (AVX2 only) is emulated: 1.3-4x slower than fp32 per sentence
 Raise --sentences for steadier p99s when there is time."""
 
 
-# As in gmlm.bench.latency (not imported here: `gmlm --help` must not load torch).
-DEFAULT_SENTENCES = 100
-DEFAULT_WARMUP = 5
-
-
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "bench",
@@ -87,39 +72,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--data", type=Path, help="prepared dataset, source text (required unless --replot)"
     )
-    p.add_argument("--split", default="test", help="split whose sources are timed (test)")
-    p.add_argument(
-        "--sentences",
-        type=number(int, SENTENCES),
-        default=DEFAULT_SENTENCES,
-        help=f"first N usable sentences of the split (default: {DEFAULT_SENTENCES}; time grows "
-        "linearly with it)",
-    )
-    p.add_argument(
-        "--threads", type=number(int, THREAD_COUNT), default=2, help="torch threads (default: 2)"
-    )
-    p.add_argument(
-        "--precision",
-        type=precision_list,
-        default=PRECISIONS,
-        help=f"precisions timed, comma-separated: fp32, bf16 (weights and activations), int8 "
-        f"(dynamic quantisation of the Linear layers, CPU only) (default: {show(PRECISIONS)})",
-    )
-    p.add_argument(
-        "--batch-sizes",
-        type=int_list(BATCH_SIZE),
-        default=(1, 8, 64),
-        help="throughput batch sizes (default: 1,8,64; 1 reuses the latency pass)",
-    )
-    p.add_argument(
-        "--warmup",
-        type=number(int, WARMUP),
-        default=DEFAULT_WARMUP,
-        help=f"untimed sentences per system and precision first (default: {DEFAULT_WARMUP}; "
-        "on a GPU every timed sentence, so that each shape is met before timing)",
-    )
-    add_sweep(p, "--steps", "steps", (1, 2, 4, 10))
-    add_sweep(p, "--length-beams", "length_beam", (1, 5))
+    add_option_flags(p, {"bench": BenchSettings})
     add_option_flags(
         p.add_argument_group(
             "PaDIR decoding of every PaDIR system (as gmlm translate; default: the "
@@ -133,13 +86,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         p,
         "for every torch system, captured during the warm-up (every timed sentence on a "
         "GPU), so that the timed pass only replays graphs; batch size 1 only (--batch-sizes 1)",
-    )
-    p.add_argument(
-        "--ctranslate2",
-        action="store_true",
-        help="also time --ar (and --ar1) converted to CTranslate2, greedy and beam 5 (CPU; in the "
-        "precisions fp32 and int8 of --precision), in a worker process of its own per "
-        "precision with the same threads (needs: pip install 'gmlm[ctranslate2]')",
     )
     add_output(p, "also write the result JSON to this file", old="--json-out")
     p.add_argument(
@@ -171,23 +117,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 # As in gmlm.bench.plots (not imported here: `gmlm --help` must not load matplotlib).
 PLOT_FILES = ("bleu_vs_latency.png", "bleu_vs_throughput.png")
-
-# The PaDIR settings swept by --steps and --length-beams, one system per value: the
-# library's gmlm.bench.latency.SWEPT (a test keeps them equal; importing it loads torch).
-SWEPT = ("steps", "length_beam")
-
-
-def add_sweep(p: argparse.ArgumentParser, flag: str, name: str, default: tuple[int, ...]) -> None:
-    """A comma-separated list of values of the RefinementOptions field `name`, one PaDIR
-    system each; the help is the field's."""
-    (field,) = (f for f in documented_fields(RefinementOptions) if f.name == name)
-    p.add_argument(
-        flag,
-        type=int_list(field_range(RefinementOptions, name)),
-        default=default,
-        help=f"one PaDIR system per value (comma-separated) of {name}: "
-        f"{field.metadata['help']} (default: {show(default)})",
-    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -221,23 +150,15 @@ def run(args: argparse.Namespace) -> int:
             args.ar,
             args.padir,
             args.data,
+            settings_from_args(BenchSettings, args),
             teacher=args.teacher,
             ar1=args.ar1,
-            split=args.split,
-            sentences=args.sentences,
-            threads=args.threads,
-            precisions=args.precision,
-            batch_sizes=args.batch_sizes,
-            warmup=args.warmup,
-            steps=args.steps,
-            length_beams=args.length_beams,
             padir_options={
                 name: value
                 for name, value in option_overrides(args, [RefinementOptions]).items()
                 if name not in SWEPT
             },
             device=args.device,
-            ctranslate2=args.ctranslate2,
             cuda_graphs=args.cuda_graphs,
             json_out=args.output,
             log=lambda msg: print(msg, file=sys.stderr, flush=True),

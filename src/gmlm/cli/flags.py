@@ -77,15 +77,20 @@ def float_list(limits: Range, example: str = "0,0.5") -> Callable[[str], tuple[f
     return comma_list(number(float, limits), "numbers", example)
 
 
-def precision_list(text: str) -> tuple[str, ...]:
-    """Comma-separated precisions, e.g. fp32,int8."""
-    values = tuple(x.strip() for x in text.split(",") if x.strip())
-    if not values or any(v not in PRECISIONS for v in values):
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: choose from {', '.join(PRECISIONS)}, comma-separated (e.g. "
-            f"{','.join(PRECISIONS)})"
-        )
-    return values
+def choice_list(choices: Sequence[str]) -> Callable[[str], tuple[str, ...]]:
+    """An argparse `type` reading comma-separated values, each one of `choices`."""
+
+    def parse(text: str) -> tuple[str, ...]:
+        values = tuple(x.strip() for x in text.split(",") if x.strip())
+        if not values or any(v not in choices for v in values):
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: choose from {', '.join(choices)}, comma-separated (e.g. "
+                f"{','.join(choices)})"
+            )
+        return values
+
+    parse.__name__ = "choice list"
+    return parse
 
 
 def show(value: Any) -> str:

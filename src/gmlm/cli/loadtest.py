@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gmlm.cli.flags import add_output, float_list, number
-from gmlm.config import SEED
+from gmlm.cli.flags import add_output
+from gmlm.cli.options import add_option_flags, settings_from_args
 from gmlm.errors import GmlmError
-from gmlm.serve.loadtest import DURATION, LINES, P99_LIMIT, RATE, TIMEOUT, WARMUP
+from gmlm.serve.loadtest import LoadSettings
 
 if TYPE_CHECKING:
     from gmlm.serve.loadtest import LoadResult
@@ -43,21 +43,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--model", action="append", help="a served model to load (repeat; default: every one)"
     )
     p.add_argument(
-        "--rates",
-        type=float_list(RATE, "1,2,4"),
-        default=(1.0, 2.0, 4.0, 8.0),
-        help="offered requests per second, in this order (default: 1,2,4,8)",
-    )
-    p.add_argument(
-        "--duration",
-        type=number(float, DURATION),
-        default=20.0,
-        help="seconds per rate (default: 20)",
-    )
-    p.add_argument(
-        "--lines", type=number(int, LINES), default=1, help="sentences per request (default: 1)"
-    )
-    p.add_argument(
         "--input",
         type=Path,
         default=EXAMPLES,
@@ -72,22 +57,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="decoding settings of one model's requests, e.g. ar='{\"beam\": 5}' (repeat; "
         "default: each model's own)",
     )
-    p.add_argument(
-        "--warmup",
-        type=number(int, WARMUP),
-        default=5,
-        help="requests per model first, not counted",
-    )
-    p.add_argument(
-        "--timeout", type=number(float, TIMEOUT), default=30.0, help="client timeout in seconds"
-    )
-    p.add_argument(
-        "--p99-limit-ms",
-        type=number(float, P99_LIMIT),
-        default=500.0,
-        help="the capacity's p99 bound (default: 500)",
-    )
-    p.add_argument("--seed", type=number(int, SEED), default=0, help="seed of the arrival times")
+    add_option_flags(p, {"load": LoadSettings})
     add_output(p, "the result as JSON")
     p.add_argument("--markdown", type=Path, help="the table as Markdown")
     p.add_argument("--plot", type=Path, help="latency against offered load, PNG")
@@ -111,15 +81,9 @@ def _load(
     return run_loadtest(
         url,
         models,
-        args.rates,
         texts,
-        duration=args.duration,
-        lines=args.lines,
+        settings_from_args(LoadSettings, args),
         options=options,
-        warmup=args.warmup,
-        timeout_s=args.timeout,
-        p99_limit_ms=args.p99_limit_ms,
-        seed=args.seed,
         log=lambda line: print(line, file=sys.stderr, flush=True),
     )
 

@@ -6,8 +6,8 @@ import argparse
 import json
 from dataclasses import asdict
 
-from gmlm.cli.flags import number
-from gmlm.config import TIMED, WARMUP
+from gmlm.cli.options import add_option_flags, settings_from_args
+from gmlm.training.throughput_settings import ThroughputSettings
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -20,32 +20,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "line.",
     )
     p.add_argument("--config", default="small-padir", help="preset or YAML file")
-    p.add_argument(
-        "--steps",
-        type=number(int, TIMED),
-        default=6,
-        help="timed steps per precision (default 6)",
-    )
-    p.add_argument(
-        "--warmup", type=number(int, WARMUP), default=2, help="untimed steps first (default 2)"
-    )
-    p.add_argument(
-        "--precision",
-        type=training_precisions,
-        default=("fp32", "bf16"),
-        help="comma-separated training precisions to time: fp32 and/or bf16 autocast "
-        "(default: fp32,bf16; fp32 alone where bf16 is emulated and slow)",
-    )
+    add_option_flags(p, {"throughput": ThroughputSettings})
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="data=DIR and overrides")
     p.set_defaults(func=run)
-
-
-def training_precisions(text: str) -> tuple[str, ...]:
-    """Comma-separated training precisions: fp32 and/or bf16."""
-    values = tuple(dict.fromkeys(x.strip() for x in text.split(",") if x.strip()))
-    if not values or any(v not in ("fp32", "bf16") for v in values):
-        raise argparse.ArgumentTypeError(f"{text!r}: choose fp32 and/or bf16, e.g. fp32,bf16")
-    return values
 
 
 def run(args: argparse.Namespace) -> int:
@@ -53,9 +30,7 @@ def run(args: argparse.Namespace) -> int:
     from gmlm.training.throughput import measure_throughput, precision_verdict
 
     cfg = load_train_config(args.config, args.overrides)
-    report = measure_throughput(
-        cfg, steps=args.steps, warmup=args.warmup, precisions=args.precision
-    )
+    report = measure_throughput(cfg, settings_from_args(ThroughputSettings, args))
     print("settings: " + json.dumps(report.settings))
     for name, rate in report.tokens_per_s.items():
         print(f"{args.config:14s} {name}: {rate:10,.0f} target tokens/s (median)")

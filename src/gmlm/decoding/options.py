@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from gmlm.config import (
     MAX_LENGTH,
-    RANGE,
     ConfigError,
     Range,
     check_settings,
@@ -30,6 +29,7 @@ from gmlm.config import (
     parse_override,
 )
 from gmlm.errors import GmlmError
+from gmlm.settings import doc
 
 if TYPE_CHECKING:
     from gmlm.nn.config import ModelConfig
@@ -70,42 +70,6 @@ LENGTH_PENALTY_HELP = (
     "GNMT length-penalty alpha dividing a hypothesis's summed log-probability when ranking "
     "hypotheses, 0 for none (gmlm.decoding.scores)"
 )
-
-
-def doc(
-    help: str, *, flag: str | None = None, cli: bool = True, range: Range | None = None
-) -> dict[str, Any]:
-    """The metadata that documents a setting, as the command line shows it:
-    ``name: int = field(default=4, metadata=doc("what it does", range=Range(ge=1)))``.
-
-    help: what the setting does (the command line appends the default).
-    flag: the command-line spelling where it is not ``--field-name``; a bool field is a switch
-        that sets the opposite of its default, spelled ``flag`` (default: ``--no-NAME`` for a
-        True default, ``--NAME`` for a False one).
-    cli: False for a setting only Python callers can use (what it changes is not the text
-        output, or it exists for measurements); `help` then says why.
-    range: the values a number (each item of a list of numbers) may take, checked wherever
-        the setting is read (:mod:`gmlm.config`), the command line included.
-    """
-    return {"help": help, "flag": flag, "cli": cli, RANGE: range}
-
-
-def documented_fields(cls: type) -> list[dataclasses.Field[Any]]:
-    """The fields of the options dataclass `cls`, each checked to carry its documentation."""
-    found = []
-    for f in dataclasses.fields(cls):
-        if not isinstance(f.metadata.get("help"), str) or "cli" not in f.metadata:
-            raise TypeError(
-                f"{cls.__name__}.{f.name} has no help: declare it with "
-                "field(default=..., metadata=doc('what it does')) (gmlm.decoding.options)"
-            )
-        found.append(f)
-    return found
-
-
-def cli_fields(cls: type) -> list[dataclasses.Field[Any]]:
-    """The documented fields of `cls` that the command line offers (metadata cli=True)."""
-    return [f for f in documented_fields(cls) if f.metadata["cli"]]
 
 
 LENGTH_PENALTY = Range(ge=0, note="0 disables it")

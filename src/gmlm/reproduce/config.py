@@ -15,38 +15,43 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from gmlm.analysis.settings import FIRST_SENTENCES as FIRST_N
+from gmlm.analysis.settings import (
+    AblationSettings,
+    AnalysisSettings,
+    CalibrationSettings,
+    LengthSettings,
+)
+from gmlm.bench.settings import BenchSettings
 from gmlm.config import (
     BATCH_SIZE,
     LENGTH,
     PRESET_DIR,
     SEED,
-    SENTENCES,
-    THREAD_COUNT,
     THREADS,
     VOCAB_SIZE,
-    WARMUP,
     ConfigError,
     bounds,
     field_range,
     load_config,
 )
 from gmlm.decoding.options import (
-    ABLATION_VARIANTS,
     CALIBRATION_GRIDS,
-    CALIBRATION_MIN_GAIN,
-    MIN_GAIN,
     RefinementOptions,
     SearchOptions,
+    StutterRemask,
 )
+from gmlm.settings import doc
 from gmlm.theory.settings import EstimationSettings, HittingSettings, VerifySettings
 
 PRESETS_DIR = PRESET_DIR / "reproduce"
 
 # The first N sentences of a split; 0: all of it.
-FIRST_SENTENCES = bounds(ge=0, le=SENTENCES.le, note="0: the whole split")
+FIRST_SENTENCES = bounds(FIRST_N)
 # A reproduce setting passed on to a setting declared elsewhere takes what that one takes.
-STEPS = bounds(field_range(RefinementOptions, "steps"))
-LENGTH_BEAM = bounds(field_range(RefinementOptions, "length_beam"))
+STEPS = field_range(RefinementOptions, "steps")
+LENGTH_BEAM = field_range(RefinementOptions, "length_beam")
+STAGE_HELP = "the PaDIR decoding the stage analyses (the command's decoding flag)"
 BATCH = bounds(BATCH_SIZE)
 
 # The stages in the order they run; each depends only on earlier ones.
@@ -153,46 +158,47 @@ class DistillStage:
     bf16: bool | None = None  # None: bf16 on bf16 GPUs, fp32 on every CPU (same data anywhere)
 
 
-@dataclass
-class CalibrateStage:
-    """`gmlm.analysis.calibration`: each compared model's length setting chosen on the
-    validation split before anything is scored, PaDIR's `length_shift` (at the default T=4
-    B=5) and the AR students' beam-search `length_penalty` (at beam `ar_beam`); the best value
-    of each grid becomes the checkpoint's decoding default (its decoding.json, which every
-    later stage and `gmlm translate` then use) only if it beats the class default's BLEU by
-    more than `min_gain`. The teacher is not calibrated (it only distils), nor a checkpoint
+@dataclass(frozen=True)
+class CalibrateStage(CalibrationSettings):
+    """`gmlm analyze calibrate` (its settings: :class:`CalibrationSettings`, the same keys):
+    each compared model's length setting chosen on the validation split before anything is
+    scored, PaDIR's `length_shift` (at the default T=4 B=5) over `length_shifts` and the AR
+    students' beam-search `length_penalty` (at beam `ar_beam`) over `length_penalties`; the
+    best value of each grid becomes the checkpoint's decoding default (its decoding.json, which
+    every later stage and `gmlm translate` then use) only if it beats the class default's BLEU
+    by more than `min_gain`. The teacher is not calibrated (it only distils), nor a checkpoint
     given in a stage's settings (it carries its own decoding.json). Off by default (it decodes
     the split once per value)."""
 
-    enabled: bool = False
-    split: str = "valid"
-    sentences: int = field(default=0, metadata=FIRST_SENTENCES)
-    batch_size: int = field(default=64, metadata=BATCH)
-    length_shifts: list[int] = field(
-        default_factory=lambda: [int(v) for v in CALIBRATION_GRIDS["padir"][1]],
-        metadata=bounds(field_range(RefinementOptions, "length_shift")),
+    enabled: bool = field(default=False, metadata=doc("run the stage", cli=False))
+    length_shifts: tuple[int, ...] = field(
+        default=tuple(int(v) for v in CALIBRATION_GRIDS["padir"][1]),
+        metadata=doc(
+            "the PaDIR grid (--values of its calibrate command)",
+            cli=False,
+            range=field_range(RefinementOptions, "length_shift"),
+        ),
     )
-    length_penalties: list[float] = field(
-        default_factory=lambda: [float(v) for v in CALIBRATION_GRIDS["ar"][1]],
-        metadata=bounds(field_range(SearchOptions, "length_penalty")),
+    length_penalties: tuple[float, ...] = field(
+        default=tuple(float(v) for v in CALIBRATION_GRIDS["ar"][1]),
+        metadata=doc(
+            "the AR students' grid (--values of their calibrate command)",
+            cli=False,
+            range=field_range(SearchOptions, "length_penalty"),
+        ),
     )
-    ar_beam: int = field(default=5, metadata=bounds(field_range(SearchOptions, "beam")))
-    min_gain: float = field(default=CALIBRATION_MIN_GAIN, metadata=bounds(MIN_GAIN))
 
 
-@dataclass
-class AblationStage:
-    """`gmlm analyze ablation`: PaDIR's default decoding, then each of `variants` (space-
-    separated field=value decoding settings; default `ABLATION_VARIANTS`, each switching off
-    one choice the defaults make), on the validation split, where decoding settings are
-    chosen; the report's decoding ablation table. Before the evaluation, so that the test set
-    is scored after the choice. Off by default (it decodes the split once per variant)."""
+@dataclass(frozen=True)
+class AblationStage(AblationSettings):
+    """`gmlm analyze ablation` (its settings: :class:`AblationSettings`, the same keys):
+    PaDIR's default decoding, then each of `variants` (default `ABLATION_VARIANTS`, each
+    switching off one choice the defaults make), on the validation split, where decoding
+    settings are chosen; the report's decoding ablation table. Before the evaluation, so that
+    the test set is scored after the choice. Off by default (it decodes the split once per
+    variant)."""
 
-    enabled: bool = False
-    split: str = "valid"
-    sentences: int = field(default=0, metadata=FIRST_SENTENCES)
-    batch_size: int = field(default=64, metadata=BATCH)
-    variants: list[str] = field(default_factory=lambda: list(ABLATION_VARIANTS))
+    enabled: bool = field(default=False, metadata=doc("run the stage", cli=False))
 
 
 @dataclass
@@ -204,56 +210,47 @@ class EvaluateStage:
     ar_beams: list[int] = field(
         default_factory=lambda: [1, 5], metadata=bounds(field_range(SearchOptions, "beam"))
     )
-    padir_steps: list[int] = field(default_factory=lambda: [1, 2, 4, 10], metadata=STEPS)
-    length_beams: list[int] = field(default_factory=lambda: [1, 5], metadata=LENGTH_BEAM)
+    padir_steps: list[int] = field(default_factory=lambda: [1, 2, 4, 10], metadata=bounds(STEPS))
+    length_beams: list[int] = field(default_factory=lambda: [1, 5], metadata=bounds(LENGTH_BEAM))
     batch_size: int = field(default=64, metadata=BATCH)
     bf16: bool = False  # quality numbers in fp32; the bench measures both precisions
 
 
-@dataclass
-class BenchStage:
-    """`gmlm bench` of every system; `ctranslate2`: also the AR model run by CTranslate2 (the
-    optional extra gmlm[ctranslate2], checked when the run starts, not after its training)."""
+@dataclass(frozen=True)
+class BenchStage(BenchSettings):
+    """`gmlm bench` of every system: the command's settings (:class:`BenchSettings`, the same
+    keys and defaults); `ctranslate2` is checked when the run starts, not after its training
+    (the optional extra gmlm[ctranslate2])."""
 
-    enabled: bool = True
-    split: str = "test"
-    sentences: int = field(default=100, metadata=bounds(SENTENCES))
-    batch_sizes: list[int] = field(default_factory=lambda: [1, 8, 64], metadata=BATCH)
-    precisions: list[str] = field(default_factory=lambda: ["fp32", "bf16"])
-    warmup: int = field(default=10, metadata=bounds(WARMUP))
-    threads: int = field(default=2, metadata=bounds(THREAD_COUNT))
-    # PaDIR systems timed
-    padir_steps: list[int] = field(default_factory=lambda: [1, 2, 4, 10], metadata=STEPS)
-    length_beams: list[int] = field(default_factory=lambda: [1, 5], metadata=LENGTH_BEAM)
-    ctranslate2: bool = False
+    enabled: bool = field(default=True, metadata=doc("run the stage", cli=False))
 
 
-@dataclass
-class AttentionStage:
-    enabled: bool = True
-    split: str = "test"
-    sentences: int = field(default=0, metadata=FIRST_SENTENCES)
-    steps: int = field(default=4, metadata=STEPS)
-    length_beam: int = field(default=5, metadata=LENGTH_BEAM)
-    # "none": look at the stutters the model makes (remasking would hide most of them).
-    stutter_remask: Literal["none", "previous", "initial"] = "none"
+# The PaDIR decoding an analysis stage fixes, passed to its command as decoding flags.
+STAGE_DECODING = ("steps", "length_beam", "stutter_remask")
 
 
-@dataclass
-class LengthStage:
-    """`gmlm analyze length`: the length predictor against the references and decoding with
-    the reference length (an oracle). Off by default (it decodes the split several times)."""
+@dataclass(frozen=True)
+class AttentionStage(AnalysisSettings):
+    """`gmlm analyze attention` (its settings: :class:`AnalysisSettings`, the same keys) at
+    `steps` passes and `length_beam` lengths; `stutter_remask` "none": look at the stutters the
+    model makes (remasking would hide most of them)."""
 
-    enabled: bool = False
-    split: str = "test"
-    sentences: int = field(default=0, metadata=FIRST_SENTENCES)
-    steps: int = field(default=4, metadata=STEPS)
-    length_beam: int = field(default=5, metadata=LENGTH_BEAM)
-    length_weights: list[float] = field(
-        default_factory=lambda: [0.0],
-        metadata=bounds(field_range(RefinementOptions, "length_weight")),
-    )
-    batch_size: int = field(default=64, metadata=BATCH)
+    enabled: bool = field(default=True, metadata=doc("run the stage", cli=False))
+    steps: int = field(default=4, metadata=doc(STAGE_HELP, cli=False, range=STEPS))
+    length_beam: int = field(default=5, metadata=doc(STAGE_HELP, cli=False, range=LENGTH_BEAM))
+    stutter_remask: StutterRemask = field(default="none", metadata=doc(STAGE_HELP, cli=False))
+
+
+@dataclass(frozen=True)
+class LengthStage(LengthSettings):
+    """`gmlm analyze length` (its settings: :class:`LengthSettings`, the same keys): the
+    length predictor against the references and decoding with the reference length (an
+    oracle), at `steps` passes and `length_beam` lengths. Off by default (it decodes the split
+    several times)."""
+
+    enabled: bool = field(default=False, metadata=doc("run the stage", cli=False))
+    steps: int = field(default=4, metadata=doc(STAGE_HELP, cli=False, range=STEPS))
+    length_beam: int = field(default=5, metadata=doc(STAGE_HELP, cli=False, range=LENGTH_BEAM))
 
 
 @dataclass

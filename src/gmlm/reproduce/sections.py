@@ -8,8 +8,9 @@ A section whose results are missing is left out. Figures are drawn elsewhere
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +20,12 @@ from gmlm.analysis.results import (
     CalibrationResult,
     LengthResult,
 )
+from gmlm.analysis.settings import CalibrationSettings
 from gmlm.bench.result import BenchResult, BenchRow, speedup
+from gmlm.decoding.options import RefinementOptions
 from gmlm.evaluation.results import EvaluationScores
 from gmlm.reproduce.config import (
+    STAGE_DECODING,
     STAGES,
     ReproduceConfig,
     Targets,
@@ -31,6 +35,7 @@ from gmlm.reproduce.config import (
 from gmlm.reproduce.stage_record import StageRecord
 from gmlm.reproduce.stand_in import EXAMPLES, ExampleTranslations
 from gmlm.reproduce.train_ablation import TrainAblationResult
+from gmlm.settings import flags_of, to_argv
 from gmlm.theory.verify import VerifyReport
 
 # Table 1 of the paper (SacreBLEU, B = 5, WMT14 DE>EN): a different corpus, shown for scale.
@@ -41,6 +46,8 @@ PADIR_SYSTEM, AR_SYSTEM, PADIR_MORE_STEPS = "padir-T4-B5", "ar-beam5", "padir-T1
 PADIR_BENCH, AR_BENCH = "padir T=4 B=5", "ar beam5"  # and in bench/bench.json
 CT2_BENCH = "ar ct2 beam5"  # the same AR weights run by CTranslate2
 AR1_BENCH = "ar1 beam5"  # the 1-layer-decoder AR baseline (the ar1 stage), when it ran
+# The calibrate command's beam, left at its default on a PaDIR line (it sets AR beams only).
+AR_BEAM = CalibrationSettings().ar_beam
 AR_BLEU_FLOOR = 5.0
 """Below this BLEU the AR reference system has not learned; comparisons with it mean nothing
 (an untrained beam search also stops early, which makes it look slow)."""
@@ -613,6 +620,8 @@ def commands_section(cfg: ReproduceConfig, out: Path) -> list[str]:
     )
     students = "distill" if cfg.distill.enabled else "data"
     e, a, g, b, c = cfg.evaluate, cfg.attention, cfg.length, cfg.ablation, cfg.calibrate
+    data = f"{out}/data"
+    padir_data = {"--checkpoint": padir, "--data": data}
     source = f"{out}/data/{e.split}.src.txt"
     translate = f"gmlm translate --checkpoint {padir} --steps 4 --length-beam 5"
     if e.sentences > 0:  # the evaluation scores the first sentences against eval/reference.txt
@@ -637,7 +646,8 @@ def commands_section(cfg: ReproduceConfig, out: Path) -> list[str]:
         "```",
         f"gmlm data prepare --corpus {cfg.data.corpus} --vocab-size {cfg.data.vocab_size} "
         f"--max-len {cfg.data.max_len} --out {out}/data"
-        + (f" --tokenizer {cfg.data.tokenizer}" if cfg.data.tokenizer else ""),
+        + (f" --tokenizer {cfg.data.tokenizer}" if cfg.data.tokenizer else "")
+        + "".join(f" {shlex.quote(o)}" for o in cfg.data.overrides),
         *(
             [
                 f"gmlm train --config {cfg.teacher.preset} data={out}/data out={out}/teacher "
@@ -659,9 +669,12 @@ def commands_section(cfg: ReproduceConfig, out: Path) -> list[str]:
             if not stage.checkpoint
         ),
         *(
-            f"gmlm analyze calibrate --checkpoint {checkpoint} --data {out}/data --split "
-            f"{c.split}{_sentences(c.sentences)} --batch-size {c.batch_size} --values={values} "
-            f"--min-gain {c.min_gain:g}" + (f" --beam {c.ar_beam}" if name != "padir" else "")
+            _command(
+                "gmlm analyze calibrate",
+                {"--checkpoint": checkpoint, "--data": data},
+                c if name != "padir" else dataclasses.replace(c, ar_beam=AR_BEAM),
+                [f"--values={values}"],
+            )
             for name, checkpoint, values in (
                 ("ar", ar, _numbers(c.length_penalties)),
                 *([("ar1", ar1, _numbers(c.length_penalties))] if cfg.ar1.enabled else []),
@@ -669,42 +682,24 @@ def commands_section(cfg: ReproduceConfig, out: Path) -> list[str]:
             )
             if c.enabled and not trained_stage(cfg, name).checkpoint
         ),
-        *(
-            [
-                f"gmlm analyze ablation --checkpoint {padir} --data {out}/data --split {b.split}"
-                + _sentences(b.sentences)
-                + f" --batch-size {b.batch_size} "
-                + " ".join(f"--variant {shlex.quote(v)}" for v in b.variants)
-            ]
-            if b.enabled
-            else []
-        ),
+        *([_command("gmlm analyze ablation", padir_data, b)] if b.enabled else []),
         translate,
         f"gmlm evaluate --hyp hyp.txt --ref {reference}",
-        f"gmlm bench --ar {ar} --padir {padir} "
-        + (f"--teacher {teacher} " if cfg.distill.enabled else "")
-        + (f"--ar1 {ar1} " if cfg.ar1.enabled else "")
-        + f"--data {out}/data --sentences {cfg.bench.sentences} --warmup {cfg.bench.warmup} "
-        f"--threads {cfg.bench.threads} --precision {','.join(cfg.bench.precisions)} "
-        f"--batch-sizes {','.join(str(b) for b in cfg.bench.batch_sizes)} "
-        f"--steps {_ints(cfg.bench.padir_steps)} --length-beams {_ints(cfg.bench.length_beams)}",
+        _command(
+            "gmlm bench",
+            {"--ar": ar, "--padir": padir}
+            | ({"--teacher": teacher} if cfg.distill.enabled else {})
+            | ({"--ar1": ar1} if cfg.ar1.enabled else {})
+            | {"--data": f"{out}/data"},
+            cfg.bench,
+        ),
         *(
-            [
-                f"gmlm analyze attention --checkpoint {padir} --data {out}/data --split {a.split}"
-                + _sentences(a.sentences)
-                + f" --steps {a.steps} --length-beam {a.length_beam} "
-                f"--stutter-remask {a.stutter_remask}"
-            ]
+            [_command("gmlm analyze attention", padir_data, a, _stage_decoding(a))]
             if a.enabled
             else []
         ),
         *(
-            [
-                f"gmlm analyze length --checkpoint {padir} --data {out}/data --split {g.split}"
-                + _sentences(g.sentences)
-                + f" --steps {g.steps} --length-beam {g.length_beam} --length-weights "
-                + ",".join(f"{w:g}" for w in g.length_weights)
-            ]
+            [_command("gmlm analyze length", padir_data, g, _stage_decoding(g))]
             if g.enabled
             else []
         ),
@@ -713,13 +708,22 @@ def commands_section(cfg: ReproduceConfig, out: Path) -> list[str]:
     ]
 
 
-def _ints(values: Sequence[int]) -> str:
-    return ",".join(str(v) for v in values)
+def _command(
+    name: str, paths: Mapping[str, object], settings: Any, extra: Sequence[str] = ()
+) -> str:
+    """The command line `name` with the flags of `paths` (flag -> path), then those of the
+    command's `settings` that are not its defaults (:func:`gmlm.settings.to_argv`), then
+    `extra` words."""
+    words = [name, *(word for flag, path in paths.items() for word in (flag, str(path)))]
+    return " ".join(words + [shlex.quote(word) for word in [*to_argv(settings), *extra]])
+
+
+def _stage_decoding(stage: Any) -> list[str]:
+    """The decoding flags of what an analysis stage fixes (config.STAGE_DECODING), each given
+    whatever its value: the command's default is the checkpoint's."""
+    fixed = {name: getattr(stage, name) for name in STAGE_DECODING if hasattr(stage, name)}
+    return flags_of(RefinementOptions, fixed)
 
 
 def _numbers(values: Sequence[float]) -> str:
     return ",".join(f"{v:g}" for v in values)
-
-
-def _sentences(sentences: int) -> str:
-    return f" --sentences {sentences}" if sentences > 0 else ""

@@ -80,6 +80,7 @@ def theory(ctx: Context) -> dict[str, Any]:
         hitting_figure,
         write_figure,
     )
+    from gmlm.theory.settings import FIGURE_COUPLINGS
     from gmlm.theory.verify import VerifySettings, run_verify
 
     t = ctx.cfg.theory
@@ -94,7 +95,7 @@ def theory(ctx: Context) -> dict[str, Any]:
     if not report.passed:
         raise GmlmError(f"theory verify failed; see {out / 'verify.json'}")
     seconds = {"verify": report.seconds}
-    for name, coupling in (("figure1", 0.05), ("figure2", 0.3)):
+    for name, coupling in FIGURE_COUPLINGS.items():
         result = estimation_figure(
             EstimationSettings(
                 coupling=coupling,
@@ -230,11 +231,11 @@ def fastest_precision(ctx: Context, name: str, cfg: TrainConfig) -> Literal["fp3
     (`gmlm throughput` on the stage's own config and data)."""
     from gmlm.provenance import cpu_model, torch_threads
     from gmlm.training.throughput import measure_throughput
+    from gmlm.training.throughput_settings import ThroughputSettings
 
     ctx.log(f"  train_precision=fastest: timing fp32 and bf16 steps of the {name} model")
-    report = measure_throughput(
-        copy.deepcopy(cfg), steps=FASTEST_STEPS, warmup=1, precisions=("fp32", "bf16")
-    )
+    timed = ThroughputSettings(steps=FASTEST_STEPS, warmup=1, precisions=("fp32", "bf16"))
+    report = measure_throughput(copy.deepcopy(cfg), timed)
     speedup = report.speedup_median
     assert speedup is not None  # both precisions were timed
     choice: Literal["fp32", "bf16"] = "bf16" if speedup >= FASTEST_MARGIN else "fp32"
@@ -582,20 +583,12 @@ def bench(ctx: Context) -> dict[str, Any]:
     from gmlm.bench import run_bench
 
     result = run_bench(
-        ar=ctx.checkpoint("ar"),
-        padir=ctx.checkpoint("padir"),
-        data=ctx.data_dir,
+        ctx.checkpoint("ar"),
+        ctx.checkpoint("padir"),
+        ctx.data_dir,
+        b,
         teacher=ctx.checkpoint("teacher") if ctx.cfg.distill.enabled else None,
         ar1=ctx.checkpoint("ar1") if ctx.cfg.ar1.enabled else None,
-        split=b.split,
-        sentences=b.sentences,
-        batch_sizes=b.batch_sizes,
-        precisions=b.precisions,
-        warmup=b.warmup,
-        threads=b.threads,
-        steps=b.padir_steps,
-        length_beams=b.length_beams,
-        ctranslate2=b.ctranslate2,
         json_out=ctx.out / "bench" / "bench.json",
         progress=ctx.progress,
         log=ctx.log,
@@ -617,6 +610,7 @@ def attention(ctx: Context) -> dict[str, Any]:
         ctx.data_dir,
         a.split,
         sentences=a.sentences or None,
+        batch_size=a.batch_size,
         steps=a.steps,
         length_beam=a.length_beam,
         stutter_remask=a.stutter_remask,

@@ -27,10 +27,10 @@ from gmlm.decoding.options import (
     Precision,
     RefinementOptions,
     SearchOptions,
-    cli_fields,
     decoding_options,
 )
 from gmlm.errors import GmlmError
+from gmlm.settings import cli_fields
 
 
 @dataclass(frozen=True)

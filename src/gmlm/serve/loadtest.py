@@ -32,9 +32,10 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from gmlm.config import Range
+from gmlm.config import SEED, Range, check_settings
 from gmlm.errors import GmlmError
 from gmlm.records import Record
+from gmlm.settings import doc
 
 MAX_REQUESTS = 100_000  # per model and rate, whatever rate x duration says
 # The ranges of the load test's settings (checked by run_loadtest and by the flags).
@@ -44,6 +45,43 @@ LINES = Range(ge=1, le=4096)
 WARMUP = Range(ge=0, le=1000)
 TIMEOUT = Range(gt=0, le=3600, note="seconds")
 P99_LIMIT = Range(gt=0, le=3_600_000, note="milliseconds")
+
+
+@dataclass(frozen=True)
+class LoadSettings:
+    """How `gmlm loadtest` loads each model (each field's help says what; the flags are
+    derived from the fields, :mod:`gmlm.cli.options`)."""
+
+    rates: tuple[float, ...] = field(
+        default=(1.0, 2.0, 4.0, 8.0),
+        metadata=doc("offered requests per second, in this order", range=RATE),
+    )
+    duration: float = field(default=20.0, metadata=doc("seconds per rate", range=DURATION))
+    lines: int = field(default=1, metadata=doc("sentences per request", range=LINES))
+    warmup: int = field(
+        default=5, metadata=doc("requests per model first, not counted", range=WARMUP)
+    )
+    timeout_s: float = field(
+        default=30.0,
+        metadata=doc("client timeout in seconds", flag="--timeout", range=TIMEOUT),
+    )
+    p99_limit_ms: float = field(
+        default=500.0, metadata=doc("the capacity's p99 bound", range=P99_LIMIT)
+    )
+    seed: int = field(default=0, metadata=doc("seed of the arrival times", range=SEED))
+
+    def validate(self) -> None:
+        """Every field within its range, at least one rate, and a bounded number of requests
+        at each rate."""
+        if not self.rates:
+            raise GmlmError("rates: give at least one offered rate")
+        check_settings(self)
+        for rate in self.rates:
+            if rate * self.duration > MAX_REQUESTS:
+                raise GmlmError(
+                    f"--rates {rate:g} x --duration {self.duration:g} s is more than "
+                    f"{MAX_REQUESTS} requests; shorten the duration"
+                )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -206,20 +244,15 @@ def capacity(points: Sequence[RatePoint], model: str, p99_limit_ms: float) -> fl
 def run_loadtest(
     url: str,
     models: Sequence[str],
-    rates: Sequence[float],
     texts: Sequence[str],
+    settings: LoadSettings | None = None,
     *,
-    duration: float = 20.0,
-    lines: int = 1,
     options: dict[str, dict[str, Any]] | None = None,
-    warmup: int = 5,
-    timeout_s: float = 30.0,
-    p99_limit_ms: float = 500.0,
-    seed: int = 0,
     log: Callable[[str], None] = print,
 ) -> LoadResult:
-    """Load every model in turn at every rate (see the module docstring); `options`: each
-    model's decoding settings by model name (default: the model's own)."""
+    """Load every model in turn at every rate as `settings` say (default: LoadSettings's
+    defaults; see the module docstring); `options`: each model's decoding settings by model
+    name (default: the model's own)."""
     import httpx
 
     from gmlm import provenance
@@ -227,29 +260,18 @@ def run_loadtest(
     base = check_loopback(url)
     if not texts or not all(t.strip() for t in texts):
         raise GmlmError("--input: give at least one non-empty sentence (no empty lines)")
-    DURATION.check(duration, "duration")
-    TIMEOUT.check(timeout_s, "timeout")
-    P99_LIMIT.check(p99_limit_ms, "p99_limit_ms")
-    LINES.check(lines, "lines")
-    WARMUP.check(warmup, "warmup")
-    if not rates:
-        raise GmlmError("rates: give at least one offered rate")
-    for rate in rates:
-        RATE.check(rate, "rates")
-    for rate in rates:
-        if rate * duration > MAX_REQUESTS:
-            raise GmlmError(
-                f"--rates {rate:g} x --duration {duration:g} s is more than {MAX_REQUESTS} "
-                "requests; shorten the duration"
-            )
+    settings = settings or LoadSettings()
+    settings.validate()
+    rates, duration, lines = settings.rates, settings.duration, settings.lines
+    warmup, timeout_s, seed = settings.warmup, settings.timeout_s, settings.seed
     per_model = {model: dict((options or {}).get(model, {})) for model in models}
-    settings: dict[str, Any] = {
+    recorded: dict[str, Any] = {
         "duration": duration,
         "lines": lines,
         "options": per_model,
         "warmup": warmup,
         "timeout_s": timeout_s,
-        "p99_limit_ms": p99_limit_ms,
+        "p99_limit_ms": settings.p99_limit_ms,
         "seed": seed,
         "rates": list(rates),
         "models": list(models),
@@ -288,7 +310,7 @@ def run_loadtest(
                             f"warm-up request to {model}: {answer.status_code} {answer.text}"
                         )
                 for rate in rates:
-                    point = await _one_rate(client, model, rate, settings, texts)
+                    point = await _one_rate(client, model, rate, recorded, texts)
                     log(describe(point))
                     points.append(point)
             return points
@@ -296,9 +318,9 @@ def run_loadtest(
     points = asyncio.run(main())
     return LoadResult(
         url=base,
-        settings=settings,
+        settings=recorded,
         points=tuple(points),
-        capacity_rps={m: capacity(points, m, p99_limit_ms) for m in models},
+        capacity_rps={m: capacity(points, m, settings.p99_limit_ms) for m in models},
         provenance={
             "gmlm": provenance.gmlm_version(),
             "python": provenance.python_version(),

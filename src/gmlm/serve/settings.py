@@ -12,8 +12,8 @@ import dataclasses
 from dataclasses import field
 
 from gmlm.config import Range, check_settings
-from gmlm.decoding.options import doc
 from gmlm.errors import GmlmError
+from gmlm.settings import doc
 
 
 @dataclasses.dataclass(frozen=True)

@@ -32,6 +32,7 @@ from gmlm.theory.distributions import IsingModel
 from gmlm.theory.estimators import MaskingScheme
 from gmlm.theory.figures import estimation_figure, hitting_figure, write_figure
 from gmlm.theory.settings import (
+    FIGURE_COUPLINGS,
     BenchSettings,
     EstimationSettings,
     HittingSettings,
@@ -285,7 +286,7 @@ def run_bench(
     report = run_verify(VerifySettings())
     say(f"verify (default grid, N=2..8): {report.seconds:.1f} s, passed={report.passed}")
     figure_seconds = {}
-    for name, coupling in (("figure1", 0.05), ("figure2", 0.3)):
+    for name, coupling in FIGURE_COUPLINGS.items():
         result = estimation_figure(EstimationSettings(coupling=coupling), name)
         write_figure(result, out)
         figure_seconds[name] = result.seconds

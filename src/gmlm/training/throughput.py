@@ -13,17 +13,15 @@ from __future__ import annotations
 import copy
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from gmlm.config import TIMED, WARMUP
 from gmlm.data.batching import Batch, BatchIterator
 from gmlm.data.binarized import TranslationDataset, load_dataset
 from gmlm.distributed import pick_device
-from gmlm.errors import GmlmError
 from gmlm.models import build_model
 from gmlm.nn.layers import count_parameters
 from gmlm.provenance import cpu_model, torch_threads, torch_version
@@ -31,6 +29,7 @@ from gmlm.training.config import TrainConfig, use_vocab_size
 from gmlm.training.objective import LossModule, objective
 from gmlm.training.optim import build_optimizer
 from gmlm.training.precision import autocast, resolve_precision
+from gmlm.training.throughput_settings import ThroughputSettings
 from gmlm.training.trainer import check_data_fits
 
 TRAINING_PRECISIONS = {"fp32": None, "bf16": torch.bfloat16}  # name -> autocast dtype
@@ -47,21 +46,16 @@ class ThroughputReport:
 
 def measure_throughput(
     cfg: TrainConfig,
-    steps: int = 6,
-    warmup: int = 2,
+    settings: ThroughputSettings | None = None,
     clock: Callable[[], float] = time.perf_counter,
-    precisions: Sequence[str] = ("fp32", "bf16"),
 ) -> ThroughputReport:
-    """Time `steps` optimizer steps per precision (of `precisions`: fp32 and/or bf16
-    autocast) after `warmup` untimed ones; `clock` reads the time in seconds (tests pass a
-    fake one to check the statistics)."""
-    TIMED.check(steps, "steps")
-    WARMUP.check(warmup, "warmup")
-    unknown = [p for p in precisions if p not in TRAINING_PRECISIONS]
-    if not precisions or unknown:
-        raise GmlmError(
-            f"precisions={tuple(precisions)}: give fp32 and/or bf16 (training precisions)"
-        )
+    """Time `settings.steps` optimizer steps per precision (of `settings.precisions`: fp32
+    and/or bf16 autocast) after `settings.warmup` untimed ones (default: ThroughputSettings's
+    defaults); `clock` reads the time in seconds (tests pass a fake one to check the
+    statistics)."""
+    settings = settings or ThroughputSettings()
+    settings.validate()
+    steps, warmup, precisions = settings.steps, settings.warmup, settings.precisions
     data = load_dataset(cfg.data)
     use_vocab_size(cfg, data.tokenizer)
     cfg.validate()
@@ -114,7 +108,7 @@ def measure_throughput(
     pairs = None
     if len(rates) == 2:
         pairs = [b / f for f, b in zip(rates["fp32"], rates["bf16"], strict=True)]
-    settings = {
+    recorded = {
         "kind": cfg.kind,
         "parameters": count_parameters(base),
         "device": str(device),
@@ -129,7 +123,7 @@ def measure_throughput(
         "stages": cfg.padir.stages if cfg.kind == "padir" else None,
     }
     return ThroughputReport(
-        settings,
+        recorded,
         {k: statistics.median(v) for k, v in rates.items()},
         None if pairs is None else statistics.median(pairs),
         rates,
