@@ -2,8 +2,8 @@
 `gmlm bench`).
 
 CTranslate2 brings its own OpenMP runtime. In the benchmark's process, next to torch's, the
-two fight over the cores: CTranslate2 beam 5 of the Multi30k AR measured 34 ms per sentence
-alone and 143 ms in-process (2 cores, AMD EPYC). So the bench starts this module as a child
+two fight over the cores, and CTranslate2 runs several times slower (docs/DESIGN.md section
+7). So the bench starts this module as a child
 process (``python -m gmlm.export.ctranslate2_worker FOLDER THREADS PRECISION``; it never
 imports torch, and it lives here rather than in gmlm.bench, whose package imports torch) that
 loads the export on `THREADS` CPU threads at `PRECISION` (fp32 or int8: CTranslate2's compute
