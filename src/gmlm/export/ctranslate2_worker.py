@@ -93,7 +93,7 @@ class Ct2Worker:
 
     def translate_texts(self, texts: list[str], options: Any) -> list[str]:
         """Translations of raw `texts` with `options` (SearchOptions), as
-        :meth:`gmlm.export.ctranslate2.Ct2Translator.translate` gives them (the service's
+        :meth:`gmlm.export.ctranslate2_runtime.Ct2Translator.translate` gives them (the service's
         CTranslate2 models)."""
         request = {"texts": texts, "options": dataclasses.asdict(options)}
         assert self._process.stdin is not None
@@ -141,7 +141,7 @@ def _python_path() -> list[str]:
 
 def serve(folder: str, threads: int, precision: str, requests: IO[str], answers: IO[str]) -> None:
     """The worker's loop: load the export, then answer each request line until EOF."""
-    from gmlm.export.ctranslate2 import Ct2Translator
+    from gmlm.export.ctranslate2_runtime import Ct2Translator
 
     def send(message: dict[str, Any]) -> None:
         answers.write(json.dumps(message) + "\n")
