@@ -58,7 +58,7 @@ def read_pairs(data: str | Path, split: str, sentences: int | None) -> SplitPair
         sources=sources,
         references=references,
         in_split=in_split,
-        tokenize=default_tokenizer(prepared.stats().get("tgt_lang")),
+        tokenize=default_tokenizer(prepared.stats().tgt_lang),
         origin=f"{prepared.root}/{split}.src.txt",
     )
 

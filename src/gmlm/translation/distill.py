@@ -513,7 +513,7 @@ def _distill(
     finally:
         torch.set_num_threads(previous_threads)
     if shard.active:  # every process's share, counted together (also waits for all)
-        done_now = [timing.sentences_this_run, timing.chunks_resumed]
+        done_now: list[float] = [timing.sentences_this_run, timing.chunks_resumed]
         total = all_reduce_sum(done_now, shard, loaded.translator.device)
         sentences_this_run, chunks_resumed = (int(v) for v in total)
         timing = replace(
@@ -539,7 +539,7 @@ def _distill(
         over_length_sources=len(plan.over_length),
         empty_outputs=sum(1 for i in plan.order if not outputs[i]),
         train_pairs_kept=load_dataset(built).manifest["splits"]["train"]["rows"],
-        train_pairs_dropped=load_dataset(built).stats()["splits"]["train"]["dropped"],
+        train_pairs_dropped=load_dataset(built).stats().splits["train"].dropped,
     )
     record = DistillRecord(
         settings=settings,
