@@ -17,7 +17,7 @@ from gmlm.data import load_dataset
 from gmlm.data.cleaning import normalize
 from gmlm.data.prepare import prepare_dataset
 from gmlm.errors import GmlmError
-from gmlm.translation.distill import distill
+from gmlm.translation.distill import CHUNK_SENTENCES, distill
 from gmlm.translation.distill_record import DistillRecord
 from gmlm.translation.translator import Translator
 from tests.helpers.checkpoints import write_checkpoint
@@ -261,8 +261,6 @@ def test_torchrun_processes_share_the_chunks_and_write_the_one_process_dataset(
     import subprocess
     import sys
 
-    from gmlm.translation.distill import CHUNK_SENTENCES
-
     out = tmp_path / "out"
     command = [
         sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
@@ -280,7 +278,10 @@ def test_torchrun_processes_share_the_chunks_and_write_the_one_process_dataset(
     assert (record["sentences_this_run"], record["chunks_resumed"]) == (198, 0)
     assert not list(out.glob("work")) and not list(out.glob(".*"))
     assert "2 processes" in done.stdout + done.stderr
-    help_text = subprocess.run(
-        [sys.executable, "-m", "gmlm", "distill", "--help"], capture_output=True, text=True
-    ).stdout
-    assert f"(default: {CHUNK_SENTENCES:,})" in " ".join(help_text.split())
+
+
+def test_help_gives_the_chunk_size_default(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["distill", "--help"])
+    assert exit_info.value.code == 0
+    assert f"(default: {CHUNK_SENTENCES:,})" in " ".join(capsys.readouterr().out.split())
