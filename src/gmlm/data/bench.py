@@ -1,7 +1,7 @@
 """Data pipeline benchmark: end-to-end preparation time and batch iterator throughput.
 
-Targets (issue "translation data pipeline"): preparing Multi30k including an 8k SentencePiece
-model in under 60 s on 2 cores, and at least 1M target tokens/s from the batch iterator.
+Targets: preparing Multi30k including an 8k SentencePiece model in under 60 s on 2 cores,
+and at least 1M target tokens/s from the batch iterator.
 Iteration is timed per epoch after one warm-up epoch (planning included: it is part of the
 cost of an epoch); the median and the range over epochs are reported.
 """
