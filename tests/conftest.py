@@ -1,6 +1,8 @@
 """Fixtures shared across test folders: one torch thread, a tiny prepared translation dataset,
-a tiny PaDIR run trained on it, and tiny checkpoints that memorised its first test pairs.
-Helpers (plain functions) live in tests/helpers/."""
+a tiny PaDIR run trained on it, tiny checkpoints that memorised its first test pairs, and the
+toy models of the decoding and translation tests (untrained ones, and ones overfit for a
+second or two on a reversal task so that they stop at different lengths and converge at
+different passes). Helpers (plain functions) live in tests/helpers/."""
 
 from __future__ import annotations
 
@@ -10,8 +12,13 @@ from pathlib import Path
 import pytest
 import torch
 
+from gmlm.data.tokenizer import Tokenizer
+from gmlm.models import AutoregressiveModel, PadirModel
+from gmlm.nn import ModelConfig, preset
 from tests.helpers.corpora import make_pairs, tiny_config, write_corpus
-from tests.helpers.learned import memorised_checkpoint
+from tests.helpers.learned import fit, memorised_checkpoint
+from tests.helpers.reversal import CONFIG, reversal_pairs
+from tests.helpers.sentences import sentences
 
 
 @pytest.fixture
@@ -68,3 +75,52 @@ def learned_checkpoints(
     return {
         kind: memorised_checkpoint(root / kind, kind, word_task_data) for kind in ("ar", "padir")
     }
+
+
+@pytest.fixture(scope="session")
+def reversal() -> tuple[torch.Tensor, torch.Tensor]:
+    return reversal_pairs(16)
+
+
+def _train(model: torch.nn.Module, src: torch.Tensor, tgt: torch.Tensor, steps: int) -> None:
+    fit(model, src, tgt, steps, lr=5e-3, stages=2, seed=0)
+
+
+@pytest.fixture(scope="session")
+def trained_ar(reversal: tuple[torch.Tensor, torch.Tensor]) -> AutoregressiveModel:
+    torch.manual_seed(0)
+    model = AutoregressiveModel(CONFIG)
+    _train(model, *reversal, steps=150)
+    return model
+
+
+@pytest.fixture(scope="session")
+def trained_padir(reversal: tuple[torch.Tensor, torch.Tensor]) -> PadirModel:
+    torch.manual_seed(0)
+    model = PadirModel(CONFIG)
+    _train(model, *reversal, steps=150)
+    return model
+
+
+@pytest.fixture
+def untrained_ar() -> AutoregressiveModel:
+    torch.manual_seed(1)
+    return AutoregressiveModel(CONFIG).eval()
+
+
+@pytest.fixture(scope="session")
+def tokenizer() -> Tokenizer:
+    return Tokenizer.train(sentences(300), vocab_size=400, threads=1)
+
+
+@pytest.fixture(scope="session")
+def text_config(tokenizer: Tokenizer) -> ModelConfig:
+    # Untied embeddings: a tied untrained model copies its input, and its PaDIR outputs are
+    # then all dropped as unchanged initial tokens, which would make empty outputs pass.
+    return preset(
+        "tiny",
+        vocab_size=tokenizer.vocab_size,
+        max_source_len=24,
+        max_target_len=24,
+        tie_embeddings=False,
+    )

@@ -24,7 +24,8 @@ from tests.helpers.checkpoints import write_checkpoint
 pytest.importorskip("ctranslate2", reason="the optional extra gmlm[ctranslate2] is not installed")
 
 from gmlm.bench import BenchSettings, run_bench
-from gmlm.export.ctranslate2 import Ct2Translator, export_ctranslate2
+from gmlm.export.ctranslate2 import export_ctranslate2
+from gmlm.export.ctranslate2_runtime import Ct2Translator
 from gmlm.export.ctranslate2_worker import Ct2Worker
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -51,7 +52,7 @@ def checkpoints(
 
 def test_the_worker_never_imports_torch() -> None:
     code = (
-        "import sys, gmlm.export.ctranslate2_worker, gmlm.export.ctranslate2; "
+        "import sys, gmlm.export.ctranslate2_worker, gmlm.export.ctranslate2_runtime; "
         "sys.exit('torch' in sys.modules)"
     )
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

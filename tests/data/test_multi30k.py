@@ -17,13 +17,13 @@ def test_prepare_multi30k_end_to_end(tmp_path: Path) -> None:
     root = prepare_dataset(DataConfig(corpus=f"multi30k:{MULTI30K}"), tmp_path / "m30k")
     prepared = load_dataset(root)
     stats = prepared.stats()
-    assert stats["tokenizer"]["vocab_size"] == 8000
-    assert {s: v["pairs"] for s, v in stats["splits"].items()} == {
+    assert stats.tokenizer.vocab_size == 8000
+    assert {s: v.pairs for s, v in stats.splits.items()} == {
         "train": 29000,
         "valid": 1014,
         "test": 1000,
     }
-    assert stats["splits"]["test"]["kept"] == 1000 and stats["splits"]["train"]["kept"] > 28900
+    assert stats.splits["test"].kept == 1000 and stats.splits["train"].kept > 28900
     tok = prepared.tokenizer
     test_src = prepared.read_text("test", "src")
     ds = prepared.split("test")

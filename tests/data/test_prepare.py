@@ -1,3 +1,4 @@
+import json
 import os
 import shutil
 from pathlib import Path
@@ -9,6 +10,7 @@ from gmlm.data import binarized
 from gmlm.data.binarized import DATASET_FILES, load_dataset
 from gmlm.data.cleaning import normalize
 from gmlm.data.prepare import DataConfig, prepare_dataset
+from gmlm.data.stats import DatasetStats
 from gmlm.data.tokenizer import Tokenizer
 from gmlm.errors import GmlmError
 from tests.helpers.corpora import make_pairs, tiny_config, write_lines
@@ -30,18 +32,18 @@ def test_dataset_contents_round_trip(tiny_dataset: Path) -> None:
         ds = prepared.split(split)
         src_text = prepared.read_text(split, "src")
         tgt_text = prepared.read_text(split, "tgt")
-        assert len(src_text) == stats["splits"][split]["pairs"]
-        assert len(ds) == stats["splits"][split]["kept"]
+        assert len(src_text) == stats.splits[split].pairs
+        assert len(ds) == stats.splits[split].kept
         for i in range(0, len(ds), 37):  # ids decode back to the text line they came from
             src_ids, tgt_ids = ds[i]
             assert tok.decode(src_ids) == src_text[ds.lines[i]]
             assert tok.decode(tgt_ids) == tgt_text[ds.lines[i]]
-    total = sum(s["pairs"] for s in stats["splits"].values())
+    total = sum(s.pairs for s in stats.splits.values())
     assert total == 2000
-    assert stats["splits"]["train"]["src_tokens"] == int(prepared.split("train").src_lengths.sum())
+    assert stats.splits["train"].src_tokens == int(prepared.split("train").src_lengths.sum())
     cfg = load_saved_config(DataConfig, tiny_dataset / "config.yaml")
     assert cfg.tokenizer.vocab_size == 400 and cfg.filter.max_len == 64
-    assert "carved" in " ".join(stats["notes"])
+    assert "carved" in " ".join(stats.notes)
 
 
 def test_filtering_reported_and_text_kept(tmp_path: Path) -> None:
@@ -50,10 +52,10 @@ def test_filtering_reported_and_text_kept(tmp_path: Path) -> None:
     tgt += ["empty source", "dog", "the dog runs over the big tree and the small cat quickly", "x"]
     cfg = tiny_config(files_spec(tmp_path, src, tgt), valid_fraction=0.0, test_fraction=0.0)
     root = prepare_dataset(cfg, tmp_path / "out")
-    train = load_dataset(root).stats()["splits"]["train"]
-    assert train["pairs"] == 304
-    assert train["dropped"] == {"empty": 2, "too_long": 1, "length_ratio": 1}
-    assert train["kept"] == 300
+    train = load_dataset(root).stats().splits["train"]
+    assert train.pairs == 304
+    assert train.dropped == {"empty": 2, "too_long": 1, "length_ratio": 1}
+    assert train.kept == 300
     text = load_dataset(root).read_text("train", "src")
     assert text[-3:] == [normalize("Hund " * 80), "Hund", ""]  # references keep every pair
 
@@ -172,9 +174,9 @@ def test_separate_splits_and_reused_tokenizer(tmp_path: Path, tiny_dataset: Path
     prepared = load_dataset(prepare_dataset(cfg, tmp_path / "out"))
     assert prepared.tokenizer == Tokenizer.load(tiny_dataset)
     assert prepared.read_text("valid", "tgt") == dev_tgt
-    stats = prepared.stats()["splits"]
-    assert stats["train"]["pairs"] + stats["test"]["pairs"] == 200
-    assert stats["valid"]["pairs"] == 20
+    stats = prepared.stats().splits
+    assert stats["train"].pairs + stats["test"].pairs == 200
+    assert stats["valid"].pairs == 20
 
 
 def test_a_test_set_alone_with_a_reused_tokenizer(tmp_path: Path, tiny_dataset: Path) -> None:
@@ -287,3 +289,31 @@ def test_a_file_that_cannot_be_kept_stops_the_rebuild(
         prepare_dataset(cfg, out, force=True)
     assert load_dataset(out).manifest == before and (out / "notes.txt").read_text() == "mine"
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_stats_json_is_a_typed_record_that_rewrites_byte_for_byte(
+    tiny_dataset: Path, tmp_path: Path
+) -> None:
+    """stats.json reads as a DatasetStats (keys in the order every version wrote them) and
+    writes back byte for byte, so earlier datasets read as they are."""
+    path = tiny_dataset / "stats.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert list(data) == [
+        "corpus", "src_lang", "tgt_lang", "max_len", "tokenizer", "splits", "notes", "seconds"
+    ]  # fmt: skip
+    assert list(data["splits"]["train"]) == [
+        "pairs", "kept", "dropped", "src_tokens", "tgt_tokens", "unk_tokens", "src_length",
+        "tgt_length",
+    ]  # fmt: skip
+    assert list(data["splits"]["train"]["src_length"]) == [
+        "mean",
+        "p50",
+        "p90",
+        "p95",
+        "p99",
+        "max",
+    ]
+    stats = DatasetStats.read(path)
+    assert stats == load_dataset(tiny_dataset).stats()
+    stats.write(tmp_path / "again.json")
+    assert (tmp_path / "again.json").read_bytes() == path.read_bytes()

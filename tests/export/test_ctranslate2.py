@@ -27,12 +27,8 @@ from tests.helpers.corpora import MULTI30K
 
 pytest.importorskip("ctranslate2", reason="the optional extra gmlm[ctranslate2] is not installed")
 
-from gmlm.export.ctranslate2 import (
-    INFO_FILE,
-    Ct2Translator,
-    export_ctranslate2,
-    length_limit,
-)
+from gmlm.export.ctranslate2 import INFO_FILE, export_ctranslate2
+from gmlm.export.ctranslate2_runtime import Ct2Translator, length_limit
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -54,7 +50,7 @@ def write_decisive_ar(folder: Path, tokenizer: Tokenizer) -> Path:
     an end of sentence likely enough that outputs stop at many lengths, and special tokens
     other than EOS improbable (about e^-20), as training makes them: CTranslate2 removes
     them before its softmax and gmlm after, which changes scores by the probability the
-    model gives them (module docstring of gmlm.export.ctranslate2)."""
+    model gives them (module docstring of gmlm.export.ctranslate2_runtime)."""
     config = preset(
         "tiny",
         vocab_size=tokenizer.vocab_size,

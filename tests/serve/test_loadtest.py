@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 
 import numpy as np
 import pytest
 
+from gmlm.cli.main import main
 from gmlm.errors import GmlmError
 from gmlm.serve.load_report import markdown, plot
 from gmlm.serve.loadtest import (
@@ -24,6 +24,7 @@ from gmlm.serve.loadtest import (
     scrape,
 )
 from gmlm.serve.settings import ServeSettings
+from tests.helpers.cli import exit_status
 from tests.helpers.serving import GatedBackend, running
 
 SHORT = LoadSettings(rates=(1.0,), duration=0.1)
@@ -118,33 +119,28 @@ def test_refuses_unknown_models_and_bad_settings():
             run_loadtest(url, ["fake"], ["a", ""], SHORT, log=lambda _l: None)
 
 
-def test_cli_starts_its_own_service_and_writes_every_output(tiny_models, tmp_path):
-    import subprocess
-    import sys
-
+def test_cli_starts_its_own_service_and_writes_every_output(
+    tiny_models, tmp_path, capsys, monkeypatch
+):
+    """`gmlm loadtest --serve=...` starts a `gmlm serve` process of its own, loads it, stops
+    it and writes every output (the command in-process; the service in its own process)."""
     out = tmp_path / "load"
     command = [
-        sys.executable, "-m", "gmlm", "loadtest", "--rates", "8,2", "--duration", "0.5",
+        "loadtest", "--rates", "8,2", "--duration", "0.5",
         "--warmup", "1", f"--serve=--threads 1 --model padir={tiny_models['padir']}",
         "--options", 'padir={"steps": 2}', "--output", str(out / "load.json"),
         "--markdown", str(out / "load.md"), "--plot", str(out / "load.png"),
     ]  # fmt: skip
-    done = subprocess.run(
-        command,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )
-    assert done.returncode == 0, done.stderr
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the service's process inherits it
+    assert main(command) == 0
     result = LoadResult.read(out / "load.json")
     assert [p.offered_rps for p in result.points] == [8.0, 2.0]
     assert result.settings["options"] == {"padir": {"steps": 2}}
     assert all(p.ok == p.sent and not p.errors for p in result.points)
     assert (out / "load.png").is_file() and "| padir | 8 |" in (out / "load.md").read_text()
-    assert json.loads(done.stdout.strip().splitlines()[-1])["capacity_rps"]["padir"] == 8.0
-    bad = subprocess.run(
-        [sys.executable, "-m", "gmlm", "loadtest", "--options", "padir=[1]"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert bad.returncode == 2 and "expected MODEL=JSON" in bad.stderr
+    assert (
+        json.loads(capsys.readouterr().out.strip().splitlines()[-1])["capacity_rps"]["padir"] == 8.0
+    )
+    capsys.readouterr()
+    assert exit_status(["loadtest", "--options", "padir=[1]"]) == 2
+    assert "expected MODEL=JSON" in capsys.readouterr().err

@@ -133,10 +133,9 @@ def test_saves_between_validations_resume_exactly(word_task_data, tmp_path, monk
 
 
 def test_resume_after_kill_9(word_task_data, tmp_path):
+    """A run killed (-9, in a process of its own) after its step-10 save resumes to the
+    weights of an uninterrupted run (the reference run and the resume run in-process)."""
     args = [
-        sys.executable,
-        "-m",
-        "gmlm",
         "train",
         "--config",
         "tiny-ar",
@@ -146,12 +145,9 @@ def test_resume_after_kill_9(word_task_data, tmp_path):
         "valid_every=10",
         "model.dropout=0.1",  # training draws from torch's generator, which resumes too
     ]
-    straight = subprocess.run(
-        [*args, f"out={tmp_path / 'a'}", "max_steps=40"], capture_output=True, text=True
-    )
-    assert straight.returncode == 0, straight.stderr
+    assert main([*args, f"out={tmp_path / 'a'}", "max_steps=40"]) == 0
     proc = subprocess.Popen(
-        [*args, f"out={tmp_path / 'b'}", "max_steps=40"],
+        [sys.executable, "-m", "gmlm", *args, f"out={tmp_path / 'b'}", "max_steps=40"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -162,10 +158,7 @@ def test_resume_after_kill_9(word_task_data, tmp_path):
     code = proc.wait()
     assert code == -signal.SIGKILL, f"the run ended (exit code {code}) before it was killed"
     assert 10 <= checkpoint_step(tmp_path / "b" / "last") < 40
-    resumed = subprocess.run(
-        [*args, f"out={tmp_path / 'b'}", "max_steps=40"], capture_output=True, text=True
-    )
-    assert resumed.returncode == 0, resumed.stderr
+    assert main([*args, f"out={tmp_path / 'b'}", "max_steps=40"]) == 0
     a, b = weights(tmp_path / "a" / "last"), weights(tmp_path / "b" / "last")
     assert all(torch.equal(a[k], b[k]) for k in a)
     steps = [r["step"] for r in metrics(tmp_path / "b") if "loss" in r]
@@ -367,20 +360,7 @@ def test_two_process_data_parallel_matches_one_process(word_task_data, tmp_path)
         "max_tokens=100000",
         "device=cpu",
     ]
-    single = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gmlm",
-            "train",
-            *common,
-            f"out={tmp_path / 'one'}",
-            "max_sentences=8",
-        ],
-        capture_output=True,
-        text=True,
-    )
-    assert single.returncode == 0, single.stderr
+    assert main(["train", *common, f"out={tmp_path / 'one'}", "max_sentences=8"]) == 0
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     double = subprocess.run(
         [

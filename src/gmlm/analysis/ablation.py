@@ -32,12 +32,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
-from gmlm import provenance
-from gmlm.analysis.loading import load_padir
+from gmlm.analysis.loading import load_padir, run_provenance
 from gmlm.analysis.results import AblationResult, AblationRow, AblationSettings
-from gmlm.analysis.split_decoding import decode_scored, read_pairs
+from gmlm.analysis.split_decoding import decode_each, read_pairs
 from gmlm.decoding.options import (
     ABLATION_VARIANTS,
     Precision,
@@ -46,6 +43,7 @@ from gmlm.decoding.options import (
     pruning_text,
 )
 from gmlm.evaluation.summary import Quality
+from gmlm.translation.translator import Translator
 
 DEFAULT = "default"
 BOOTSTRAP_SAMPLES = 1000
@@ -92,6 +90,45 @@ def paired_bootstrap(
     return p_values, str(signatures["BLEU"])
 
 
+def variant_options(
+    translator: Translator, base: RefinementOptions, settings: Sequence[tuple[str, dict[str, Any]]]
+) -> list[tuple[str, dict[str, Any], RefinementOptions]]:
+    """The default row (`base`) and each variant's (name, changes, options), every variant
+    checked before the first decoding."""
+    rows: list[tuple[str, dict[str, Any], RefinementOptions]] = [(DEFAULT, {}, base)]
+    for variant, changes in settings:
+        options = translator.options(base, **changes)
+        assert isinstance(options, RefinementOptions)
+        rows.append((variant, changes, options))
+    return rows
+
+
+def compared_rows(
+    decoded: Sequence[Decoded], references: Sequence[str], tokenize: str
+) -> tuple[tuple[AblationRow, ...], str]:
+    """The rows of `decoded` (the default first), each compared with the default by the paired
+    bootstrap unless its translations are the default's, and the test's signature."""
+    default = decoded[0]
+    differ = [i for i, d in enumerate(decoded) if i and d.hypotheses != default.hypotheses]
+    tested, bootstrap = paired_bootstrap(
+        default.hypotheses, [decoded[i].hypotheses for i in differ], references, tokenize
+    )
+    p_values = dict(zip(differ, tested, strict=True))
+    rows = tuple(
+        AblationRow(
+            variant=d.variant,
+            settings=d.changes,
+            quality=d.quality,
+            bleu_delta=round(d.quality.bleu - default.quality.bleu, 2),
+            p_value=p_values.get(i),
+            same_output=i > 0 and i not in p_values,
+            seconds=round(d.seconds, 2),
+        )
+        for i, d in enumerate(decoded)
+    )
+    return rows, bootstrap
+
+
 def decoding_ablation(
     checkpoint: str | Path,
     data: str | Path,
@@ -116,11 +153,7 @@ def decoding_ablation(
     translator, _ = load_padir(checkpoint, device, sentences, batch_size, "decoding settings")
     base = translator.options(options, **overrides)
     assert isinstance(base, RefinementOptions)
-    rows_options: list[tuple[str, dict[str, Any], RefinementOptions]] = [(DEFAULT, {}, base)]
-    for variant, changes in settings:  # every variant checked before the first decoding
-        variant_options = translator.options(base, **changes)
-        assert isinstance(variant_options, RefinementOptions)
-        rows_options.append((variant, changes, variant_options))
+    rows_options = variant_options(translator, base, settings)
 
     started = time.perf_counter()
     pairs = read_pairs(data, split, sentences)
@@ -128,38 +161,23 @@ def decoding_ablation(
 
     decoded: list[Decoded] = []
     signature = ""
-    for variant, changes, row_options in tqdm(
-        rows_options, desc="ablation", unit="decoding", disable=None if progress else True
-    ):
-        row = decode_scored(
-            translator, pairs, row_options, batch_size=batch_size, seed=seed, precision=precision
-        )
+    rows_decoded = decode_each(
+        translator,
+        pairs,
+        [row_options for _, _, row_options in rows_options],
+        desc="ablation",
+        progress=progress,
+        batch_size=batch_size,
+        seed=seed,
+        precision=precision,
+    )
+    for (variant, changes, _), row in zip(rows_options, rows_decoded, strict=True):
         decoded.append(Decoded(variant, changes, row.hypotheses, row.seconds, row.quality))
         signature = signature or row.bleu_signature
         if log is not None:
             log(f"  {variant:44s} BLEU {row.quality.bleu:6.2f}  ({row.seconds:.0f} s)")
 
-    default = decoded[0]
-    differ = [i for i, d in enumerate(decoded) if i and d.hypotheses != default.hypotheses]
-    tested, bootstrap = paired_bootstrap(
-        default.hypotheses,
-        [decoded[i].hypotheses for i in differ],
-        pairs.references,
-        pairs.tokenize,
-    )
-    p_values = dict(zip(differ, tested, strict=True))
-    rows = tuple(
-        AblationRow(
-            variant=d.variant,
-            settings=d.changes,
-            quality=d.quality,
-            bleu_delta=round(d.quality.bleu - default.quality.bleu, 2),
-            p_value=p_values.get(i),
-            same_output=i > 0 and i not in p_values,
-            seconds=round(d.seconds, 2),
-        )
-        for i, d in enumerate(decoded)
-    )
+    rows, bootstrap = compared_rows(decoded, pairs.references, pairs.tokenize)
     return AblationResult(
         checkpoint=str(checkpoint),
         data=str(data),
@@ -175,10 +193,7 @@ def decoding_ablation(
             tokenize=pairs.tokenize,
             bleu_signature=signature,
             bootstrap=bootstrap,
-            device=str(translator.device),
-            threads=provenance.torch_threads(),
-            torch=provenance.torch_version(),
-            gmlm=provenance.gmlm_version(),
+            **run_provenance(translator),
         ),
         seconds=round(time.perf_counter() - started, 3),
     )

@@ -39,10 +39,9 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from tqdm import tqdm
 
-from gmlm import provenance
-from gmlm.analysis.loading import load_padir, padir_at
+from gmlm.analysis.batches import source_batches
+from gmlm.analysis.loading import load_padir, padir_at, run_provenance
 from gmlm.analysis.metrics import (
     HEAD_AGGREGATES,
     TOP_K,
@@ -62,10 +61,11 @@ from gmlm.analysis.results import (
     HeadSummary,
     MeanStd,
 )
-from gmlm.data.binarized import load_dataset
-from gmlm.data.lengths import encode_inputs
+from gmlm.analysis.split_decoding import encode_sources, read_pairs
 from gmlm.decoding.options import RefinementOptions
-from gmlm.decoding.refinement import refine, sentence_generators
+from gmlm.decoding.refinement import refine
+from gmlm.models import PadirModel
+from gmlm.translation.translator import Translator
 
 TABLES = ("self_attention", "cross_attention")
 # Per table: the metrics summarized min / avg / max over heads, with their row labels.
@@ -176,6 +176,51 @@ class PairCollector:
         )
 
 
+@dataclasses.dataclass
+class Collected:
+    """The adjacent pairs of every decoded sentence, its output tokens (EOS excluded), and
+    how many sentences hold a stutter."""
+
+    collector: PairCollector
+    output_tokens: int = 0
+    with_stutter: int = 0
+
+
+def collect_pairs(
+    translator: Translator,
+    model: PadirModel,
+    decoding: RefinementOptions,
+    sources: Sequence[Sequence[int]],
+    lines: Sequence[int],
+    *,
+    batch_size: int,
+    seed: int,
+    progress: bool,
+) -> Collected:
+    """Decode `sources` (ids; `lines`: their lines in the split) with `decoding`, which
+    returns attention, and collect the pair metrics of each chosen candidate."""
+    collected = Collected(PairCollector(translator.config.n_heads))
+    batches = source_batches(
+        translator,
+        sources,
+        lines,
+        batch_size=batch_size,
+        seed=seed,
+        desc="attention",
+        progress=progress,
+    )
+    for batch in batches:
+        for result in refine(model, batch.src, decoding, batch.generators()):
+            assert result.self_attention is not None and result.cross_attention is not None
+            stutter, self_m, cross_m = pair_metrics(
+                result.raw, result.self_attention, result.cross_attention
+            )
+            collected.collector.add(stutter, self_m, cross_m)
+            collected.output_tokens += len(result.raw)
+            collected.with_stutter += bool(stutter.any())
+    return collected
+
+
 def attention_analysis(
     checkpoint: str | Path,
     data: str | Path,
@@ -201,67 +246,43 @@ def attention_analysis(
     than the model's max_source_len are skipped and counted. n/a statistics are None.
     """
     started = time.perf_counter()
-    translator, model = load_padir(
-        checkpoint, device, sentences, batch_size, "PaDIR's parallel decoder"
-    )
-    model = padir_at(translator, bf16)
+    studies = "PaDIR's parallel decoder"
+    translator, _ = load_padir(checkpoint, device, sentences, batch_size, studies)
     config = translator.config
     decoding = translator.options(options, **{**overrides, "return_attention": True})
     assert isinstance(decoding, RefinementOptions)
 
-    prepared = load_dataset(data)
-    texts = prepared.read_text(split, "src")
-    chosen = texts if sentences is None else texts[:sentences]
-    encoded = encode_inputs(
-        translator.tokenizer,
-        chosen,
-        config.max_source_len,
-        on_over_length="report",
-        origin=f"{prepared.root}/{split}.src.txt",
-    )
+    pairs = read_pairs(data, split, sentences)
+    encoded = encode_sources(translator, pairs)
     over = set(encoded.over_length)
-    # (line index, ids), longest first as `Translator.translate_ids` batches, so that the
-    # decoding matches it.
-    sources = [(i, ids) for i, ids in enumerate(encoded.ids) if ids and i not in over]
-    sources.sort(key=lambda source: len(source[1]), reverse=True)
-
-    collector = PairCollector(config.n_heads)
-    output_tokens = with_stutter = 0
-    with tqdm(
-        total=len(sources), desc="attention", unit="sent", disable=None if progress else True
-    ) as bar:
-        for start in range(0, len(sources), batch_size):
-            lines, batch = zip(*sources[start : start + batch_size], strict=True)
-            src = translator.source_tensor(batch)
-            generators = sentence_generators(seed, lines)
-            results = refine(model, src, decoding, generators)
-            for result in results:
-                assert result.self_attention is not None and result.cross_attention is not None
-                stutter, self_m, cross_m = pair_metrics(
-                    result.raw, result.self_attention, result.cross_attention
-                )
-                collector.add(stutter, self_m, cross_m)
-                output_tokens += len(result.raw)
-                with_stutter += bool(stutter.any())
-            bar.update(len(results))
-
+    lines = [i for i, ids in enumerate(encoded.ids) if ids and i not in over]
+    collected = collect_pairs(
+        translator,
+        padir_at(translator, bf16),
+        decoding,
+        [encoded.ids[i] for i in lines],
+        lines,
+        batch_size=batch_size,
+        seed=seed,
+        progress=progress,
+    )
     # The post-processing filters never touch the raw hypotheses analysed: leave them out.
     unused = ("return_steps", "return_attention", "drop_unchanged_initial", "dedup_final")
     settings = {k: v for k, v in dataclasses.asdict(decoding).items() if k not in unused}
-    tables = {table: {g: collector.summary(table, g) for g in GROUPS} for table in TABLES}
+    tables = {t: {g: collected.collector.summary(t, g) for g in GROUPS} for t in TABLES}
     return AttentionResult(
         checkpoint=str(checkpoint),
         data=str(data),
         split=split,
         sentences=AttentionSentences(
-            in_split=len(texts),
-            decoded=len(sources),
+            in_split=pairs.in_split,
+            decoded=len(lines),
             skipped_empty=sum(1 for ids in encoded.ids if not ids),
             skipped_over_length=len(over),
         ),
-        output_tokens=output_tokens,
-        sentences_with_stutter=with_stutter,
-        pairs={group: collector.pairs(group) for group in GROUPS},
+        output_tokens=collected.output_tokens,
+        sentences_with_stutter=collected.with_stutter,
+        pairs={group: collected.collector.pairs(group) for group in GROUPS},
         model=AttentionModel(
             heads=config.n_heads,
             decoder_layers=config.n_decoder_layers,
@@ -272,10 +293,7 @@ def attention_analysis(
             batch_size=batch_size,
             seed=seed,
             bf16=bf16,
-            device=str(translator.device),
-            threads=provenance.torch_threads(),
-            torch=provenance.torch_version(),
-            gmlm=provenance.gmlm_version(),
+            **run_provenance(translator),
         ),
         self_attention=tables["self_attention"],
         cross_attention=tables["cross_attention"],

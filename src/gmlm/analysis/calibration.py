@@ -28,17 +28,18 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
-
-from tqdm import tqdm
+from typing import TYPE_CHECKING, Any
 
 from gmlm.analysis.results import Calibration, CalibrationRow
-from gmlm.analysis.split_decoding import decode_scored, read_pairs
+from gmlm.analysis.split_decoding import decode_each, read_pairs
 from gmlm.checkpoint.decoding_defaults import DECODING_FILE, write_decoding_defaults
 from gmlm.checkpoint.loading import resolve_checkpoint
 from gmlm.config import BATCH_SIZE, SENTENCES
 from gmlm.decoding.options import CALIBRATION_MIN_GAIN, MIN_GAIN, OPTIONS
 from gmlm.errors import GmlmError
+
+if TYPE_CHECKING:
+    from gmlm.translation.translator import Translator
 
 
 def choose(rows: Sequence[CalibrationRow], default: float, min_gain: float) -> float:
@@ -47,6 +48,25 @@ def choose(rows: Sequence[CalibrationRow], default: float, min_gain: float) -> f
     base = next(r for r in rows if r.value == default)
     best = max(rows, key=lambda r: r.bleu)
     return best.value if best.bleu - base.bleu > min_gain else default
+
+
+def value_grid(
+    translator: Translator, setting: str, values: Sequence[float], decoding: dict[str, Any]
+) -> tuple[float, float | None, list[float]]:
+    """`setting`'s class default, the value the checkpoint's decoding.json records (None
+    without one) and the values to try: `values`, then those two when missing. `setting` must
+    be a decoding setting of the checkpoint's kind that `decoding` does not fix."""
+    cls = OPTIONS[translator.kind]
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    if setting not in fields or setting in decoding:
+        raise GmlmError(
+            f"setting {setting!r}: give a decoding setting of this {translator.kind} "
+            f"checkpoint that `decoding` does not fix; its settings are {', '.join(fields)}"
+        )
+    default = getattr(cls(), setting)
+    previous = translator.defaults.get(setting)
+    grid = list(dict.fromkeys([*values, default, *([] if previous is None else [previous])]))
+    return default, previous, grid
 
 
 def calibrate(
@@ -75,29 +95,22 @@ def calibrate(
     BATCH_SIZE.check(batch_size, "batch_size")
     MIN_GAIN.check(min_gain, "min_gain")
     translator = load(checkpoint, device)
-    cls = OPTIONS[translator.kind]
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    if setting not in fields or setting in (decoding or {}):
-        raise GmlmError(
-            f"setting {setting!r}: give a decoding setting of this {translator.kind} "
-            f"checkpoint that `decoding` does not fix; its settings are {', '.join(fields)}"
-        )
-    default = getattr(cls(), setting)
-    previous = translator.defaults.get(setting)
-    grid = list(dict.fromkeys([*values, default, *([] if previous is None else [previous])]))
+    default, previous, grid = value_grid(translator, setting, values, decoding or {})
     # every value checked before the first decoding
     options = [translator.options(**(decoding or {}), **{setting: v}) for v in grid]
 
     pairs = read_pairs(data, split, sentences)
     rows = []
     signature = ""
-    for value, row_options in tqdm(
-        list(zip(grid, options, strict=True)),
+    decodings = decode_each(
+        translator,
+        pairs,
+        options,
         desc=f"calibrate {setting}",
-        unit="decoding",
-        disable=None if progress else True,
-    ):
-        row = decode_scored(translator, pairs, row_options, batch_size=batch_size)
+        progress=progress,
+        batch_size=batch_size,
+    )
+    for value, row in zip(grid, decodings, strict=True):
         signature = signature or row.bleu_signature
         quality = row.quality
         rows.append(

@@ -41,10 +41,9 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from tqdm import tqdm
 
-from gmlm import provenance
-from gmlm.analysis.loading import load_padir, padir_at
+from gmlm.analysis.batches import source_batches
+from gmlm.analysis.loading import load_padir, padir_at, run_provenance
 from gmlm.analysis.results import (
     LengthResult,
     LengthRow,
@@ -52,13 +51,11 @@ from gmlm.analysis.results import (
     LengthSettings,
     Predictor,
 )
-from gmlm.data.binarized import load_dataset
-from gmlm.data.lengths import encode_inputs
+from gmlm.analysis.split_decoding import SplitPairs, encode_sources, read_pairs
 from gmlm.data.tokenizer import Tokenizer
 from gmlm.decoding.options import RefinementOptions
-from gmlm.decoding.refinement import refine, sentence_generators
+from gmlm.decoding.refinement import refine
 from gmlm.errors import GmlmError
-from gmlm.evaluation.bleu import default_tokenizer
 from gmlm.evaluation.summary import quality_row
 from gmlm.models import PadirModel
 from gmlm.translation.translator import Translator
@@ -146,36 +143,33 @@ def decode_pairs(
 ) -> Decoded:
     """Predict the length of every pair and decode it under every configuration, batched as
     `Translator.translate_ids` batches (longest source first)."""
-    order = sorted(range(len(pairs)), key=lambda i: -len(pairs[i].ids))
     top1 = torch.zeros(len(pairs), dtype=torch.long)
     rank = torch.zeros(len(pairs), dtype=torch.long)
     hypotheses = {c.name: [""] * len(pairs) for c in runs}
     chosen_is_reference = {c.name: 0 for c in runs if c.length_beam > 1}
-    with (
-        torch.no_grad(),
-        tqdm(
-            total=len(pairs), desc="length", unit="sent", disable=None if progress else True
-        ) as bar,
+    for batch in source_batches(
+        translator,
+        [p.ids for p in pairs],
+        [p.line for p in pairs],
+        batch_size=batch_size,
+        seed=seed,
+        desc="length",
+        progress=progress,
     ):
-        for start in range(0, len(order), batch_size):
-            batch = order[start : start + batch_size]
-            src = translator.source_tensor([pairs[i].ids for i in batch])
-            targets = torch.tensor([pairs[i].target for i in batch])
-            lines = [pairs[i].line for i in batch]
-            logits = model.length_logits(model.encode(src)).float().cpu()
-            target_logit = logits.gather(1, (targets - 1).unsqueeze(1))
-            rows = torch.tensor(batch)
-            top1[rows] = logits.argmax(1) + 1
-            rank[rows] = (logits > target_logit).sum(1) + 1
-            for c in runs:
-                lengths = targets.unsqueeze(1).to(src.device) if c.oracle else None
-                generators = sentence_generators(seed, lines)
-                results = refine(model, src, options[c.name], generators, lengths)
-                for i, r in zip(batch, results, strict=True):
-                    hypotheses[c.name][i] = translator.text(r.tokens)
-                    if c.name in chosen_is_reference:
-                        chosen_is_reference[c.name] += r.length == pairs[i].target
-            bar.update(len(batch))
+        targets = torch.tensor([pairs[i].target for i in batch.rows])
+        with torch.no_grad():
+            logits = model.length_logits(model.encode(batch.src)).float().cpu()
+        target_logit = logits.gather(1, (targets - 1).unsqueeze(1))
+        rows = torch.tensor(batch.rows)
+        top1[rows] = logits.argmax(1) + 1
+        rank[rows] = (logits > target_logit).sum(1) + 1
+        for c in runs:
+            lengths = targets.unsqueeze(1).to(batch.src.device) if c.oracle else None
+            results = refine(model, batch.src, options[c.name], batch.generators(), lengths)
+            for i, r in zip(batch.rows, results, strict=True):
+                hypotheses[c.name][i] = translator.text(r.tokens)
+                if c.name in chosen_is_reference:
+                    chosen_is_reference[c.name] += r.length == pairs[i].target
     return Decoded(top1, rank, hypotheses, chosen_is_reference)
 
 
@@ -221,6 +215,44 @@ def decoding_rows(
     return tuple(rows)
 
 
+def configuration_options(
+    translator: Translator, base: RefinementOptions, runs: Sequence[Configuration]
+) -> dict[str, RefinementOptions]:
+    """Each configuration's decoding: `base` with its length_beam and length_weight (the
+    oracle: no offsets either)."""
+    decodings = {}
+    for c in runs:
+        options = translator.options(
+            base,
+            length_beam=c.length_beam,
+            length_weight=c.length_weight,
+            length_offsets=() if c.oracle else None,
+        )
+        assert isinstance(options, RefinementOptions)
+        decodings[c.name] = options
+    return decodings
+
+
+def read_analysable(
+    translator: Translator, data: str | Path, split: str, sentences: int | None
+) -> tuple[SplitPairs, list[Pair], dict[str, int]]:
+    """The first `sentences` pairs of `split` of the prepared dataset `data`, those of them
+    that can be analysed, and the counts of the others by reason (:func:`analysable_pairs`);
+    none analysable is an error."""
+    text = read_pairs(data, split, sentences)
+    encoded = encode_sources(translator, text)
+    pairs, skipped = analysable_pairs(
+        translator.tokenizer,
+        encoded.ids,
+        set(encoded.over_length),
+        text.references,
+        translator.config.max_target_len,
+    )
+    if not pairs:
+        raise GmlmError(f"{text.origin}: no pair of split {split!r} can be analysed ({skipped})")
+    return text, pairs, skipped
+
+
 def length_analysis(
     checkpoint: str | Path,
     data: str | Path,
@@ -254,38 +286,8 @@ def length_analysis(
     assert isinstance(base, RefinementOptions)
     steps, length_beam = base.steps, base.length_beam
     runs = configurations(length_beam, tuple(length_weights))
-    decodings = {}
-    for c in runs:
-        opts = translator.options(
-            base,
-            length_beam=c.length_beam,
-            length_weight=c.length_weight,
-            length_offsets=() if c.oracle else None,
-        )
-        assert isinstance(opts, RefinementOptions)
-        decodings[c.name] = opts
-
-    prepared = load_dataset(data)
-    sources_text = prepared.read_text(split, "src")
-    references_text = prepared.read_text(split, "tgt")
-    if sentences is not None:
-        sources_text, references_text = sources_text[:sentences], references_text[:sentences]
-    encoded = encode_inputs(
-        translator.tokenizer,
-        sources_text,
-        translator.config.max_source_len,
-        on_over_length="report",
-        origin=f"{prepared.root}/{split}.src.txt",
-    )
-    pairs, skipped = analysable_pairs(
-        translator.tokenizer,
-        encoded.ids,
-        set(encoded.over_length),
-        references_text,
-        translator.config.max_target_len,
-    )
-    if not pairs:
-        raise GmlmError(f"{prepared.root}: no pair of split {split!r} can be analysed ({skipped})")
+    decodings = configuration_options(translator, base, runs)
+    text, pairs, skipped = read_analysable(translator, data, split, sentences)
     decoded = decode_pairs(
         translator,
         model,
@@ -296,14 +298,14 @@ def length_analysis(
         seed=seed,
         progress=progress,
     )
-    tokenize = default_tokenizer(prepared.stats().get("tgt_lang"))
+    tokenize = text.tokenize
     references = [p.reference for p in pairs]
     reference_lengths = torch.tensor([p.target for p in pairs])
     return LengthResult(
         checkpoint=str(checkpoint),
         data=str(data),
         split=split,
-        sentences=LengthSentences(in_split=len(sources_text), analysed=len(pairs), skipped=skipped),
+        sentences=LengthSentences(in_split=len(text.sources), analysed=len(pairs), skipped=skipped),
         predictor=predictor_statistics(decoded.top1, decoded.rank, reference_lengths, length_beam),
         decoding=decoding_rows(runs, decoded, references, tokenize),
         settings=LengthSettings(
@@ -319,10 +321,7 @@ def length_analysis(
             seed=seed,
             bf16=bf16,
             tokenize=tokenize,
-            device=str(translator.device),
-            threads=provenance.torch_threads(),
-            torch=provenance.torch_version(),
-            gmlm=provenance.gmlm_version(),
+            **run_provenance(translator),
         ),
         seconds=round(time.perf_counter() - started, 3),
     )

@@ -1,9 +1,12 @@
-"""What every analysis of a PaDIR checkpoint starts with: checked sizes and the model."""
+"""What every analysis of a PaDIR checkpoint starts with: checked sizes and the model, and
+where it runs, as the results record it."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+from gmlm import provenance
 from gmlm.config import BATCH_SIZE, SENTENCES
 from gmlm.errors import GmlmError
 from gmlm.models import PadirModel
@@ -32,3 +35,14 @@ def padir_at(translator: Translator, bf16: bool) -> PadirModel:
     model = translator.model_at("bf16" if bf16 else "fp32")
     assert isinstance(model, PadirModel)
     return model
+
+
+def run_provenance(translator: Translator) -> dict[str, Any]:
+    """The settings fields every analysis result records about where it ran: the device, the
+    torch threads and the torch and gmlm versions."""
+    return {
+        "device": str(translator.device),
+        "threads": provenance.torch_threads(),
+        "torch": provenance.torch_version(),
+        "gmlm": provenance.gmlm_version(),
+    }

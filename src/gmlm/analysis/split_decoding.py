@@ -1,15 +1,20 @@
-"""What the validation-split analyses share (`gmlm.analysis.ablation`,
-`gmlm.analysis.calibration`): a prepared split's sentence pairs, and one decoding of them,
-timed and scored as the evaluation scores it."""
+"""What the analyses of a split share: a prepared split's sentence pairs, their sources encoded
+for the analyses that run the model themselves (`gmlm.analysis.attention`,
+`gmlm.analysis.length`), and decodings of them, timed and scored as the evaluation scores
+them (`gmlm.analysis.ablation`, `gmlm.analysis.calibration`)."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from gmlm.data.binarized import load_dataset
+from gmlm.data.lengths import EncodedInputs, encode_inputs
 from gmlm.decoding.options import DecodingOptions
 from gmlm.errors import GmlmError
 from gmlm.evaluation.bleu import default_tokenizer
@@ -53,7 +58,7 @@ def read_pairs(data: str | Path, split: str, sentences: int | None) -> SplitPair
         sources=sources,
         references=references,
         in_split=in_split,
-        tokenize=default_tokenizer(prepared.stats().get("tgt_lang")),
+        tokenize=default_tokenizer(prepared.stats().tgt_lang),
         origin=f"{prepared.root}/{split}.src.txt",
     )
 
@@ -71,3 +76,32 @@ def decode_scored(
     seconds = time.perf_counter() - start
     quality, signatures = quality_row(hypotheses, pairs.references, pairs.tokenize)
     return ScoredDecoding(hypotheses, seconds, quality, signatures.bleu)
+
+
+def decode_each(
+    translator: Translator,
+    pairs: SplitPairs,
+    options: Sequence[DecodingOptions],
+    *,
+    desc: str,
+    progress: bool,
+    **translate: Any,
+) -> Iterator[ScoredDecoding]:
+    """:func:`decode_scored` of the pairs with each of `options` in turn, with a progress bar
+    of decodings (`desc`) if `progress`."""
+    for row_options in tqdm(
+        options, desc=desc, unit="decoding", disable=None if progress else True
+    ):
+        yield decode_scored(translator, pairs, row_options, **translate)
+
+
+def encode_sources(translator: Translator, pairs: SplitPairs) -> EncodedInputs:
+    """The pairs' sources as the translator's ids (no EOS); those over its max_source_len are
+    listed in `EncodedInputs.over_length` for the caller to skip, never cut."""
+    return encode_inputs(
+        translator.tokenizer,
+        pairs.sources,
+        translator.config.max_source_len,
+        on_over_length="report",
+        origin=pairs.origin,
+    )

@@ -35,17 +35,15 @@ user could pick is the 1-layer decoder run by CTranslate2) is also converted to 
 types float32 and int8; it has no bf16 on a CPU), each model and precision in a worker
 process of its own: CTranslate2's OpenMP and torch's fight over the cores in one process
 (see :mod:`gmlm.export.ctranslate2_worker`). Each worker runs on the fastest of its GEMM
-backends and of `threads` and 1 thread, compared on a few sentences first (what a user
-would pick; on an Intel Xeon, MKL's int8 on 2 threads was several times slower than on 1).
-Its times are taken
-inside the worker, so the pipe to it is not counted; its systems are interleaved with the
-others like any system.
+backends and of `threads` and 1 thread, compared on a few sentences first: what a user would
+pick, since more threads are not always faster there (docs/DESIGN.md section 7). Its times are
+taken inside the worker, so the pipe to it is not counted; its systems are interleaved with
+the others like any system.
 
 On a GPU the warm-up translates *every* timed sentence once (each way, each system and
 precision), whatever ``warmup`` says: the first use of a shape there pays for memory the
-caching allocator does not hold yet and for kernel selection (measured on an H100: with 10
-warm-up sentences, bf16 PaDIR T=4 B=5's model-only p99 was 513 ms against 52 ms end-to-end
-for the same sentences right after), so the timed pass measures a warmed-up server.
+caching allocator does not hold yet and for kernel selection, which a few warm-up sentences
+leave in the tail (docs/DESIGN.md section 7), so the timed pass measures a warmed-up server.
 ``cuda_graphs=True`` (`gmlm bench --device cuda --cuda-graphs`) runs every torch system's
 decoder passes by CUDA graph (:mod:`gmlm.decoding.cuda_graphs`), each shape captured during
 that warm-up, so the timed pass replays graphs only. Batch size 1 only: larger batches

@@ -187,7 +187,7 @@ def run_stats(args: argparse.Namespace) -> int:
     from gmlm.data.stats import format_stats
 
     stats = load_dataset(args.dir).stats()
-    print(json.dumps(stats, indent=2) if args.json else format_stats(stats))
+    print(json.dumps(stats.to_json(), indent=2) if args.json else format_stats(stats))
     return 0
 
 

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from gmlm.data.splits import SPLITS
+from gmlm.data.stats import DatasetStats
 from gmlm.data.tokenizer import META_FILE, MODEL_FILE, Tokenizer
 from gmlm.errors import GmlmError
 from gmlm.io import atomic_open
@@ -115,8 +116,9 @@ class PreparedDataset:
     def tokenizer(self) -> Tokenizer:
         return Tokenizer.load(self.root)
 
-    def stats(self) -> dict[str, Any]:
-        return dict(json.loads((self.root / STATS).read_text(encoding="utf-8")))
+    def stats(self) -> DatasetStats:
+        """The dataset's statistics (stats.json)."""
+        return DatasetStats.read(self.root / STATS)
 
     def split(self, name: str) -> TranslationDataset:
         if name not in self.manifest["splits"]:

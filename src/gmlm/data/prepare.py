@@ -63,7 +63,7 @@ from gmlm.data.binarized import (
 from gmlm.data.cleaning import filter_pairs, normalize
 from gmlm.data.corpora import carve_splits, parse_spec, read_corpus
 from gmlm.data.parallel import Corpus, ParallelText
-from gmlm.data.stats import split_stats
+from gmlm.data.stats import DatasetStats, SplitStats, TokenizerStats, split_stats
 from gmlm.data.tokenizer import MIN_COVERAGE, SPECIAL_IDS, Tokenizer
 from gmlm.errors import GmlmError
 from gmlm.io import (
@@ -372,10 +372,10 @@ def _write_splits(
     tokenizer: Tokenizer,
     tmp: Path,
     progress: bool,
-) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, int]]]:
+) -> tuple[dict[str, SplitStats], dict[str, dict[str, int]]]:
     """Encode, filter and write each split; returns (stats per split, manifest entries)."""
     dtype = token_dtype(tokenizer.vocab_size)
-    stats: dict[str, dict[str, Any]] = {}
+    stats: dict[str, SplitStats] = {}
     entries: dict[str, dict[str, int]] = {}
     for name, text in splits.items():
         src_ids = _encode(tokenizer, text.src, cfg.threads, f"encode {name} src", progress)
@@ -414,7 +414,7 @@ def _write_metadata(
     splits: dict[str, ParallelText],
     tokenizer: Tokenizer,
     tmp: Path,
-    stats: dict[str, Any],
+    stats: dict[str, SplitStats],
     entries: dict[str, dict[str, int]],
     digest: str,
     seconds: dict[str, float],
@@ -429,21 +429,21 @@ def _write_metadata(
         )
     tokenizer.save(tmp)
     save_config(cfg, tmp / CONFIG)
-    summary = {
-        "corpus": cfg.corpus if corpus.name == cfg.corpus else corpus.name,
-        "src_lang": corpus.src_lang,
-        "tgt_lang": corpus.tgt_lang,
-        "max_len": cfg.filter.max_len,
-        "tokenizer": {
-            "vocab_size": tokenizer.vocab_size,
-            "model_type": cfg.tokenizer.model_type if not cfg.tokenizer.path else "reused",
-            "sha256": tokenizer.fingerprint,
-        },
-        "splits": stats,
-        "notes": notes,
-        "seconds": seconds,
-    }
-    atomic_write_json(tmp / STATS, summary)
+    name = cfg.corpus if corpus.name == cfg.corpus else corpus.name
+    DatasetStats(
+        corpus=name,
+        src_lang=corpus.src_lang,
+        tgt_lang=corpus.tgt_lang,
+        max_len=cfg.filter.max_len,
+        tokenizer=TokenizerStats(
+            vocab_size=tokenizer.vocab_size,
+            model_type=cfg.tokenizer.model_type if not cfg.tokenizer.path else "reused",
+            sha256=tokenizer.fingerprint,
+        ),
+        splits=stats,
+        notes=tuple(notes),
+        seconds=seconds,
+    ).write(tmp / STATS)
     manifest = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -451,7 +451,7 @@ def _write_metadata(
         "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "gmlm_version": provenance.gmlm_version(),
         "sentencepiece_version": spm.__version__,
-        "corpus": summary["corpus"],
+        "corpus": name,
         "src_lang": corpus.src_lang,
         "tgt_lang": corpus.tgt_lang,
         "max_len": cfg.filter.max_len,

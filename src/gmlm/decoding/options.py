@@ -261,7 +261,7 @@ class RefinementOptions:
         metadata=doc(
             "after this pass, keep only each sentence's --prune-keep best candidates (scored "
             "as the final choice is) and run the later passes on them alone; 0 never prunes "
-            "(1 with 3,2: chosen on validation data, as good there as 2 with 2 and faster)",
+            "(1 with 3,2: chosen on validation data: docs/DESIGN.md section 7)",
             range=Range(ge=0, le=MAX_STEPS, note="0 never prunes"),
         ),
     )
@@ -422,7 +422,7 @@ ABLATION_VARIANTS: tuple[str, ...] = (
     "stutter_ngram=1",  # the paper's stutter: a repeated token, not a repeated n-gram
     "dedup_final=false",  # repeated adjacent tokens kept in the output
     "prune_after=0",  # every candidate through every pass
-    "prune_after=2 prune_keep=2",  # the earlier default: all candidates through pass 2
+    "prune_after=2 prune_keep=2",  # every candidate through pass 2, then the best 2
     "prune_after=1 prune_keep=2",  # 2 (not 3, then 2) after the first pass
     "prune_after=1 prune_keep=1",  # the best candidate alone after the first pass
     "prune_after=2 prune_keep=1",  # the best candidate alone after the second pass

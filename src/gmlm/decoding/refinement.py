@@ -77,46 +77,12 @@ of the pass it was pruned after but can no longer be chosen. Pruning ranks a sen
 candidates only, so a sentence's result still does not depend on its batch. Pruning after
 the last pass, or keeping all K, changes nothing.
 
-The first schedule, prune after pass 2 keeping 2, was chosen on the 1,014 sentences of the
-Multi30k val split with the PaDIR released first (the laptop run,
-docs/history/laptop-run/RESULTS.md), T = 4, B = 5 (`gmlm translate --prune-after A
---prune-keep K`, then `gmlm evaluate`), as the fastest within 0.2 BLEU of no pruning; batch-1
-median latency over 50 test sentences, one thread, all schedules interleaved in one run on a
-shared CPU (noisy; compare within the column):
-
-    schedule                 BLEU    length ratio   p50 ms   p99 ms
-    no pruning (A = 0)       31.65   0.881          239      514
-    after 1, keep 1          28.97   0.839
-    after 1, keep 2          30.56   0.857
-    after 2, keep 1          30.81   0.873
-    after 2, keep 2          31.60   0.879          191      421
-    after 3, keep 1          31.54   0.878          220      462
-    after 3, keep 2          31.74   0.878          219      492
-
-Pruning after pass 1 to 1 or 2 candidates costs 1-2.7 BLEU there: one pass's scores do not
-yet tell the candidates apart well, and the mean score then favours short ones (the length
-ratio falls). Keeping 3 after pass 1 and 2 after pass 2 (the default since) runs 12
-candidate-passes where 2-then-2 runs 14, and lost nothing against it with the shipped
-Multi30k PaDIR on the val split (the decoding ablation in docs/RESULTS.md, which gives the
-figures and the command).
-
 Defaults follow the paper and docs/DESIGN.md section 3: T = 4 passes, 5 lengths, one random
-start, no offsets, random initial tokens (the model config's choice), stutter remasking from
-the previous iteration's tokens, dropping unchanged initial tokens and final stutter, no
-length penalty, no Mask-Predict remasking. (In the authors' release, previous-iteration
-tokens are the default replacement, but stutter remasking sits behind a flag that defaults
-to off; we enable it because the paper's inference includes it.) Three defaults depart
-from the paper, chosen on validation data: pruning (after pass 1 to each sentence's best 3
-candidates, after pass 2 to its best 2; see above), candidates are selected by their
-*mean* token log-probability, and stutter covers repeated n-grams of up to 4 tokens, not
-only repeated tokens (``stutter_ngram``; docs/RESULTS.md, "Phrase repeats").
-The selection rules, with that same earlier PaDIR, T = 4, B = 5, no pruning, on the
-1,014 sentences of the Multi30k val split (`gmlm translate ... --selection S
---length-weight W`, then `gmlm evaluate`): sum 30.56 BLEU (length ratio 0.849), mean
-31.65 (0.881), changed 30.51 (0.849); with length_weight 0.5: sum 31.44, mean 30.43,
-changed 31.41. The multi30k reproduction's PaDIR confirmed both defaults on val (its
-decoding ablation, docs/RESULTS.md): mean selection 0.70 BLEU over sum, and no pruning only
-0.16 over the schedule of the time (after pass 2, keep 2).
+start, no offsets, the model config's initial tokens, stutter remasking from the previous
+pass's tokens, dropping unchanged initial tokens and final stutter, no length penalty, no
+Mask-Predict remasking. Three depart from it, each chosen on validation data: the *mean*
+selection, pruning (each sentence's best 3 candidates after pass 1, its best 2 after pass 2)
+and stutter n-grams of up to 4 tokens: why, and the evidence, in docs/DESIGN.md section 7.
 """
 
 from __future__ import annotations
@@ -501,10 +467,8 @@ def log_probs_of(logits: Tensor, tokens: Tensor) -> Tensor:
 
     One fused ``log_softmax`` (accumulating in float32 whatever the logits' dtype), then a
     gather, rather than ``logits.float()`` and ``logsumexp``: torch's logsumexp is composite
-    (max, subtract, exp, sum, log, add, each a pass over the (N, W, V) logits). On bf16
-    logits of 5 rows, widths 14-40, 2 threads, an AMD EPYC Zen 4: 0.5-1.4 ms per pass
-    before, 0.2-0.7 after (one-off timing), a few percent of a batch-1 sentence. Equal to
-    the old value up to float32 rounding."""
+    (max, subtract, exp, sum, log, add, each a pass over the (N, W, V) logits), about twice
+    the time on a CPU (docs/DESIGN.md section 7). Equal to it up to float32 rounding."""
     log_probs = torch.log_softmax(logits, -1, dtype=torch.float32)
     return log_probs.gather(2, tokens.unsqueeze(2)).squeeze(2)
 

@@ -2,8 +2,8 @@
 `gmlm bench`).
 
 CTranslate2 brings its own OpenMP runtime. In the benchmark's process, next to torch's, the
-two fight over the cores: CTranslate2 beam 5 of the Multi30k AR measured 34 ms per sentence
-alone and 143 ms in-process (2 cores, AMD EPYC). So the bench starts this module as a child
+two fight over the cores, and CTranslate2 runs several times slower (docs/DESIGN.md section
+7). So the bench starts this module as a child
 process (``python -m gmlm.export.ctranslate2_worker FOLDER THREADS PRECISION``; it never
 imports torch, and it lives here rather than in gmlm.bench, whose package imports torch) that
 loads the export on `THREADS` CPU threads at `PRECISION` (fp32 or int8: CTranslate2's compute
@@ -93,7 +93,7 @@ class Ct2Worker:
 
     def translate_texts(self, texts: list[str], options: Any) -> list[str]:
         """Translations of raw `texts` with `options` (SearchOptions), as
-        :meth:`gmlm.export.ctranslate2.Ct2Translator.translate` gives them (the service's
+        :meth:`gmlm.export.ctranslate2_runtime.Ct2Translator.translate` gives them (the service's
         CTranslate2 models)."""
         request = {"texts": texts, "options": dataclasses.asdict(options)}
         assert self._process.stdin is not None
@@ -141,7 +141,7 @@ def _python_path() -> list[str]:
 
 def serve(folder: str, threads: int, precision: str, requests: IO[str], answers: IO[str]) -> None:
     """The worker's loop: load the export, then answer each request line until EOF."""
-    from gmlm.export.ctranslate2 import Ct2Translator
+    from gmlm.export.ctranslate2_runtime import Ct2Translator
 
     def send(message: dict[str, Any]) -> None:
         answers.write(json.dumps(message) + "\n")

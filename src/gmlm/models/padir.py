@@ -100,9 +100,8 @@ def ordinary_argmax(logits: Tensor, content: Tensor, is_eos: Tensor, config: Mod
     where `is_eos` (B, T), pad everywhere else.
 
     The indices of ``max``, not ``argmax``: the same first maximum (both documented), but
-    torch 2.13's CPU argmax over the last dimension is not vectorised: 740 against 285 us on
-    random (5, 27, 8000) float32 logits (2 threads, Intel Xeon, one-off timing). End to end
-    the change was within noise (`gmlm bench`, PaDIR T=4 B=5 bf16, 200 sentences)."""
+    torch's CPU argmax over the last dimension is not vectorised, about 2.5 times slower
+    (docs/DESIGN.md section 7)."""
     best = logits[..., config.n_special :].max(-1).indices + config.n_special
     return torch.where(content, best, torch.where(is_eos, config.eos_id, config.pad_id))
 

@@ -175,7 +175,7 @@ def data(ctx: Context) -> dict[str, Any]:
     root = prepare_dataset(cfg, ctx.data_dir, progress=ctx.progress, log=ctx.log, corpus=corpus)
 
     stats = load_dataset(root).stats()
-    summary: dict[str, Any] = {"pairs": {k: v["kept"] for k, v in stats["splits"].items()}}
+    summary: dict[str, Any] = {"pairs": {k: v.kept for k, v in stats.splits.items()}}
     if missing:
         summary[STAND_IN] = missing
     return summary
@@ -490,7 +490,7 @@ def evaluate(ctx: Context) -> dict[str, Any]:
     in_split = len(references)
     if e.sentences > 0:
         sources, references = sources[: e.sentences], references[: e.sentences]
-    tokenize = default_tokenizer(prepared.stats().get("tgt_lang"))
+    tokenize = default_tokenizer(prepared.stats().tgt_lang)
     folder = ctx.out / "eval"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "examples.json").unlink(missing_ok=True)  # of a run before the test set came

@@ -71,13 +71,14 @@ def validation_pairs(data: PreparedDataset, limit: int) -> ValidationPairs:
     split = data.split("valid")
     references = data.read_text("valid", "tgt")
     rows = range(min(max(limit, 0), len(split)))
-    dropped = data.stats().get("splits", {}).get("valid", {}).get("dropped", {})
+    valid = data.stats().splits.get("valid")
+    dropped = {} if valid is None else valid.dropped
     return ValidationPairs(
         sources=[split[i][0].tolist() for i in rows],
         references=[references[int(split.lines[i])] for i in rows],
         kept=len(split),
         pairs=len(references),
-        dropped={str(k): int(v) for k, v in dropped.items()},
+        dropped=dict(dropped),
     )
 
 

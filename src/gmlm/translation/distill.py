@@ -47,7 +47,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -76,6 +76,12 @@ from gmlm.distributed import (
 from gmlm.errors import GmlmError
 from gmlm.io import atomic_open, atomic_write_json, check_output_folder, make_dirs
 from gmlm.locking import folder_lock
+from gmlm.translation.distill_record import (
+    ChunkTiming,
+    DistillCounts,
+    DistillRecord,
+    RecordedRate,
+)
 from gmlm.translation.translator import Translator, load
 
 DISTILL_FILE = "distill.json"
@@ -252,14 +258,13 @@ def _check_out(out: Path, data: Path, teacher: Path) -> None:
 
 def _complete(out: Path, settings: dict[str, Any]) -> bool:
     try:
-        record = json.loads((out / DISTILL_FILE).read_text(encoding="utf-8"))
-        if record.get("settings") != settings:
+        if DistillRecord.recorded_settings(out / DISTILL_FILE) != settings:
             return False
         prepared = load_dataset(out)
         for split in prepared.splits:
             prepared.split(split)  # checks file sizes
         return True
-    except (OSError, json.JSONDecodeError, GmlmError):
+    except (OSError, GmlmError):
         return False
 
 
@@ -274,7 +279,7 @@ def _translate_chunks(
     progress: bool,
     say: Log,
     shard: DistInfo,
-) -> tuple[list[str], dict[str, Any]]:
+) -> tuple[list[str], ChunkTiming]:
     """Translate every chunk of this process's share (all of them in one process) not already
     in `work`; returns the outputs of that share (corpus order, "" elsewhere) and timing."""
     outputs = [""] * len(plan.sources)
@@ -326,17 +331,17 @@ def _translate_chunks(
                 handle.write("\n")
             translated_now += len(chunk)
     session = time.perf_counter() - start
-    timing = {
-        "chunks": len(chunks),
-        "chunks_resumed": resumed,
-        "sentences_this_run": translated_now,
-        "seconds_this_run": round(session, 3),
-        **_recorded_rate(work),
-    }
+    timing = ChunkTiming(
+        chunks=len(chunks),
+        chunks_resumed=resumed,
+        sentences_this_run=translated_now,
+        seconds_this_run=round(session, 3),
+        rate=_recorded_rate(work),
+    )
     return outputs, timing
 
 
-def _recorded_rate(work: Path) -> dict[str, Any]:
+def _recorded_rate(work: Path) -> RecordedRate:
     """Teacher time and sentences/s over every chunk whose time was recorded (all runs)."""
     seconds, sentences = 0.0, 0
     try:
@@ -354,11 +359,11 @@ def _recorded_rate(work: Path) -> dict[str, Any]:
         seen.add(row["chunk"])
         seconds += row["s"]
         sentences += row["sentences"]
-    return {
-        "teacher_seconds": round(seconds, 3),
-        "timed_sentences": sentences,
-        "sentences_per_s": round(sentences / seconds, 2) if seconds else None,
-    }
+    return RecordedRate(
+        teacher_seconds=round(seconds, 3),
+        timed_sentences=sentences,
+        sentences_per_s=round(sentences / seconds, 2) if seconds else None,
+    )
 
 
 def _install(built: Path, out: Path) -> None:
@@ -507,14 +512,17 @@ def _distill(
     finally:
         torch.set_num_threads(previous_threads)
     if shard.active:  # every process's share, counted together (also waits for all)
-        done_now = [timing["sentences_this_run"], timing["chunks_resumed"]]
+        done_now: list[float] = [timing.sentences_this_run, timing.chunks_resumed]
         total = all_reduce_sum(done_now, shard, loaded.translator.device)
-        timing["sentences_this_run"], timing["chunks_resumed"] = (int(v) for v in total)
+        sentences_this_run, chunks_resumed = (int(v) for v in total)
+        timing = replace(
+            timing, sentences_this_run=sentences_this_run, chunks_resumed=chunks_resumed
+        )
     barrier(shard)  # every chunk is written, and its time recorded
     if not shard.is_main:
         return out
     if shard.active:  # the other processes' chunks and times, read back from the work folder
-        timing.update(_recorded_rate(work))
+        timing = replace(timing, rate=_recorded_rate(work))
         for index, chunk in enumerate(plan.chunks):
             done = read_chunk(chunk_path(work, index), len(chunk))
             if done is None:
@@ -523,40 +531,40 @@ def _distill(
                 outputs[i] = text
     build_start = time.perf_counter()
     built = _build_dataset(prepared, data, sources, outputs, work / DATASET, loaded, beam)
-    counts = {
-        "train_sources": len(sources),
-        "translated": len(plan.order),
-        "empty_sources": len(plan.empty),
-        "over_length_sources": len(plan.over_length),
-        "empty_outputs": sum(1 for i in plan.order if not outputs[i]),
-        "train_pairs_kept": load_dataset(built).manifest["splits"]["train"]["rows"],
-        "train_pairs_dropped": load_dataset(built).stats()["splits"]["train"]["dropped"],
-    }
-    record = {
-        "settings": settings,
-        "teacher": str(loaded.path),
-        "teacher_step": loaded.step,
-        "data": str(data.resolve()),
-        "beam": beam,
-        "precision": "bf16" if use_bf16 else "fp32",
-        "batch_size": batch_size,
-        "threads": threads or previous_threads,
-        "device": str(loaded.translator.device),
-        "torch": provenance.torch_version(),
-        "gmlm": provenance.gmlm_version(),
-        "cpu": provenance.cpu_model(),
-        "counts": counts,
-        **timing,
-        "build_seconds": round(time.perf_counter() - build_start, 3),
-        "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-    }
-    atomic_write_json(built / DISTILL_FILE, record)
+    counts = DistillCounts(
+        train_sources=len(sources),
+        translated=len(plan.order),
+        empty_sources=len(plan.empty),
+        over_length_sources=len(plan.over_length),
+        empty_outputs=sum(1 for i in plan.order if not outputs[i]),
+        train_pairs_kept=load_dataset(built).manifest["splits"]["train"]["rows"],
+        train_pairs_dropped=load_dataset(built).stats().splits["train"].dropped,
+    )
+    record = DistillRecord(
+        settings=settings,
+        teacher=str(loaded.path),
+        teacher_step=loaded.step,
+        data=str(data.resolve()),
+        beam=beam,
+        precision="bf16" if use_bf16 else "fp32",
+        batch_size=batch_size,
+        threads=threads or previous_threads,
+        device=str(loaded.translator.device),
+        torch=provenance.torch_version(),
+        gmlm=provenance.gmlm_version(),
+        cpu=provenance.cpu_model(),
+        counts=counts,
+        timing=timing,
+        build_seconds=round(time.perf_counter() - build_start, 3),
+        created_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )
+    record.write(built / DISTILL_FILE)
     _install(built, out)
     shutil.rmtree(work, ignore_errors=True)
-    rate = timing["sentences_per_s"]
+    rate = timing.rate.sentences_per_s
     say(
-        f"{out}: distilled dataset written ({counts['train_pairs_kept']:,} training pairs kept; "
-        f"{counts['empty_outputs']} empty teacher outputs; "
+        f"{out}: distilled dataset written ({counts.train_pairs_kept:,} training pairs kept; "
+        f"{counts.empty_outputs} empty teacher outputs; "
         f"{rate if rate is not None else '-'} sentences/s)"
     )
     return out

@@ -1,20 +1,16 @@
 """A trained model at an inference precision (``gmlm.decoding.options.PRECISIONS``).
 
 * ``fp32``: the model as trained.
-* ``bf16``: a copy with bfloat16 weights, so activations are bfloat16 too. Chosen over
-  bfloat16 autocast (the fp32 model under ``torch.autocast``): on the Multi30k models, batch
-  1, one thread, the weights copy was the faster of the two for both systems (PaDIR T=4 B=5
-  2057 against 2133 ms, AR beam 5 1052 against 1126 ms median over 25 sentences, on a loaded
-  CPU with AVX2 only, where both are 2-4x slower than fp32: bf16 pays only where the CPU has
-  bf16 instructions, or on a GPU).
+* ``bf16``: a copy with bfloat16 weights, so activations are bfloat16 too, rather than
+  bfloat16 autocast over the fp32 model: the copy was the faster of the two for both systems
+  (docs/DESIGN.md section 7). bf16 pays only where the CPU has bf16 instructions, or on a GPU.
 * ``int8``: a copy whose Linear layers are dynamically quantised
   (``torch.ao.quantization.quantize_dynamic``: int8 weights, activations quantised on the fly,
-  results in fp32), the output projection included: a tied embedding table gets an output
-  layer of its own in the copy, so the table the inputs read stays fp32. The output
-  projection is the largest matrix of the small models (8,000 x 256) and was a quarter of
-  PaDIR's int8 time at batch 1 while it stayed fp32 (torch profiler, T=4 B=5); BLEU on
-  `val` with it quantised: docs/history/laptop-run/RESULTS.md, "Speed of the released
-  models". Embeddings, LayerNorms and attention stay fp32. CPU only (PyTorch's int8 kernels).
+  results in fp32), the output projection included: it is the largest matrix of the small
+  models (8,000 x 256), left in fp32 a quarter of PaDIR's int8 time (docs/DESIGN.md section
+  7). A tied embedding table gets an output layer of its own in the copy, so the table the
+  inputs read stays fp32.
+  Embeddings, LayerNorms and attention stay fp32. CPU only (PyTorch's int8 kernels).
 
 Copies are made once per model and precision by the caller (see
 :meth:`gmlm.translation.Translator.model_at`); the fp32 model is never changed.

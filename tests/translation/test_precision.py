@@ -1,7 +1,6 @@
 """Inference precisions (gmlm.translation.precision): every precision decodes, the bf16 and
 int8 copies of a trained model mostly agree with fp32, the fp32 model is never changed, and
-a wrong precision is an error. Here rather than under tests/translation for the trained toy
-models of tests/decoding/conftest.py."""
+a wrong precision is an error."""
 
 from __future__ import annotations
 
