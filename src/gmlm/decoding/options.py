@@ -47,6 +47,12 @@ MAX_RANDOM_STARTS = 1000
 # with `gmlm bench` on the shipped PaDIR (docs/RESULTS.md, "Padding").
 SPLIT_OVERHEAD = 32
 
+# Padded decoder row-positions per batch (a batch's rows times its widest row: PaDIR's
+# candidates at their predicted lengths, AR's beams at the source length) when a translation
+# names neither a token budget nor a batch size (Translator.translate, `gmlm translate`):
+# measured on the shipped Multi30k models, docs/RESULTS.md, "File throughput and padding".
+MAX_TOKENS_DEFAULT = 4000
+
 # The longest repeated n-gram of tokens stutter_ngram may ask for: bounds the cost of a typo
 # (each pass compares the hypotheses once per n and token of the n-gram).
 MAX_STUTTER_NGRAM = 16
@@ -316,6 +322,11 @@ class RefinementOptions:
     def __post_init__(self) -> None:
         if isinstance(self.prune_keep, int):  # one count: kept after pass prune_after alone
             object.__setattr__(self, "prune_keep", (self.prune_keep,))
+
+    @property
+    def candidates(self) -> int:
+        """Candidates per sentence: length_beam x (1 + len(length_offsets)) x random_starts."""
+        return self.length_beam * (1 + len(self.length_offsets)) * self.random_starts
 
     def validate(self, config: ModelConfig) -> None:
         check_settings(self)
