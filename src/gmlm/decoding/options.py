@@ -323,11 +323,6 @@ class RefinementOptions:
         if isinstance(self.prune_keep, int):  # one count: kept after pass prune_after alone
             object.__setattr__(self, "prune_keep", (self.prune_keep,))
 
-    @property
-    def candidates(self) -> int:
-        """Candidates per sentence: length_beam x (1 + len(length_offsets)) x random_starts."""
-        return self.length_beam * (1 + len(self.length_offsets)) * self.random_starts
-
     def validate(self, config: ModelConfig) -> None:
         check_settings(self)
         if self.length_beam > config.max_target_len:
@@ -376,6 +371,15 @@ OPTIONS: dict[str, type[SearchOptions] | type[RefinementOptions]] = {
     "ar": SearchOptions,
     "padir": RefinementOptions,
 }
+
+
+def rows_per_sentence(options: DecodingOptions) -> int:
+    """Decoder rows one sentence takes (an upper bound): its beams, or PaDIR's candidates,
+    length_beam x (1 + len(length_offsets)) x random_starts. What a batch's token budget
+    counts (gmlm.translation.translator) and `gmlm serve` bounds."""
+    if isinstance(options, SearchOptions):
+        return options.beam
+    return options.length_beam * (1 + len(options.length_offsets)) * options.random_starts
 
 
 def field_names(cls: type) -> tuple[str, ...]:

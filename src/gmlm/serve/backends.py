@@ -26,8 +26,8 @@ from gmlm.decoding.options import (
     DecodingOptions,
     Precision,
     RefinementOptions,
-    SearchOptions,
     decoding_options,
+    rows_per_sentence,
 )
 from gmlm.errors import GmlmError
 
@@ -66,13 +66,6 @@ def command_line_names(kind: str) -> list[str]:
     from gmlm.cli.options import cli_fields
 
     return [f.name for f in cli_fields(OPTIONS[kind])]
-
-
-def rows_per_sentence(options: DecodingOptions) -> int:
-    """Decoder rows one sentence takes (an upper bound): beams, or PaDIR's candidates."""
-    if isinstance(options, SearchOptions):
-        return options.beam
-    return options.length_beam * (1 + len(options.length_offsets)) * options.random_starts
 
 
 def check_settings(kind: str, settings: Mapping[str, Any]) -> None:

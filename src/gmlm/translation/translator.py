@@ -75,6 +75,7 @@ from gmlm.decoding.options import (
     Precision,
     RefinementOptions,
     decoding_options,
+    rows_per_sentence,
 )
 from gmlm.decoding.refinement import (
     PaddingStats,
@@ -308,7 +309,7 @@ class Translator:
         budget, else None."""
         count = len(sources)
         predicted = None
-        rows = options.candidates if isinstance(options, RefinementOptions) else options.beam
+        rows = rows_per_sentence(options)
         if isinstance(options, RefinementOptions) and max_tokens is not None:
             assert isinstance(model, PadirModel)
             predicted = self._predicted_lengths(model, sources, options, rows, max_tokens)
