@@ -353,7 +353,7 @@ def check_refinement_memory(config: ModelConfig, lengths: Tensor, src: Tensor) -
         f"PaDIR decoding of {batch} sentence(s) with {per_sentence} candidates each (length_beam "
         f"x (1 + length_offsets) x random_starts) of up to {width} tokens = {rows:,} rows "
         f"(vocabulary {config.vocab_size})",
-        "lower --length-beam, --random-starts or the sentences per batch (--batch-size)",
+        "lower --length-beam, --random-starts or the batch (--max-tokens, --batch-size)",
         device=str(src.device),
     )
 
