@@ -126,12 +126,14 @@ def test_padir_batches_by_tokens_of_its_predicted_candidates(
     assert isinstance(model, PadirModel)
     lines = load_dataset(word_task_data).read_text("test", "src")[:48]
     predicted: list[int] = []
-    predict = model.predict_lengths
+    predict, encode = model.predict_lengths, model.encode
     monkeypatch.setattr(
         model,
         "predict_lengths",
         lambda enc, top_b=1: predicted.append(enc.memory.shape[0]) or predict(enc, top_b),
     )
+    encoded: list[int] = []
+    monkeypatch.setattr(model, "encode", lambda src: encoded.append(len(src)) or encode(src))
     batches: list[torch.Tensor] = []
     refine = gmlm.translation.translator.refine
 
@@ -142,14 +144,22 @@ def test_padir_batches_by_tokens_of_its_predicted_candidates(
     monkeypatch.setattr(gmlm.translation.translator, "refine", spy)
     budget, beam = 120, 3
     out = translator.translate(lines, max_tokens=budget, length_beam=beam, length_offsets=(1,))
-    assert sum(predicted) == len(lines)  # once per sentence
+    assert sum(predicted) == sum(encoded) == len(lines)  # once per sentence
     widths = [int(lengths.max()) + 1 for lengths in batches]  # with offset 1
     assert widths == sorted(widths, reverse=True) and len(set(widths)) >= 3
     rows = [lengths.shape[0] * beam * 2 for lengths in batches]
     assert all(r * w <= budget for r, w in zip(rows, widths, strict=True) if r > beam * 2)
     assert max(rows) > beam * 2 and len(batches) > 3
     assert sum(lengths.shape[0] for lengths in batches) == len(lines)
-    assert out == translator.translate(lines, batch_size=48, length_beam=beam, length_offsets=(1,))
+    settings = {"length_beam": beam, "length_offsets": (1,)}
+    assert out == translator.translate(lines, batch_size=48, **settings)
+    # windows of a few sentences each (the encoder states kept at once): the same outputs
+    monkeypatch.setattr(
+        gmlm.translation.translator, "PLAN_BYTES", 4 * translator.config.d_model * 60
+    )
+    encoded.clear()
+    assert translator.translate(lines, max_tokens=budget, **settings) == out
+    assert len(encoded) >= 8 and sum(encoded) == len(lines)
 
 
 def test_over_length_is_an_error_naming_line_and_limit(

@@ -27,10 +27,12 @@ Batches: by default, and with ``max_tokens``, a batch is bounded by its padded s
 decoder row-positions, its rows times its widest row (as fairseq's ``--max-tokens`` and
 CTranslate2's ``batch_type="tokens"``), rather than by a count of sentences, so that short
 sentences make large batches and long ones small. A PaDIR sentence brings its K candidates
-(length_beam x (1 + len(length_offsets)) x random_starts) at the widest of their lengths: the
-length head runs over every sentence first (encoder batches under the same budget), the
-sentences are sorted by their widest candidate and each batch decodes the lengths predicted
-then. An AR sentence brings its beam at its source length (EOS included). ``batch_size``
+(length_beam x (1 + len(length_offsets)) x random_starts) at the widest of their lengths:
+the encoder and the length head run first, once per sentence, over a window of sentences of
+similar source length (up to PLAN_BYTES of encoder states; encoder batches of up to
+``max_tokens`` source tokens), then the window's sentences are sorted by their widest
+candidate and batched, each batch decoding the lengths predicted and reusing the encoding.
+An AR sentence brings its beam at its source length (EOS included). ``batch_size``
 bounds the sentences per batch as well, or alone when no ``max_tokens`` is given; then
 sentences are sorted by source length. A sentence over the budget alone is a batch of its
 own. Neither given: ``max_tokens`` =
@@ -55,9 +57,9 @@ from __future__ import annotations
 import re
 import warnings
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import torch
 from torch import Tensor
@@ -85,10 +87,25 @@ from gmlm.decoding.refinement import (
 )
 from gmlm.errors import GmlmError
 from gmlm.models import AutoregressiveModel, ModelKind, PadirModel
+from gmlm.models.padir import PadirEncoderOutput
 from gmlm.nn.config import ModelConfig
 from gmlm.translation.precision import at_precision, check_precision
 
 OverLengthPolicy = Literal["error", "split", "report"]
+
+# Bytes of encoder states PaDIR's length pass keeps at once under a token budget: a window
+# of this many bytes' worth of sentences (fp32 states, padded) is encoded, sorted by its
+# predicted lengths and decoded before the next (see Translator._batches).
+PLAN_BYTES = 64 << 20
+
+
+class Planned(NamedTuple):
+    """What PaDIR's length pass found for a batch: the lengths to decode (B, length_beam),
+    and the encoding of its sources."""
+
+    lengths: Tensor
+    encoded: PadirEncoderOutput
+
 
 # Where --over-length split cuts a line, in order: after sentence-final punctuation (Latin
 # punctuation before a space, so "3.5" stays whole; CJK punctuation anywhere), then after
@@ -288,10 +305,10 @@ class Translator:
                 "indices; give one of each per source"
             )
         outputs: list[list[int]] = [[] for _ in sources]
-        for batch, lengths in self._batches(model, sources, options, batch_size, max_tokens):
+        for batch, planned in self._batches(model, sources, options, batch_size, max_tokens):
             src = self.source_tensor([sources[i] for i in batch])
             keys = [lines[i] for i in batch], [pieces[i] for i in batch]
-            decoded = self._decode(model, src, options, seed, *keys, lengths)
+            decoded = self._decode(model, src, options, seed, *keys, planned)
             for i, ids in zip(batch, decoded, strict=True):
                 outputs[i] = ids
         return outputs
@@ -303,48 +320,73 @@ class Translator:
         options: DecodingOptions,
         batch_size: int | None,
         max_tokens: int | None,
-    ) -> list[tuple[list[int], Tensor | None]]:
+    ) -> Iterator[tuple[list[int], Planned | None]]:
         """The batches (indices of `sources`) in decoding order, widest first (see the module
-        docstring), each with PaDIR's predicted lengths (B, length_beam) under a token
-        budget, else None."""
-        count = len(sources)
-        predicted = None
+        docstring), each with what PaDIR's length pass found for it under a token budget
+        (else None)."""
         rows = rows_per_sentence(options)
-        if isinstance(options, RefinementOptions) and max_tokens is not None:
-            assert isinstance(model, PadirModel)
-            predicted = self._predicted_lengths(model, sources, options, rows, max_tokens)
-            candidates = candidate_lengths(predicted, options, self.config)
+        by_source = sorted(range(len(sources)), key=lambda i: -len(sources[i]))
+        if not isinstance(options, RefinementOptions) or max_tokens is None:
+            widths = [len(sources[i]) + 1 for i in by_source]
+            for cut in cut_batches(widths, [rows] * len(widths), max_tokens, batch_size):
+                yield [by_source[j] for j in cut], None
+            return
+        assert isinstance(model, PadirModel)
+        # Windows of sentences of similar source length, each with its encoder states kept
+        # for its batches (so the encoder runs once per sentence) within PLAN_BYTES.
+        budget = max(1, PLAN_BYTES // (4 * self.config.d_model))
+        start = 0
+        while start < len(by_source):
+            end = start + max(1, budget // (len(sources[by_source[start]]) + 1))
+            window = by_source[start:end]
+            start = end
+            texts = [sources[i] for i in window]
+            encoded, lengths = self._length_pass(model, texts, options, max_tokens)
+            candidates = candidate_lengths(lengths, options, self.config)
             widths = candidates.max(1).values.tolist()
-        else:
-            widths = [len(ids) + 1 for ids in sources]
-        order = sorted(range(count), key=lambda i: (-widths[i], -len(sources[i])))
-        cuts = cut_batches([widths[i] for i in order], [rows] * count, max_tokens, batch_size)
-        batches = []
-        for cut in cuts:
-            batch = [order[j] for j in cut]
-            batches.append((batch, None if predicted is None else predicted[batch]))
-        return batches
+            local = sorted(range(len(window)), key=lambda j: -widths[j])  # stable: by source
+            for cut in cut_batches(
+                [widths[j] for j in local], [rows] * len(local), max_tokens, batch_size
+            ):
+                picked = [local[k] for k in cut]
+                index = torch.tensor(picked, device=encoded.memory.device)
+                width = max(len(sources[window[j]]) for j in picked) + 1
+                mine = encoded.select(index)
+                mine = PadirEncoderOutput(
+                    mine.memory[:, :width], mine.padding_mask[:, :width], mine.length_state
+                )
+                yield [window[j] for j in picked], Planned(lengths[picked], mine)
 
-    def _predicted_lengths(
+    def _length_pass(
         self,
         model: PadirModel,
         sources: Sequence[Sequence[int]],
         options: RefinementOptions,
-        rows: int,
         max_tokens: int,
-    ) -> Tensor:
-        """(N, length_beam) the lengths PaDIR decodes for `sources` (its length head's top
-        length_beam plus length_shift), on the CPU; the encoder's batches sorted by source
-        length, each within `max_tokens` counting `rows` per sentence, as decoding will."""
-        order = sorted(range(len(sources)), key=lambda i: -len(sources[i]))
-        widths = [len(sources[i]) + 1 for i in order]
+    ) -> tuple[PadirEncoderOutput, Tensor]:
+        """The encoding of `sources` (longest first), padded to the first's length, and the
+        (N, length_beam) lengths PaDIR decodes for them, on the CPU (its length head's top
+        length_beam plus length_shift); encoded in batches of at most `max_tokens` padded
+        source tokens."""
+        widths = [len(ids) + 1 for ids in sources]
         lengths = torch.zeros(len(sources), options.length_beam, dtype=torch.long)
-        for cut in cut_batches(widths, [rows] * len(order), max_tokens, None):
-            batch = [order[j] for j in cut]
-            encoded = model.encode(self.source_tensor([sources[i] for i in batch]))
+        parts = []
+        for cut in cut_batches(widths, [1] * len(widths), max_tokens, None):
+            src = self.source_tensor(sources[cut.start : cut.stop])
+            encoded = model.encode(src)
             top = model.predict_lengths(encoded, options.length_beam) + options.length_shift
-            lengths[batch] = top.cpu()
-        return lengths
+            lengths[cut.start : cut.stop] = top.cpu()
+            pad = widths[0] - src.shape[1]
+            parts.append(
+                (
+                    torch.nn.functional.pad(encoded.memory, (0, 0, 0, pad)),
+                    torch.nn.functional.pad(encoded.padding_mask, (0, pad), value=True),
+                    encoded.length_state,
+                )
+            )
+        # copies (torch.cat), as they must be: a graphed encoder reuses its output buffers
+        memory, mask, state = (torch.cat(tensors) for tensors in zip(*parts, strict=True))
+        return PadirEncoderOutput(memory, mask, state), lengths
 
     def _decode(
         self,
@@ -354,12 +396,13 @@ class Translator:
         seed: int,
         lines: Sequence[int],
         pieces: Sequence[int],
-        lengths: Tensor | None,
+        planned: Planned | None,
     ) -> list[list[int]]:
         if isinstance(options, RefinementOptions):
             assert isinstance(model, PadirModel)
             generators = sentence_generators(seed, lines, pieces)
-            refined = refine(model, src, options, generators, lengths, stats=self.padding)
+            lengths, encoded = (None, None) if planned is None else planned
+            refined = refine(model, src, options, generators, lengths, self.padding, encoded)
             return [r.tokens for r in refined]
         assert isinstance(model, AutoregressiveModel)
         if options.beam == 1:
