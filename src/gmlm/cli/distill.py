@@ -11,7 +11,12 @@ from pathlib import Path
 from gmlm.cli.flags import add_batching, add_device, add_no_progress, add_precision, number
 from gmlm.cli.options import setting_type
 from gmlm.config import SENTENCES, THREADS
-from gmlm.decoding.options import FLOAT_PRECISIONS, MAX_TOKENS_DEFAULT, SearchOptions
+from gmlm.decoding.options import (
+    FLOAT_PRECISIONS,
+    MAX_TOKENS_DEFAULT,
+    MAX_TOKENS_WHY,
+    SearchOptions,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -49,7 +54,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=5,
         help="teacher beam size (default: 5)",
     )
-    add_batching(p, MAX_TOKENS_DEFAULT, "TODO")
+    add_batching(p, MAX_TOKENS_DEFAULT, MAX_TOKENS_WHY)
     add_precision(
         p,
         "fp32, or bf16 weights and activations (default: bf16 on GPUs with bf16, fp32 on "

@@ -24,11 +24,13 @@ from gmlm.cli.flags import (
 )
 from gmlm.cli.options import add_option_flags, option_overrides
 from gmlm.data.textfiles import decode_utf8, read_lines, split_lines
-from gmlm.decoding.options import MAX_TOKENS_DEFAULT, RefinementOptions, SearchOptions
+from gmlm.decoding.options import (
+    MAX_TOKENS_DEFAULT,
+    MAX_TOKENS_WHY,
+    RefinementOptions,
+    SearchOptions,
+)
 from gmlm.io import atomic_open, check_output_file
-
-# Why --max-tokens defaults to MAX_TOKENS_DEFAULT (one sentence, in --help).
-BATCHING_WHY = "TODO"
 
 # Who each decoding options class serves: the titles of the --help groups of their flags.
 DECODING = {"autoregressive checkpoints": SearchOptions, "PaDIR checkpoints": RefinementOptions}
@@ -49,7 +51,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--input", type=Path, help="sentences, one per line (.gz allowed; default: stdin)"
     )
     add_output(p, "translations file (default: stdout)")
-    add_batching(p, MAX_TOKENS_DEFAULT, BATCHING_WHY)
+    add_batching(p, MAX_TOKENS_DEFAULT, MAX_TOKENS_WHY)
     add_device(p)
     add_cuda_graphs(
         p,
