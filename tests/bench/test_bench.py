@@ -110,6 +110,14 @@ def test_json_line_last_with_every_system_and_key(
         assert set(row["throughput"]) == {"1", "2"}
         for rates in row["throughput"].values():
             assert rates["sentences_per_s"] > 0 and rates["tokens_per_s"] > 0
+        # the padded share of PaDIR's passes, at the batch size over 1
+        share = row["throughput"]["2"].get("padded_share")
+        assert (share is not None and 0 <= share < 1) == (row["kind"] == "padir")
+        assert "padded_share" not in row["throughput"]["1"]
+    for where in (text, markdown):
+        note = "added share of PaDIR's decoder row-positions at each batch size"
+        table = where.split(note)[1].replace("|", "  ")
+        assert re.fullmatch(r"\d+\.\d%", printed_cells(table, "fp32", "padir T=4 B=5")[2])
     pairs = {(s["precision"], s["padir"], s["ar"]) for s in result["speedups"]}
     assert pairs == {(p, d, a) for p in PRECISIONS for d in PADIR_SYSTEMS for a in AR_SYSTEMS}
 
@@ -264,25 +272,31 @@ class WorkClock:
     Each `Translator.translate_ids` call of a system costs unit(system) * (CALL + the source
     tokens of its batch) seconds; a `translate` call (text in, text out) costs TEXT seconds on
     top of the translate_ids call it makes. Model-only calls are recorded with their batch
-    size (None in the batch-1 latency pass), source and output lengths and cost."""
+    size (None in the batch-1 latency pass), source and output lengths, cost and the
+    row-positions its PaDIR passes computed and how many were content (0, 0 for AR)."""
 
     CALL, TEXT = 4, 0.0005
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.now = 0.0
-        self.calls: list[tuple[str, int | None, list[int], list[int], float]] = []
+        self.calls: list[tuple[str, int | None, list[int], list[int], float, tuple[int, int]]] = []
         self.in_text = False
         translate_ids, translate = Translator.translate_ids, Translator.translate
 
         def timed_ids(translator, sources, options, **kwargs):  # type: ignore[no-untyped-def]
+            before = translator.padding.computed, translator.padding.content
             out = translate_ids(translator, sources, options, **kwargs)
+            passes = (
+                translator.padding.computed - before[0],
+                translator.padding.content - before[1],
+            )
             name = system_name(options)
             cost = unit(name) * (self.CALL + sum(len(s) for s in sources))
             self.now += cost
             if not self.in_text:
                 lengths = [len(s) for s in sources]
                 size = kwargs.get("batch_size")
-                self.calls.append((name, size, lengths, [len(o) for o in out], cost))
+                self.calls.append((name, size, lengths, [len(o) for o in out], cost, passes))
             return out
 
         def timed_text(translator, sentences, options, **kwargs):  # type: ignore[no-untyped-def]
@@ -372,9 +386,13 @@ def test_statistics_follow_from_known_durations(
         batched = [c for c in clock.calls if c[0] == name and c[1] == 2]
         assert sorted(len(c[2]) for c in batched) == [1, 2]
         total = unit(name) * (2 * WorkClock.CALL + sum(lengths))
+        # PaDIR's padded share: of this system's own passes (the systems share a translator)
+        computed, content = (sum(c[5][i] for c in batched) for i in (0, 1))
+        assert (computed > 0) == name.startswith("padir")
         assert row.throughput["2"] == Rates(
             sentences_per_s=round(3 / total, 3),
             tokens_per_s=round(sum(sum(c[3]) for c in batched) / total, 2),
+            padded_share=round(1 - content / computed, 4) if computed else None,
         )
     assert sources is not None and len(set(sources)) > 1  # percentiles of distinct values
     speedups = {(s.padir, s.ar): s for s in result.speedups}

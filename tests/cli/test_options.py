@@ -45,8 +45,8 @@ SETTINGS: tuple[type, ...] = (
 )
 
 # Numeric flags shared by several commands, spelled once in gmlm.cli.flags (add_seed,
-# add_batch_size): each takes the command's default.
-SHARED_NUMERIC = {"--seed", "--batch-size"}
+# add_batch_size, add_batching): each takes the command's default.
+SHARED_NUMERIC = {"--seed", "--batch-size", "--max-tokens"}
 
 # Numeric flags still written by hand, by command: to be derived from a settings class as the
 # commands above are. The list is exact, so that a new hand-written flag fails this test and a
@@ -56,7 +56,6 @@ HAND_WRITTEN = {
     "data bench": {
         "--epochs",
         "--max-len",
-        "--max-tokens",
         "--threads",
         "--vocab-size",
         "--world-size",

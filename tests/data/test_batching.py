@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from gmlm.data.batching import Batch, BatchIterator
+from gmlm.data.batching import Batch, BatchIterator, cut_batches
 from gmlm.data.binarized import TranslationDataset
 from gmlm.errors import GmlmError
 
@@ -146,3 +146,19 @@ def test_rank_defaults_come_from_torch_distributed(
     assert (it.rank, it.world_size) == (1, 2)
     explicit = BatchIterator(train, max_tokens=300, seed=5, rank=1, world_size=2)
     assert rows(list(it)) == rows(list(explicit))
+
+
+def test_cut_batches_bounds_padded_tokens_and_sentences() -> None:
+    # widest first; a batch's padded size is its rows summed times its widest width
+    widths = [10, 9, 9, 5, 5, 5, 5, 2]
+    rows = [2] * len(widths)
+    cuts = cut_batches(widths, rows, max_tokens=40, max_sentences=None)
+    assert [list(c) for c in cuts] == [[0, 1], [2, 3], [4, 5, 6, 7]]
+    for cut in cuts:
+        assert sum(rows[i] for i in cut) * max(widths[i] for i in cut) <= 40
+    # a count bound alone, and both: whichever is reached first ends the batch
+    assert [len(c) for c in cut_batches(widths, rows, None, 3)] == [3, 3, 2]
+    assert [len(c) for c in cut_batches(widths, rows, 40, 3)] == [2, 2, 3, 1]
+    # an item over the budget alone is a batch of its own; nothing is ever left out
+    assert [list(c) for c in cut_batches([50, 3, 3], [1, 1, 1], 10, None)] == [[0], [1, 2]]
+    assert cut_batches([], [], 10, None) == []

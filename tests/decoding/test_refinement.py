@@ -870,7 +870,7 @@ def test_decoding_beyond_the_free_memory_is_refused_before_its_first_pass(
         match=r"^PaDIR decoding of 8 sentence\(s\) with 32000 candidates each \(length_beam x "
         r"\(1 \+ length_offsets\) x random_starts\) of up to 32 tokens = 256,000 rows "
         r"\(vocabulary 20\) needs about [\d.]+ GiB of memory, but 1\.0 GiB is available; "
-        r"lower --length-beam, --random-starts or the sentences per batch \(--batch-size\)$",
+        r"lower --length-beam, --random-starts or the batch \(--max-tokens, --batch-size\)$",
     ):
         refine(trained_padir, src, options, seeded(src))
     assert passes == []

@@ -135,7 +135,7 @@ def test_distill_json_is_a_typed_record_with_the_keys_of_its_format(
     record = DistillRecord.read(path)
     assert list(json.loads(path.read_text(encoding="utf-8"))) == [
         "settings", "teacher", "teacher_step", "data", "beam", "precision", "batch_size",
-        "threads", "device", "torch", "gmlm", "cpu", "counts", "chunks", "chunks_resumed",
+        "max_tokens", "threads", "device", "torch", "gmlm", "cpu", "counts", "chunks", "chunks_resumed",
         "sentences_this_run", "seconds_this_run", "teacher_seconds", "timed_sentences",
         "sentences_per_s", "build_seconds", "created_utc",
     ]  # fmt: skip
@@ -244,12 +244,18 @@ def test_wrong_teacher_kind_and_bad_out_are_clean_errors(
 def test_cli_writes_the_same_dataset(
     data: Path, teacher: Path, reference: Path, tmp_path: Path
 ) -> None:
-    out = tmp_path / "out"
-    args = ["--teacher", str(teacher), "--data", str(data), "--out", str(out)]
-    flags = ["--beam", str(BEAM), "--batch-size", "32", "--precision", "fp32", "--threads", "1"]
-    assert main(["distill", *args, *flags, "--no-progress"]) == 0
-    assert (out / "train.tgt.txt").read_bytes() == (reference / "train.tgt.txt").read_bytes()
-    assert json.loads((out / "distill.json").read_text(encoding="utf-8"))["batch_size"] == 32
+    # by sentence count, and by a token budget (beams x source length): the same dataset
+    flags = ["--beam", str(BEAM), "--precision", "fp32", "--threads", "1", "--no-progress"]
+    for batching, recorded in (
+        (["--batch-size", "32"], {"batch_size": 32, "max_tokens": None}),
+        (["--max-tokens", "200"], {"batch_size": None, "max_tokens": 200}),
+    ):
+        out = tmp_path / batching[0].strip("-")
+        args = ["--teacher", str(teacher), "--data", str(data), "--out", str(out)]
+        assert main(["distill", *args, *flags, *batching]) == 0
+        assert (out / "train.tgt.txt").read_bytes() == (reference / "train.tgt.txt").read_bytes()
+        record = json.loads((out / "distill.json").read_text(encoding="utf-8"))
+        assert {key: record[key] for key in recorded} == recorded
 
 
 def test_torchrun_processes_share_the_chunks_and_write_the_one_process_dataset(

@@ -24,6 +24,7 @@ from gmlm.data.binarized import load_dataset
 from gmlm.data.lengths import OverLengthError
 from gmlm.data.tokenizer import Tokenizer
 from gmlm.decoding import RefinementOptions, SearchOptions
+from gmlm.decoding.options import MAX_TOKENS_DEFAULT
 from gmlm.errors import GmlmError
 from gmlm.models import PadirModel, build_model
 from gmlm.nn import ModelConfig
@@ -62,6 +63,8 @@ def test_batching_and_sorting_do_not_change_outputs(translators: dict[str, Trans
     alone = [translators["ar"].translate([line], max_len_b=4)[0] for line in lines]
     assert batched == alone
     assert any(batched)
+    for budget in (1, 30, 100_000):  # each alone, a few per batch, all in one
+        assert translators["ar"].translate(lines, max_tokens=budget, max_len_b=4) == alone
 
 
 def test_padir_seed_makes_runs_repeatable(translators: dict[str, Translator]) -> None:
@@ -97,6 +100,10 @@ def test_padir_line_depends_only_on_the_line_and_the_seed(
 
     whole = translate(lines, batch_size=32)
     assert translate(lines, batch_size=1) == whole
+    # batches by tokens (sorted by predicted length): 4 candidates of up to ~15 tokens each
+    for budget in (1, 150, 600, 100_000):
+        assert translate(lines, max_tokens=budget) == whole
+    assert translate(lines, max_tokens=600, batch_size=3) == whole
     assert translate(lines[:20], batch_size=32) == whole[:20]
     order = random.Random(0).sample(range(len(lines)), len(lines))
     shuffled = translate([lines[i] for i in order], batch_size=7, lines=order)
@@ -106,6 +113,53 @@ def test_padir_line_depends_only_on_the_line_and_the_seed(
     # seed, starts from other random tokens (and this model's output depends on them).
     assert translate(lines[1:21]) != whole[1:21]
     assert translate(lines, seed=1) != whole
+
+
+def test_padir_batches_by_tokens_of_its_predicted_candidates(
+    learned_checkpoints: dict[str, Path], word_task_data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under a token budget the length head runs once per sentence, before any pass; each
+    batch then holds sentences of similar predicted length, widest first, its candidates
+    (rows) times its widest candidate within the budget, and decodes the lengths predicted."""
+    translator = gmlm.load(learned_checkpoints["padir"], device="cpu")
+    model = translator.model
+    assert isinstance(model, PadirModel)
+    lines = load_dataset(word_task_data).read_text("test", "src")[:48]
+    predicted: list[int] = []
+    predict, encode = model.predict_lengths, model.encode
+    monkeypatch.setattr(
+        model,
+        "predict_lengths",
+        lambda enc, top_b=1: predicted.append(enc.memory.shape[0]) or predict(enc, top_b),
+    )
+    encoded: list[int] = []
+    monkeypatch.setattr(model, "encode", lambda src: encoded.append(len(src)) or encode(src))
+    batches: list[torch.Tensor] = []
+    refine = gmlm.translation.translator.refine
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        batches.append(args[4])  # the batch's lengths (B, length_beam), predicted before
+        return refine(*args, **kwargs)
+
+    monkeypatch.setattr(gmlm.translation.translator, "refine", spy)
+    budget, beam = 120, 3
+    out = translator.translate(lines, max_tokens=budget, length_beam=beam, length_offsets=(1,))
+    assert sum(predicted) == sum(encoded) == len(lines)  # once per sentence
+    widths = [int(lengths.max()) + 1 for lengths in batches]  # with offset 1
+    assert widths == sorted(widths, reverse=True) and len(set(widths)) >= 3
+    rows = [lengths.shape[0] * beam * 2 for lengths in batches]
+    assert all(r * w <= budget for r, w in zip(rows, widths, strict=True) if r > beam * 2)
+    assert max(rows) > beam * 2 and len(batches) > 3
+    assert sum(lengths.shape[0] for lengths in batches) == len(lines)
+    settings = {"length_beam": beam, "length_offsets": (1,)}
+    assert out == translator.translate(lines, batch_size=48, **settings)
+    # windows of a few sentences each (the encoder states kept at once): the same outputs
+    monkeypatch.setattr(
+        gmlm.translation.translator, "PLAN_BYTES", 4 * translator.config.d_model * 60
+    )
+    encoded.clear()
+    assert translator.translate(lines, max_tokens=budget, **settings) == out
+    assert len(encoded) >= 8 and sum(encoded) == len(lines)
 
 
 def test_over_length_is_an_error_naming_line_and_limit(
@@ -308,6 +362,8 @@ def test_a_string_is_not_a_list_of_sentences(translators: dict[str, Translator])
         ("ar", {"batch_size": "8"}, r"batch_size: expected an integer, got '8'"),
         ("ar", {"seed": 1.0}, r"seed: expected an integer, got 1\.0"),
         ("ar", {"batch_size": 0}, r"batch_size=0 must be between 1 and 1000000"),
+        ("padir", {"max_tokens": 0}, r"max_tokens=0 must be between 1 and 16777216"),
+        ("ar", {"max_tokens": 2.0}, r"max_tokens: expected an integer, got 2\.0"),
         ("ar", {"seed": -1}, r"seed=-1 must be between 0 and 4294967295"),
         ("ar", {"beam": 100000}, r"beam=100000 must be between 1 and 1000 \(1 is greedy"),
         ("padir", {"random_starts": 100000}, r"random_starts=100000 must be between 1 and 1000"),
@@ -328,6 +384,8 @@ def test_a_string_is_not_a_list_of_sentences(translators: dict[str, Translator])
         "batch-size-str",
         "seed-float",
         "batch-size-0",
+        "max-tokens-0",
+        "max-tokens-float",
         "seed-negative",
         "beam-unbounded",
         "random-starts-unbounded",
@@ -411,12 +469,18 @@ def test_cli_timing_reports_the_rate_and_padirs_padded_share(
     said = capsys.readouterr().err.strip().splitlines()[-1]
     padded = stats.computed - stats.content
     assert re.fullmatch(
-        rf"gmlm: translated 4 lines in [0-9.]+ s \([0-9.]+ sentences/s, batch size 32, fp32\); "
-        rf"padded share of PaDIR's row-positions {100 * stats.padded_share:.1f}% "
-        rf"\({padded} of {stats.computed}\)",
+        rf"gmlm: translated 4 lines in [0-9.]+ s \([0-9.]+ sentences/s, max tokens "
+        rf"{MAX_TOKENS_DEFAULT}, fp32\); padded share of PaDIR's row-positions "
+        rf"{100 * stats.padded_share:.1f}% \({padded} of {stats.computed}\)",
         said,
     ), said
     assert stats.computed > stats.content > 0
+    for flags, said in (
+        (["--batch-size", "2"], "batch size 2"),
+        (["--max-tokens", "90", "--batch-size", "2"], "max tokens 90, batch size 2"),
+    ):
+        assert main([*args, "--timing", *flags]) == 0
+        assert f"sentences/s, {said}, fp32); padded" in capsys.readouterr().err
 
 
 def test_cli_output_named_gz_is_gzip_and_a_full_disk_is_one_line(
@@ -547,6 +611,7 @@ def test_cli_checks_the_output_before_translating(
         (["--remask-ratio", "inf"], "argument --remask-ratio: inf: expected a finite number"),
         (["--length-offsets=-1,99999999"], "argument --length-offsets: 99999999 must be between"),
         (["--batch-size", "0"], "argument --batch-size: 0 must be between 1 and 1000000"),
+        (["--max-tokens", "0"], "argument --max-tokens: 0 must be between 1 and 16777216"),
         (["--seed", "-3"], "argument --seed: -3 must be between 0 and 4294967295"),
         (["--stutter-ngram", "0"], "argument --stutter-ngram: 0 must be between 1"),
     ],
@@ -559,6 +624,7 @@ def test_cli_checks_the_output_before_translating(
         "remask-ratio-inf",
         "offset-unbounded",
         "batch-size-0",
+        "max-tokens-0",
         "seed-negative",
         "stutter-ngram-0",
     ],

@@ -21,8 +21,9 @@ quantisation: :mod:`gmlm.translation.precision`):
   input tensor and reading the outputs back) and ``e2e`` (raw text in, detokenized text out:
   :meth:`Translator.translate`, cleaning and SentencePiece both ways included). Model loading
   is excluded from both and reported once per checkpoint (``load_s``);
-* throughput, sentences/s and output tokens/s (no EOS), at each batch size; batches are the
-  sentences sorted by source length, as :meth:`Translator.translate_ids` makes them. At
+* throughput, sentences/s and output tokens/s (no EOS), at each batch size, with PaDIR's
+  padded share of its passes' row-positions; batches are the sentences sorted by source
+  length, as :meth:`Translator.translate_ids` makes them by count. At
   batch size 1 the throughput is the model-only latency pass summed (not run twice);
 * BLEU of each row's end-to-end translations of the timed sentences against the split's
   references (the same sentences for every row: a speed is never reported without the

@@ -126,6 +126,30 @@ def length_table(result: BenchResult) -> Table | None:
     return Table(header, rows, 3)
 
 
+def padding_table(result: BenchResult) -> Table | None:
+    """The padded share of each PaDIR row's decoder row-positions at each batch size timed
+    (None in results written before the bench measured it)."""
+    sizes = [b for b in result.settings.batch_sizes if b > 1]
+    rows = [
+        [r.precision, r.system, *(_share(r.throughput[str(b)].padded_share) for b in sizes)]
+        for r in result.results
+        if r.kind == "padir" and any(r.throughput[str(b)].padded_share is not None for b in sizes)
+    ]
+    if not rows:
+        return None
+    return Table(["precision", "system", *(f"padded @{b}" for b in sizes)], rows, 2)
+
+
+PADDING_NOTE = (
+    "padded share of PaDIR's decoder row-positions at each batch size (positions past a "
+    "candidate's length in the passes run; gmlm.decoding.refinement.PaddingStats)"
+)
+
+
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
 def length_note(result: BenchResult) -> str:
     """What :func:`length_table` shows (for results that have it)."""
     assert result.by_length
@@ -180,6 +204,9 @@ def format_report(result: BenchResult) -> str:
         SPEEDUP_NOTE + ":",
         table_text(speedup_table(result)),
     ]
+    padded = padding_table(result)
+    if padded is not None:
+        parts += [PADDING_NOTE + ":", table_text(padded)]
     by_length = length_table(result)
     if by_length is not None:
         parts += [length_note(result) + ":", table_text(by_length)]
@@ -205,6 +232,11 @@ def render_markdown(result: BenchResult, figures: Sequence[tuple[str, str]] = ()
         "Batch-1 latency (median, p90, p99; ms) and throughput (sentences/s and output "
         "tokens/s) at each batch size:",
         table_markdown(latency_table(result)),
+    ]
+    padded = padding_table(result)
+    if padded is not None:
+        parts += [_sentence(PADDING_NOTE) + ":", table_markdown(padded)]
+    parts += [
         _sentence(SPEEDUP_NOTE) + ":",
         table_markdown(speedup_table(result)),
     ]

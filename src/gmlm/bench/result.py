@@ -20,10 +20,13 @@ class Percentiles(Record):
 
 @dataclass(frozen=True, kw_only=True)
 class Rates(Record):
-    """Throughput at one batch size; output tokens exclude EOS."""
+    """Throughput at one batch size; output tokens exclude EOS. `padded_share`: of a PaDIR
+    row, the share of its decoder passes' row-positions that were padding (absent for AR
+    rows, at batch size 1 and in files written before the bench measured it)."""
 
     sentences_per_s: float
     tokens_per_s: float
+    padded_share: float | None = field(default=None, metadata=OMIT_NONE)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -15,6 +15,7 @@ import numpy as np
 from gmlm.bench.result import Percentiles, Rates
 from gmlm.bench.systems import System
 from gmlm.decoding.options import Precision
+from gmlm.decoding.refinement import PaddingStats
 
 Clock = Callable[[], float]
 
@@ -128,11 +129,12 @@ def measure_throughput(
 ) -> dict[str, Rates]:
     """Sentences/s and output tokens/s of each system over all sentences (ids[role][i] is
     line lines[i]) in batches of `batch_size` (longest sources first), interleaved batch by
-    batch; `tick` after each."""
+    batch; `tick` after each. PaDIR's rates carry the padded share of its passes."""
     count = len(next(iter(ids.values())))
     order = sorted(range(count), key=lambda i: -len(ids["padir"][i]))
     seconds = {s.name: 0.0 for s in systems}
     tokens = {s.name: 0 for s in systems}
+    padding = {s.name: PaddingStats() for s in systems if s.kind == "padir"}
     with garbage_collector_off():
         for j, start_row in enumerate(range(0, count, batch_size)):
             rows = order[start_row : start_row + batch_size]
@@ -143,6 +145,8 @@ def measure_throughput(
                     seconds[system.name] += timing.model_s
                     tokens[system.name] += sum(len(o) for o in timing.outputs)
                     continue
+                counted = system.translator.padding
+                before = counted.computed, counted.content
                 start = clock()
                 out = system.translator.translate_ids(
                     batch,
@@ -153,11 +157,18 @@ def measure_throughput(
                 )
                 seconds[system.name] += clock() - start
                 tokens[system.name] += sum(len(o) for o in out)
+                if system.name in padding:  # what this batch's passes added
+                    padding[system.name].computed += counted.computed - before[0]
+                    padding[system.name].content += counted.content - before[1]
             tick()
-    return {name: rates(count, tokens[name], seconds[name]) for name in seconds}
+    return {name: rates(count, tokens[name], seconds[name], padding.get(name)) for name in seconds}
 
 
-def rates(sentences: int, tokens: int, seconds: float) -> Rates:
+def rates(
+    sentences: int, tokens: int, seconds: float, padding: PaddingStats | None = None
+) -> Rates:
     return Rates(
-        sentences_per_s=round(sentences / seconds, 3), tokens_per_s=round(tokens / seconds, 2)
+        sentences_per_s=round(sentences / seconds, 3),
+        tokens_per_s=round(tokens / seconds, 2),
+        padded_share=None if padding is None else round(padding.padded_share, 4),
     )

@@ -8,10 +8,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gmlm.cli.flags import add_batch_size, add_device, add_no_progress, add_precision, number
+from gmlm.cli.flags import add_batching, add_device, add_no_progress, add_precision, number
 from gmlm.cli.options import setting_type
 from gmlm.config import SENTENCES, THREADS
-from gmlm.decoding.options import FLOAT_PRECISIONS, SearchOptions
+from gmlm.decoding.options import (
+    FLOAT_PRECISIONS,
+    MAX_TOKENS_DEFAULT,
+    MAX_TOKENS_WHY,
+    SearchOptions,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -49,7 +54,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=5,
         help="teacher beam size (default: 5)",
     )
-    add_batch_size(p, 128, "sentences per decoder batch, similar lengths together")
+    add_batching(p, MAX_TOKENS_DEFAULT, MAX_TOKENS_WHY)
     add_precision(
         p,
         "fp32, or bf16 weights and activations (default: bf16 on GPUs with bf16, fp32 on "
@@ -88,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
         args.out,
         beam=args.beam,
         batch_size=args.batch_size,
+        max_tokens=args.max_tokens,
         bf16=None if args.precision is None else args.precision == "bf16",
         threads=args.threads,
         device=args.device,

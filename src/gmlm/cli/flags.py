@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from gmlm.config import BATCH_SIZE, SEED, Range
+from gmlm.config import BATCH_SIZE, MAX_TOKENS, SEED, Range
 from gmlm.decoding.options import PRECISIONS
 
 T = TypeVar("T")
@@ -203,6 +203,28 @@ def add_batch_size(parser: argparse.ArgumentParser, default: int, help: str) -> 
         type=number(int, BATCH_SIZE),
         default=default,
         help=f"{help} (default: {default})",
+    )
+
+
+def add_batching(parser: argparse.ArgumentParser, default_tokens: int, why: str) -> None:
+    """--max-tokens and --batch-size of a translation (both None unless given): what bounds
+    each decoder batch (gmlm.translation.translator, "Batches"); neither given means
+    --max-tokens `default_tokens`, for the reason `why`."""
+    parser.add_argument(
+        "--max-tokens",
+        type=number(int, MAX_TOKENS),
+        default=None,
+        help="padded decoder row-positions per batch at most: its rows (PaDIR: every "
+        "sentence's candidates; AR: its beams) times its widest row (PaDIR: the longest "
+        "candidate length predicted; AR: the source length), similar widths batched together "
+        f"(default, unless --batch-size alone is given: {default_tokens}; {why})",
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=number(int, BATCH_SIZE),
+        default=None,
+        help="sentences per batch at most; alone, batches by sentence count (sorted by "
+        "source length) instead of by tokens",
     )
 
 

@@ -14,7 +14,7 @@ import warnings
 from pathlib import Path
 
 from gmlm.cli.flags import (
-    add_batch_size,
+    add_batching,
     add_checkpoint,
     add_cuda_graphs,
     add_device,
@@ -24,7 +24,12 @@ from gmlm.cli.flags import (
 )
 from gmlm.cli.options import add_option_flags, option_overrides
 from gmlm.data.textfiles import decode_utf8, read_lines, split_lines
-from gmlm.decoding.options import RefinementOptions, SearchOptions
+from gmlm.decoding.options import (
+    MAX_TOKENS_DEFAULT,
+    MAX_TOKENS_WHY,
+    RefinementOptions,
+    SearchOptions,
+)
 from gmlm.io import atomic_open, check_output_file
 
 # Who each decoding options class serves: the titles of the --help groups of their flags.
@@ -46,7 +51,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--input", type=Path, help="sentences, one per line (.gz allowed; default: stdin)"
     )
     add_output(p, "translations file (default: stdout)")
-    add_batch_size(p, 32, "sentences per batch")
+    add_batching(p, MAX_TOKENS_DEFAULT, MAX_TOKENS_WHY)
     add_device(p)
     add_cuda_graphs(
         p,
@@ -94,7 +99,7 @@ def read_input(path: Path | None) -> tuple[list[str], str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gmlm.translation.translator import load
+    from gmlm.translation.translator import batch_limits, load
 
     if args.output is not None:  # not after the whole translation
         inputs = {"--input": args.input, "--checkpoint": args.checkpoint}
@@ -104,12 +109,14 @@ def run(args: argparse.Namespace) -> int:
     if translator.defaults:
         shown = " ".join(f"{k}={v}" for k, v in translator.defaults.items())
         print(f"gmlm: the checkpoint's decoding defaults (decoding.json): {shown}", file=sys.stderr)
+    batch_size, max_tokens = batch_limits(args.batch_size, args.max_tokens)
     start = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         outputs = translator.translate(
             lines,
-            batch_size=args.batch_size,
+            batch_size=batch_size,
+            max_tokens=max_tokens,
             seed=args.seed,
             precision=args.precision,
             on_over_length=args.over_length,
@@ -128,9 +135,11 @@ def run(args: argparse.Namespace) -> int:
             if padding.computed
             else ""
         )
+        limits = [f"max tokens {max_tokens}"] if max_tokens else []
+        limits += [f"batch size {batch_size}"] if batch_size else []
         print(
-            f"gmlm: translated {len(lines)} lines in {seconds:.2f} s ({rate}, batch size "
-            f"{args.batch_size}, {args.precision}){padded}",
+            f"gmlm: translated {len(lines)} lines in {seconds:.2f} s ({rate}, "
+            f"{', '.join(limits)}, {args.precision}){padded}",
             file=sys.stderr,
         )
     text = "".join(line + "\n" for line in outputs)

@@ -1,4 +1,5 @@
-"""Token-budget batches with length bucketing, seeded shuffling, exact resumption and sharding.
+"""Token-budget batches with length bucketing, seeded shuffling, exact resumption and sharding;
+and :func:`cut_batches`, how translation cuts its sorted inputs into batches.
 
 Each epoch is planned the same way on every rank, from `(seed, epoch)` alone:
 
@@ -19,7 +20,7 @@ restarted run continues with exactly the batches the uninterrupted run would hav
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,6 +96,33 @@ def pad_rows(
     out = np.where(inside, data[gather] if len(data) else 0, pad_id).astype(np.int64)
     out[np.arange(len(lengths)), lengths] = eos_id
     return out
+
+
+def cut_batches(
+    widths: Sequence[int],
+    rows: Sequence[int],
+    max_tokens: int | None,
+    max_sentences: int | None,
+) -> list[range]:
+    """Items in decoding order (widest first) -> consecutive batches, as ranges of positions
+    in that order: a batch ends before the item that would make its padded size, the rows of
+    its items summed times its widest width (`widths` and `rows` per item), pass
+    `max_tokens`, or its item count pass `max_sentences` (None: no bound of that kind). An
+    item whose padded size alone passes `max_tokens` is a batch of its own."""
+    batches: list[range] = []
+    start, total, width = 0, 0, 0
+    for i, (own, count) in enumerate(zip(widths, rows, strict=True)):
+        wider = max(width, own)
+        over_tokens = max_tokens is not None and (total + count) * wider > max_tokens
+        over_sentences = max_sentences is not None and i - start >= max_sentences
+        if i > start and (over_tokens or over_sentences):
+            batches.append(range(start, i))
+            start, total, wider = i, 0, own
+        total += count
+        width = wider
+    if start < len(widths):
+        batches.append(range(start, len(widths)))
+    return batches
 
 
 class BatchIterator:

@@ -47,6 +47,17 @@ MAX_RANDOM_STARTS = 1000
 # with `gmlm bench` on the shipped PaDIR (docs/RESULTS.md, "Padding").
 SPLIT_OVERHEAD = 32
 
+# Padded decoder row-positions per batch (a batch's rows times its widest row: PaDIR's
+# candidates at their predicted lengths, AR's beams at the source length) when a translation
+# names neither a token budget nor a batch size (Translator.translate, `gmlm translate`,
+# `gmlm distill`), and why (the --help of those commands says it).
+MAX_TOKENS_DEFAULT = 4000
+MAX_TOKENS_WHY = (
+    "the fastest, or within 4 percent of it, for PaDIR T=4 B=5 and AR beam 5 among batch "
+    "sizes 8-64 and budgets 2000-8000 on 320 Multi30k test lines, one thread of an AMD EPYC "
+    '(docs/RESULTS.md, "Batches by tokens")'
+)
+
 # The longest repeated n-gram of tokens stutter_ngram may ask for: bounds the cost of a typo
 # (each pass compares the hypotheses once per n and token of the n-gram).
 MAX_STUTTER_NGRAM = 16
@@ -347,6 +358,15 @@ OPTIONS: dict[str, type[SearchOptions] | type[RefinementOptions]] = {
     "ar": SearchOptions,
     "padir": RefinementOptions,
 }
+
+
+def rows_per_sentence(options: DecodingOptions) -> int:
+    """Decoder rows one sentence takes (an upper bound): its beams, or PaDIR's candidates,
+    length_beam x (1 + len(length_offsets)) x random_starts. What a batch's token budget
+    counts (gmlm.translation.translator) and `gmlm serve` bounds."""
+    if isinstance(options, SearchOptions):
+        return options.beam
+    return options.length_beam * (1 + len(options.length_offsets)) * options.random_starts
 
 
 def field_names(cls: type) -> tuple[str, ...]:

@@ -103,6 +103,7 @@ from gmlm.errors import GmlmError
 from gmlm.memory import check_memory
 from gmlm.models.padir import (
     DecoderPositions,
+    PadirEncoderOutput,
     PadirModel,
     initial_hypothesis,
     ordinary_argmax,
@@ -319,7 +320,7 @@ def check_refinement_memory(config: ModelConfig, lengths: Tensor, src: Tensor) -
         f"PaDIR decoding of {batch} sentence(s) with {per_sentence} candidates each (length_beam "
         f"x (1 + length_offsets) x random_starts) of up to {width} tokens = {rows:,} rows "
         f"(vocabulary {config.vocab_size})",
-        "lower --length-beam, --random-starts or the sentences per batch (--batch-size)",
+        "lower --length-beam, --random-starts or the batch (--max-tokens, --batch-size)",
         device=str(src.device),
     )
 
@@ -331,8 +332,12 @@ def refinement_init(
     options: RefinementOptions,
     generators: Sequence[torch.Generator] | None = None,
     lengths: Tensor | None = None,
+    encoded: PadirEncoderOutput | None = None,
 ) -> RefinementState:
     """Encode src (B, S) once and set up the candidates.
+
+    encoded: src's encoding, made already (e.g. by the pass that predicted `lengths` to
+    plan the batches; :class:`gmlm.translation.Translator`), used instead of encoding again.
 
     lengths: (B, L) target lengths (EOS counted) to decode instead of the predicted top
     ``length_beam``, e.g. the reference lengths for an oracle-length experiment.
@@ -342,7 +347,7 @@ def refinement_init(
     """
     config = model.config
     options.validate(config)
-    enc = model.encode(src)
+    enc = model.encode(src) if encoded is None else encoded
     if lengths is None:
         lengths = model.predict_lengths(enc, options.length_beam) + options.length_shift
     per_sentence = candidate_lengths(lengths.to(src.device), options, config)
@@ -722,11 +727,12 @@ def refine(
     generators: Sequence[torch.Generator] | None = None,
     lengths: Tensor | None = None,
     stats: PaddingStats | None = None,
+    encoded: PadirEncoderOutput | None = None,
 ) -> list[Refined]:
     """PaDIR decoding of src (B, S): one result per sentence (see :func:`refinement_init`);
     `stats`, when given, adds the row-positions the passes computed and their content."""
     options = options or RefinementOptions()
-    state = refinement_init(model, src, options, generators, lengths)
+    state = refinement_init(model, src, options, generators, lengths, encoded)
     while state.rows.numel():
         state = refinement_step(model, state, options)
     if stats is not None:

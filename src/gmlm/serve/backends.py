@@ -26,8 +26,8 @@ from gmlm.decoding.options import (
     DecodingOptions,
     Precision,
     RefinementOptions,
-    SearchOptions,
     decoding_options,
+    rows_per_sentence,
 )
 from gmlm.errors import GmlmError
 from gmlm.settings import cli_fields
@@ -65,13 +65,6 @@ class Backend(Protocol):
 def command_line_names(kind: str) -> list[str]:
     """The decoding settings a request may give: those `gmlm translate` offers as flags."""
     return [f.name for f in cli_fields(OPTIONS[kind])]
-
-
-def rows_per_sentence(options: DecodingOptions) -> int:
-    """Decoder rows one sentence takes (an upper bound): beams, or PaDIR's candidates."""
-    if isinstance(options, SearchOptions):
-        return options.beam
-    return options.length_beam * (1 + len(options.length_offsets)) * options.random_starts
 
 
 def check_settings(kind: str, settings: Mapping[str, Any]) -> None:

@@ -14,8 +14,9 @@ how it was made (teacher, step, weights hash, settings, counts, time, sentences/
 How the work is organised, so that nothing is wasted and nothing is half-written:
 
 * The training sources are encoded once and sorted by length (longest first), so that every
-  decoder batch holds sentences of similar length; beam search already drops a sentence
-  from the computation once its k hypotheses are finished.
+  decoder batch holds sentences of similar length, cut like :meth:`Translator.translate`'s
+  (by a budget of padded tokens, beams x source length, and/or a count); beam search already
+  drops a sentence from the computation once its k hypotheses are finished.
 * The sorted order is cut into chunks of ``CHUNK_SENTENCES``; each finished chunk is written
   atomically to ``OUT/work/chunk-NNNNN.txt`` (temporary file, then rename). An interrupted
   run (Ctrl-C, ``kill -9``, power loss) resumes by skipping the chunks already there.
@@ -57,7 +58,8 @@ from tqdm import tqdm
 
 from gmlm import provenance
 from gmlm.checkpoint.loading import resolve_checkpoint
-from gmlm.config import BATCH_SIZE, THREADS, load_saved_config
+from gmlm.config import THREADS, load_saved_config
+from gmlm.data.batching import cut_batches
 from gmlm.data.binarized import CONFIG, MANIFEST, PreparedDataset, load_dataset
 from gmlm.data.cleaning import normalize
 from gmlm.data.lengths import encode_inputs
@@ -82,7 +84,7 @@ from gmlm.translation.distill_record import (
     DistillRecord,
     RecordedRate,
 )
-from gmlm.translation.translator import Translator, load
+from gmlm.translation.translator import Translator, batch_limits, load
 
 DISTILL_FILE = "distill.json"
 WORK = "work"
@@ -92,7 +94,6 @@ DATASET = "dataset"
 FORMAT_VERSION = 1
 # About 20 s of a small teacher's work (beam 5, bf16, one core): little to redo after a crash.
 CHUNK_SENTENCES = 1000
-DEFAULT_BATCH_SIZE = 128  # measured: 58 sent/s vs 52 at 64, 41 at 32, 53 at 256
 
 Log = Callable[[str], None]
 
@@ -177,9 +178,18 @@ def make_plan(sources: list[str], translator: Translator, chunk_sentences: int) 
     return Plan(sources, encoded.lengths, order, chunk_sentences, empty, sorted(over))
 
 
-def batches(indices: Sequence[int], batch_size: int) -> Iterator[list[int]]:
-    for start in range(0, len(indices), batch_size):
-        yield list(indices[start : start + batch_size])
+def batches(
+    indices: Sequence[int],
+    lengths: Sequence[int],
+    beam: int,
+    batch_size: int | None,
+    max_tokens: int | None,
+) -> Iterator[list[int]]:
+    """`indices` (longest first; `lengths` with EOS by index) in decoder batches: `beam` rows
+    per sentence at its length, bounded as :func:`gmlm.data.batching.cut_batches` says."""
+    widths = [lengths[i] for i in indices]
+    for cut in cut_batches(widths, [beam] * len(indices), max_tokens, batch_size):
+        yield [indices[j] for j in cut]
 
 
 def distill_settings(
@@ -275,7 +285,8 @@ def _translate_chunks(
     *,
     beam: int,
     bf16: bool,
-    batch_size: int,
+    batch_size: int | None,
+    max_tokens: int | None,
     progress: bool,
     say: Log,
     shard: DistInfo,
@@ -312,7 +323,7 @@ def _translate_chunks(
         for index in todo:
             chunk = chunks[index]
             chunk_start = time.perf_counter()
-            for batch in batches(chunk, batch_size):
+            for batch in batches(chunk, plan.lengths, beam, batch_size, max_tokens):
                 texts = teacher.translator.translate(
                     [plan.sources[i] for i in batch],
                     batch_size=len(batch),
@@ -382,7 +393,8 @@ def distill(
     out: str | Path,
     *,
     beam: int = 5,
-    batch_size: int = DEFAULT_BATCH_SIZE,
+    batch_size: int | None = None,
+    max_tokens: int | None = None,
     bf16: bool | None = None,
     threads: int = 0,
     device: str = "auto",
@@ -393,7 +405,8 @@ def distill(
     """Distill the training split of the prepared dataset `data` with the AR checkpoint (or
     run folder) `teacher` into a new prepared dataset `out`; returns `out`.
 
-    beam: the teacher's beam size (the paper: 5). batch_size: sentences per decoder batch.
+    beam: the teacher's beam size (the paper: 5). max_tokens, batch_size: what bounds a
+    decoder batch, as in :meth:`Translator.translate` (neither: its default token budget).
     bf16: bfloat16 weights and activations; None: on bf16 GPUs only, fp32 on every CPU (see
     :func:`gmlm.distributed.bf16_by_default`).
     threads: torch CPU threads while translating (0 keeps the current setting).
@@ -402,7 +415,7 @@ def distill(
     settings; resumes from the chunks of an interrupted run (see the module docstring).
     """
     say: Log = log or (lambda _msg: None)
-    BATCH_SIZE.check(batch_size, "batch_size")
+    batch_size, max_tokens = batch_limits(batch_size, max_tokens)
     THREADS.check(threads, "threads")
     if chunk_sentences < 1:
         raise GmlmError(f"chunk_sentences={chunk_sentences} must be at least 1")
@@ -419,6 +432,7 @@ def distill(
         prepared,
         beam=beam,
         batch_size=batch_size,
+        max_tokens=max_tokens,
         bf16=bf16,
         threads=threads,
         device=_shard_device(device, shard),
@@ -456,7 +470,8 @@ def _distill(
     prepared: PreparedDataset,
     *,
     beam: int,
-    batch_size: int,
+    batch_size: int | None,
+    max_tokens: int | None,
     bf16: bool | None,
     threads: int,
     device: str,
@@ -494,7 +509,7 @@ def _distill(
         say(
             f"distilling {len(plan.order):,} of {len(sources):,} training sources with "
             f"{loaded.path} (step {loaded.step}), beam {beam}, "
-            f"{'bf16' if use_bf16 else 'fp32'}, batch {batch_size}, "
+            f"{'bf16' if use_bf16 else 'fp32'}, batches of {_limits(batch_size, max_tokens)}, "
             f"{torch.get_num_threads()} threads on {loaded.translator.device}"
             + (f", {shard.world_size} processes" if shard.active else "")
         )
@@ -505,6 +520,7 @@ def _distill(
             beam=beam,
             bf16=use_bf16,
             batch_size=batch_size,
+            max_tokens=max_tokens,
             progress=progress,
             say=say,
             shard=shard,
@@ -548,6 +564,7 @@ def _distill(
         beam=beam,
         precision="bf16" if use_bf16 else "fp32",
         batch_size=batch_size,
+        max_tokens=max_tokens,
         threads=threads or previous_threads,
         device=str(loaded.translator.device),
         torch=provenance.torch_version(),
@@ -568,6 +585,11 @@ def _distill(
         f"{rate if rate is not None else '-'} sentences/s)"
     )
     return out
+
+
+def _limits(batch_size: int | None, max_tokens: int | None) -> str:
+    shown = [f"{max_tokens} tokens"] if max_tokens is not None else []
+    return " and ".join([*shown, *([f"{batch_size} sentences"] if batch_size else [])])
 
 
 def _build_dataset(

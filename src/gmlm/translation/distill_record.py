@@ -63,7 +63,8 @@ class DistillRecord(Record):
     data: str
     beam: int
     precision: str
-    batch_size: int
+    batch_size: int | None
+    max_tokens: int | None
     threads: int
     device: str
     torch: str

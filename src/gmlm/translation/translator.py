@@ -6,9 +6,10 @@
     translator.translate(["Ein Hund läuft.", ""], steps=4)  # ["A dog runs.", ""]
 
 Lines are cleaned and encoded like the training data, decoded in batches of similar length
-and returned in input order, one single-line output per input (an empty or blank line gives
-an empty output without touching the model). A line longer than the model's max_source_len
-is never cut silently: by default it is an error naming the line and the limit;
+(see "Batches" below) and returned in input order, one single-line output per input (an
+empty or blank line gives an empty output without touching the model). A line longer than
+the model's max_source_len is never cut silently: by default it is an error naming the line
+and the limit;
 ``on_over_length="split"`` translates each of its sentences on its own (the models learn
 from single sentences: several in one input lose content) and joins the translations with a
 space, a sentence that is still too long cut further at clause punctuation, then between
@@ -21,6 +22,21 @@ initial random tokens from its own generator, seeded from (seed, line index, pie
 split line) by :func:`gmlm.decoding.refinement.sentence_seed` (the rule is in that module's
 docstring). Batching can still change float rounding (padding widens the matrix products),
 which moves an output only where two tokens' scores nearly tie.
+
+Batches: by default, and with ``max_tokens``, a batch is bounded by its padded size in
+decoder row-positions, its rows times its widest row (as fairseq's ``--max-tokens`` and
+CTranslate2's ``batch_type="tokens"``), rather than by a count of sentences, so that short
+sentences make large batches and long ones small. A PaDIR sentence brings its K candidates
+(length_beam x (1 + len(length_offsets)) x random_starts) at the widest of their lengths:
+the encoder and the length head run first, once per sentence, over a window of sentences of
+similar source length (up to PLAN_BYTES of encoder states; encoder batches of up to
+``max_tokens`` source tokens), then the window's sentences are sorted by their widest
+candidate and batched, each batch decoding the lengths predicted and reusing the encoding.
+An AR sentence brings its beam at its source length (EOS included). ``batch_size``
+bounds the sentences per batch as well, or alone when no ``max_tokens`` is given; then
+sentences are sorted by source length. A sentence over the budget alone is a batch of its
+own. Neither given: ``max_tokens`` =
+:data:`gmlm.decoding.options.MAX_TOKENS_DEFAULT`.
 
 Decoding settings are an options object of the model's kind,
 :class:`gmlm.decoding.SearchOptions` (greedy, GNMT alpha 0.6 by default) or
@@ -41,33 +57,56 @@ from __future__ import annotations
 import re
 import warnings
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import torch
 from torch import Tensor
 
 from gmlm.checkpoint.loading import load_for_inference
-from gmlm.config import BATCH_SIZE, SEED, check_value
+from gmlm.config import BATCH_SIZE, MAX_TOKENS, SEED, check_value
+from gmlm.data.batching import cut_batches
 from gmlm.data.cleaning import normalize
 from gmlm.data.lengths import SHOWN, encode_inputs
 from gmlm.data.tokenizer import Tokenizer
 from gmlm.decoding.autoregressive import beam_search, greedy_search
 from gmlm.decoding.cuda_graphs import graph_count, graphed
 from gmlm.decoding.options import (
+    MAX_TOKENS_DEFAULT,
     DecodingOptions,
     Precision,
     RefinementOptions,
     decoding_options,
+    rows_per_sentence,
 )
-from gmlm.decoding.refinement import PaddingStats, refine, sentence_generators
+from gmlm.decoding.refinement import (
+    PaddingStats,
+    candidate_lengths,
+    refine,
+    sentence_generators,
+)
 from gmlm.errors import GmlmError
 from gmlm.models import AutoregressiveModel, ModelKind, PadirModel
+from gmlm.models.padir import PadirEncoderOutput
 from gmlm.nn.config import ModelConfig
 from gmlm.translation.precision import at_precision, check_precision
 
 OverLengthPolicy = Literal["error", "split", "report"]
+
+# Bytes of encoder states PaDIR's length pass keeps at once under a token budget: a window
+# of this many bytes' worth of sentences (fp32 states, padded) is encoded, sorted by its
+# predicted lengths and decoded before the next (see Translator._batches).
+PLAN_BYTES = 64 << 20
+
+
+class Planned(NamedTuple):
+    """What PaDIR's length pass found for a batch: the lengths to decode (B, length_beam),
+    and the encoding of its sources."""
+
+    lengths: Tensor
+    encoded: PadirEncoderOutput
+
 
 # Where --over-length split cuts a line, in order: after sentence-final punctuation (Latin
 # punctuation before a space, so "3.5" stays whole; CJK punctuation anywhere), then after
@@ -168,7 +207,8 @@ class Translator:
         sentences: Iterable[str],
         options: DecodingOptions | None = None,
         *,
-        batch_size: int = 32,
+        batch_size: int | None = None,
+        max_tokens: int | None = None,
         seed: int = 0,
         precision: Precision = "fp32",
         on_over_length: OverLengthPolicy = "error",
@@ -179,7 +219,8 @@ class Translator:
         """Detokenized translations of raw `sentences` (a list, or any iterable, of str), one
         per sentence, in order.
 
-        batch_size: sentences per decoder batch (sorted by length, order restored).
+        max_tokens, batch_size: a batch's padded decoder row-positions and its sentences at
+        most (see the module docstring); neither: max_tokens=MAX_TOKENS_DEFAULT.
         seed: PaDIR's initial random tokens (see the module docstring).
         precision: "fp32", "bf16" (bf16 weights and activations) or "int8" (dynamically
         quantised Linear layers, CPU only); see the module docstring.
@@ -197,13 +238,9 @@ class Translator:
                 f'bf16={overrides["bf16"]!r} is now precision="bf16" (bf16 weights and '
                 'activations), or precision="fp32"'
             )
-        for name, value, tp in (
-            ("batch_size", batch_size, int),
-            ("seed", seed, int),
-            ("origin", origin, str),
-        ):
+        for name, value, tp in (("seed", seed, int), ("origin", origin, str)):
             check_value(value, tp, name)
-        BATCH_SIZE.check(batch_size, "batch_size")
+        batch_size, max_tokens = batch_limits(batch_size, max_tokens)
         SEED.check(seed, "seed")
         check_precision(precision)
         options = self.options(options, **overrides)
@@ -223,6 +260,7 @@ class Translator:
             segments,
             options,
             batch_size=batch_size,
+            max_tokens=max_tokens,
             seed=seed,
             precision=precision,
             lines=[numbers[owner] for owner in owners],
@@ -243,7 +281,8 @@ class Translator:
         sources: Sequence[Sequence[int]],
         options: DecodingOptions,
         *,
-        batch_size: int = 32,
+        batch_size: int | None = None,
+        max_tokens: int | None = None,
         seed: int = 0,
         precision: Precision = "fp32",
         lines: Sequence[int] | None = None,
@@ -252,12 +291,13 @@ class Translator:
         """Output ids (no EOS) of source ids (no EOS, each non-empty and within
         max_source_len - 1), in order; the best hypothesis of each sentence.
 
-        Sources are decoded longest first in batches of `batch_size`. PaDIR's initial tokens
-        of source i come from ``sentence_seed(seed, lines[i], pieces[i])`` (defaults: i, 0),
-        whatever its batch (see the module docstring). `precision`: see :meth:`translate`.
+        Sources are decoded widest first in batches bounded by `max_tokens` and/or
+        `batch_size` (see the module docstring). PaDIR's initial tokens of source i come from
+        ``sentence_seed(seed, lines[i], pieces[i])`` (defaults: i, 0), whatever its batch
+        (see the module docstring). `precision`: see :meth:`translate`.
         """
         model = self.model_at(precision)
-        BATCH_SIZE.check(batch_size, "batch_size")
+        batch_size, max_tokens = batch_limits(batch_size, max_tokens)
         lines = range(len(sources)) if lines is None else lines
         pieces = [0] * len(sources) if pieces is None else pieces
         if not len(lines) == len(pieces) == len(sources):
@@ -265,16 +305,89 @@ class Translator:
                 f"{len(sources)} sources but {len(lines)} line and {len(pieces)} piece "
                 "indices; give one of each per source"
             )
-        order = sorted(range(len(sources)), key=lambda i: -len(sources[i]))
         outputs: list[list[int]] = [[] for _ in sources]
-        for start in range(0, len(order), batch_size):
-            batch = order[start : start + batch_size]
+        for batch, planned in self._batches(model, sources, options, batch_size, max_tokens):
             src = self.source_tensor([sources[i] for i in batch])
             keys = [lines[i] for i in batch], [pieces[i] for i in batch]
-            decoded = self._decode(model, src, options, seed, *keys)
+            decoded = self._decode(model, src, options, seed, *keys, planned)
             for i, ids in zip(batch, decoded, strict=True):
                 outputs[i] = ids
         return outputs
+
+    def _batches(
+        self,
+        model: AutoregressiveModel | PadirModel,
+        sources: Sequence[Sequence[int]],
+        options: DecodingOptions,
+        batch_size: int | None,
+        max_tokens: int | None,
+    ) -> Iterator[tuple[list[int], Planned | None]]:
+        """The batches (indices of `sources`) in decoding order, widest first (see the module
+        docstring), each with what PaDIR's length pass found for it under a token budget
+        (else None)."""
+        rows = rows_per_sentence(options)
+        by_source = sorted(range(len(sources)), key=lambda i: -len(sources[i]))
+        if not isinstance(options, RefinementOptions) or max_tokens is None:
+            widths = [len(sources[i]) + 1 for i in by_source]
+            for cut in cut_batches(widths, [rows] * len(widths), max_tokens, batch_size):
+                yield [by_source[j] for j in cut], None
+            return
+        assert isinstance(model, PadirModel)
+        # Windows of sentences of similar source length, each with its encoder states kept
+        # for its batches (so the encoder runs once per sentence) within PLAN_BYTES.
+        budget = max(1, PLAN_BYTES // (4 * self.config.d_model))
+        start = 0
+        while start < len(by_source):
+            end = start + max(1, budget // (len(sources[by_source[start]]) + 1))
+            window = by_source[start:end]
+            start = end
+            texts = [sources[i] for i in window]
+            encoded, lengths = self._length_pass(model, texts, options, max_tokens)
+            candidates = candidate_lengths(lengths, options, self.config)
+            widths = candidates.max(1).values.tolist()
+            local = sorted(range(len(window)), key=lambda j: -widths[j])  # stable: by source
+            for cut in cut_batches(
+                [widths[j] for j in local], [rows] * len(local), max_tokens, batch_size
+            ):
+                picked = [local[k] for k in cut]
+                index = torch.tensor(picked, device=encoded.memory.device)
+                width = max(len(sources[window[j]]) for j in picked) + 1
+                mine = encoded.select(index)
+                mine = PadirEncoderOutput(
+                    mine.memory[:, :width], mine.padding_mask[:, :width], mine.length_state
+                )
+                yield [window[j] for j in picked], Planned(lengths[picked], mine)
+
+    def _length_pass(
+        self,
+        model: PadirModel,
+        sources: Sequence[Sequence[int]],
+        options: RefinementOptions,
+        max_tokens: int,
+    ) -> tuple[PadirEncoderOutput, Tensor]:
+        """The encoding of `sources` (longest first), padded to the first's length, and the
+        (N, length_beam) lengths PaDIR decodes for them, on the CPU (its length head's top
+        length_beam plus length_shift); encoded in batches of at most `max_tokens` padded
+        source tokens."""
+        widths = [len(ids) + 1 for ids in sources]
+        lengths = torch.zeros(len(sources), options.length_beam, dtype=torch.long)
+        parts = []
+        for cut in cut_batches(widths, [1] * len(widths), max_tokens, None):
+            src = self.source_tensor(sources[cut.start : cut.stop])
+            encoded = model.encode(src)
+            top = model.predict_lengths(encoded, options.length_beam) + options.length_shift
+            lengths[cut.start : cut.stop] = top.cpu()
+            pad = widths[0] - src.shape[1]
+            parts.append(
+                (
+                    torch.nn.functional.pad(encoded.memory, (0, 0, 0, pad)),
+                    torch.nn.functional.pad(encoded.padding_mask, (0, pad), value=True),
+                    encoded.length_state,
+                )
+            )
+        # copies (torch.cat), as they must be: a graphed encoder reuses its output buffers
+        memory, mask, state = (torch.cat(tensors) for tensors in zip(*parts, strict=True))
+        return PadirEncoderOutput(memory, mask, state), lengths
 
     def _decode(
         self,
@@ -284,11 +397,14 @@ class Translator:
         seed: int,
         lines: Sequence[int],
         pieces: Sequence[int],
+        planned: Planned | None,
     ) -> list[list[int]]:
         if isinstance(options, RefinementOptions):
             assert isinstance(model, PadirModel)
             generators = sentence_generators(seed, lines, pieces)
-            return [r.tokens for r in refine(model, src, options, generators, stats=self.padding)]
+            lengths, encoded = (None, None) if planned is None else planned
+            refined = refine(model, src, options, generators, lengths, self.padding, encoded)
+            return [r.tokens for r in refined]
         assert isinstance(model, AutoregressiveModel)
         if options.beam == 1:
             return [h.tokens for h in greedy_search(model, src, options)]
@@ -373,6 +489,20 @@ class Translator:
         return pieces
 
 
+def batch_limits(batch_size: int | None, max_tokens: int | None) -> tuple[int | None, int | None]:
+    """(batch_size, max_tokens), each checked; neither given: (None, MAX_TOKENS_DEFAULT)."""
+    for name, value, limits in (
+        ("batch_size", batch_size, BATCH_SIZE),
+        ("max_tokens", max_tokens, MAX_TOKENS),
+    ):
+        if value is not None:
+            check_value(value, int, name)
+            limits.check(value, name)
+    if batch_size is None and max_tokens is None:
+        return None, MAX_TOKENS_DEFAULT
+    return batch_size, max_tokens
+
+
 def _spans(text: str, separator: re.Pattern[str]) -> list[tuple[int, int]]:
     """(start, end) of the non-blank parts of `text` between matches of `separator`."""
     spans, start = [], 0
@@ -433,4 +563,4 @@ def load(checkpoint: str | Path, device: str = "auto", cuda_graphs: bool = False
     )
 
 
-__all__ = ["OverLengthPolicy", "Translator", "load", "resolve_device"]
+__all__ = ["OverLengthPolicy", "Translator", "batch_limits", "load", "resolve_device"]
