@@ -136,8 +136,8 @@ def test_distill_json_is_a_typed_record_with_the_keys_of_its_format(
     assert list(json.loads(path.read_text(encoding="utf-8"))) == [
         "settings", "teacher", "teacher_step", "data", "beam", "precision", "batch_size",
         "max_tokens", "threads", "device", "torch", "gmlm", "cpu", "counts", "chunks",
-        "chunks_resumed", "sentences_this_run", "seconds_this_run", "teacher_seconds", "timed_sentences",
-        "sentences_per_s", "build_seconds", "created_utc",
+        "chunks_resumed", "sentences_this_run", "seconds_this_run", "teacher_seconds",
+        "timed_sentences", "sentences_per_s", "build_seconds", "created_utc",
     ]  # fmt: skip
     assert record.counts.translated == 198 and record.timing.rate.timed_sentences == 198
     record.write(tmp_path / "again.json")
