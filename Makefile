@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-slow verify-results lint bench speed speed-gpu serve-load clean
+.PHONY: install demo test test-slow verify-results lint bench speed speed-gpu serve-load serve-overload clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -95,6 +95,15 @@ serve-load: $(STAMP)
 	  --options 'ar={"beam": 5}' --options 'ct2={"beam": 5}' \
 	  --output runs/serve-load/load.json --markdown runs/serve-load/load.md \
 	  --plot runs/serve-load/load.png
+
+# Overload: PaDIR alone with a small queue (16 sentences) and a 2 s deadline, offered up to
+# 8x its capacity, then light load again: 503s at once, deadlines kept, memory, recovery.
+serve-overload: $(STAMP)
+	$(BIN)/gmlm loadtest --serve="--threads 2 --model padir=checkpoints/multi30k-de-en/padir \
+	  --max-queue-sentences 16 --timeout-s 2" \
+	  --input $(MULTI30K)/test_2016_flickr.de.gz --rates 1,8,16,32,1 --duration $(LOAD_DURATION) \
+	  --p99-limit-ms 500 --output runs/serve-load/overload.json \
+	  --markdown runs/serve-load/overload.md --plot runs/serve-load/overload.png
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache
