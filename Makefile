@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-slow verify-results lint bench speed speed-gpu serve-load clean
+.PHONY: install demo test test-slow verify-results lint bench speed speed-gpu serve-load mutate mutation clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -95,6 +95,22 @@ serve-load: $(STAMP)
 	  --options 'ar={"beam": 5}' --options 'ct2={"beam": 5}' \
 	  --output runs/serve-load/load.json --markdown runs/serve-load/load.md \
 	  --plot runs/serve-load/load.png
+
+# Mutation testing (tools/mutate.py; docs/MUTATION.md): each small change to MODULE is run
+# against TESTS (pytest ids), one process on one thread; the survivors are listed, e.g.
+#   make mutate MODULE=src/gmlm/decoding/scores.py TESTS=tests/decoding/test_refinement.py
+# MUTATE_FLAGS="--sample 20" runs 20 of them (drawn with --seed 0), --json FILE records them.
+# `make mutation` runs every line of tools/mutation-plan.txt into runs/mutation/ and prints
+# docs/MUTATION.md's table (about an hour on a shared 2-core machine).
+MODULE ?=
+TESTS ?=
+MUTATE_FLAGS ?=
+mutate: $(STAMP)
+	@test -n "$(MODULE)" -a -n "$(TESTS)" || { echo "mutate: give MODULE=src/gmlm/... TESTS=tests/..."; exit 2; }
+	$(BIN)/python tools/mutate.py $(MODULE) $(TESTS) $(MUTATE_FLAGS)
+
+mutation: $(STAMP)
+	$(BIN)/python tools/mutate.py --plan tools/mutation-plan.txt --out runs/mutation $(MUTATE_FLAGS)
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache
