@@ -345,19 +345,27 @@ def _unchanged(module: Path, record: Path) -> bool:
     return bool(json.loads(record.read_text(encoding="utf-8"))["source_sha256"] == digest)
 
 
-def table(records: list[dict[str, Any]]) -> str:
-    rows = [
-        "| module | tests | mutants | killed | survived (not reached) | survival |",
-        "|---|---|---|---|---|---|",
-    ]
+def table(records: list[dict[str, Any]], before: dict[str, dict[str, Any]] | None = None) -> str:
+    """Markdown rows of `records`; with `before` (module -> an earlier record of the same
+    draw), that record's survivors and survival rate beside them."""
+    head = "| module | tests | mutants | killed | survived (not reached) | survival |"
+    if before is not None:
+        earlier = "| survived before (not reached) | survival before "
+        head = head.replace("| killed", earlier + "| killed")
+    rows = [head, "|" + "---|" * head.count(" | ") + "---|"]
     for r in records:
         tests = ", ".join(f"`{t}`" for t in r["tests"])
-        rate = 100 * r["survived"] / max(r["mutants"], 1)
-        rows.append(
-            f"| `{r['module']}` | {tests} | {r['mutants']} | {r['killed']} | "
-            f"{r['survived']} ({r['not_reached']}) | {rate:.0f}% |"
-        )
+        cells = [f"`{r['module']}`", tests, str(r["mutants"])]
+        if before is not None:
+            b = before.get(r["module"])
+            cells += [f"{b['survived']} ({b['not_reached']})", _rate(b)] if b else ["", ""]
+        cells += [str(r["killed"]), f"{r['survived']} ({r['not_reached']})", _rate(r)]
+        rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows) + "\n"
+
+
+def _rate(record: dict[str, Any]) -> str:
+    return f"{100 * record['survived'] / max(record['mutants'], 1):.0f}%"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -386,6 +394,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--table", type=Path, nargs="+", help="render --json records as Markdown")
     parser.add_argument(
+        "--before",
+        type=Path,
+        nargs="+",
+        help="with --table: earlier records of the same modules, shown beside them",
+    )
+    parser.add_argument(
         "--plan",
         type=Path,
         help="run every line of this file (a module, its tests and options, as on the command "
@@ -400,7 +414,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.table:
-        print(table([json.loads(p.read_text(encoding="utf-8")) for p in args.table]), end="")
+        records = [json.loads(p.read_text(encoding="utf-8")) for p in args.table]
+        earlier = [json.loads(p.read_text(encoding="utf-8")) for p in args.before or []]
+        before = {r["module"]: r for r in earlier} if args.before else None
+        print(table(records, before), end="")
         return 0
     if args.plan:
         written = []
@@ -412,7 +429,9 @@ def main(argv: list[str] | None = None) -> int:
                 if earlier and earlier.is_file() and _unchanged(Path(words[0]), earlier):
                     words += ["--after", str(earlier)]
                 main([*words, "--json", str(written[-1]), "--preload", args.preload])
-        return main(["--table", *map(str, written)])
+        folder = args.plan_after
+        earlier = [str(folder / p.name) for p in written if folder and (folder / p.name).is_file()]
+        return main(["--table", *map(str, written), *(["--before", *earlier] if earlier else [])])
     if args.module is None or not args.tests:
         parser.error("give a module and the tests that cover it")
     os.environ["OMP_NUM_THREADS"] = "1"

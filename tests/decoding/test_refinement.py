@@ -856,13 +856,16 @@ def test_the_memory_estimate_grows_with_the_rows_and_their_width() -> None:
     assert refinement_bytes(released, rows=32 * 128 * 500, width=128, src_len=40) > 2**40
 
 
-def test_the_memory_estimate_holds_at_least_the_three_vocabulary_tensors() -> None:
+def test_the_memory_estimate_is_at_least_the_tensors_it_names() -> None:
     """A lower bound of the peak: never less than the float32 logits, log-probabilities and
-    their maximum, (rows, width, V) each, plus the cross-attention memory of every layer."""
+    their maximum, (rows, width, V) each, plus a layer's hidden states and feed-forward
+    activations and the cross-attention memory of every layer."""
+    config = preset("small", vocab_size=8000)  # the released models' size
     rows, width, src_len = 30, 12, 9
-    logits = 3 * 4 * rows * width * CONFIG.vocab_size
-    memory = 4 * rows * 2 * CONFIG.n_decoder_layers * src_len * CONFIG.d_model
-    assert refinement_bytes(CONFIG, rows, width, src_len) > logits + memory
+    logits = 3 * 4 * rows * width * config.vocab_size
+    hidden = 4 * rows * width * (4 * config.d_model + config.d_ff)
+    memory = 4 * rows * 2 * config.n_decoder_layers * src_len * config.d_model
+    assert refinement_bytes(config, rows, width, src_len) > logits + hidden + memory
 
 
 def test_identical_candidates_merge_only_among_the_eligible() -> None:

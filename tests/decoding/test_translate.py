@@ -201,7 +201,14 @@ def test_a_long_sentence_is_cut_between_words_and_at_its_clauses(
     pieces = translator.split(LONG, 24)
     assert len(pieces) > 1
     assert [set(decode(piece).split()) - words for piece in pieces] == [set()] * len(pieces)
-    clauses = translator.split(" ".join(WORDS * 3) + ", " + " ".join(WORDS) + ".", 24)
+    # Words of several tokens each (doubled words), so that a cut between tokens would split
+    # one: the first clause is cut between words, its last piece ends at the comma.
+    long_words = [word + word.lower() for word in WORDS]
+    text = " ".join(long_words * 2) + ", " + " ".join(WORDS) + "."
+    assert len(translator.tokenizer.encode(long_words[0])) > 1
+    clauses = translator.split(text, 24)
+    words |= set(long_words) | {word + "," for word in long_words}
+    assert [set(decode(piece).split()) - words for piece in clauses] == [set()] * len(clauses)
     assert [decode(piece).split()[-1][-1] for piece in clauses].count(",") == 1
 
 
@@ -217,10 +224,22 @@ def test_each_precision_decodes_with_a_copy_of_its_own(translators: dict[str, Tr
     assert int8 is not translator.model and int8 is translator.model_at("int8")
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the error of a machine without CUDA")
+def test_devices_are_checked_before_loading() -> None:
+    from gmlm.translation.translator import resolve_device
+
+    assert resolve_device("cpu") == resolve_device("auto") == torch.device("cpu")
+    with pytest.raises(GmlmError, match="'cuda:1' requested but CUDA is not available"):
+        resolve_device("cuda:1")
+    with pytest.raises(GmlmError, match="device 'gpu': choose auto, cpu, cuda or cuda:N"):
+        resolve_device("gpu")
+
+
 def test_bad_batch_size_and_seed_are_clear_errors(translators: dict[str, Translator]) -> None:
+    """Checked first, before the lines are read (an over-long line is not what it says)."""
     for settings, message in (({"batch_size": 0}, "batch_size"), ({"seed": -1}, "seed")):
         with pytest.raises(GmlmError, match=message):
-            translators["ar"].translate(["der Hund."], **settings)  # type: ignore[arg-type]
+            translators["ar"].translate(["der Hund.", LONG], **settings)  # type: ignore[arg-type]
 
 
 def test_pieces_of_a_split_line_have_their_own_random_tokens(
