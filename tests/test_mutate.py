@@ -66,3 +66,18 @@ def test_mutants_are_killed_survive_or_are_not_reached(tmp_path: Path) -> None:
     assert outcomes[(16, "- -> +")] == "timeout"  # n grows: it loops until the CPU limit
     assert module.read_text() == TOY
     assert "| `src/toy/calc.py` |" in done.stdout
+
+    # --after: the killed stay killed, only the survivors run again; a changed module is
+    # refused (its mutants are other ones).
+    again = tmp_path / "again.json"
+    rerun = [*argv[:-6], "--json", str(again), "--after", str(record), *argv[-4:]]
+    done = subprocess.run(rerun, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    rerun_outcomes = json.loads(again.read_text())["outcomes"]
+    assert {(o["line"], o["what"]): o["status"] for o in rerun_outcomes} == outcomes
+    assert [o["seconds"] > 0 for o in rerun_outcomes] == [
+        o["status"] == "survived" for o in rerun_outcomes
+    ]  # only the survivor ran again
+    module.write_text(TOY.replace("x * 2", "x * 3"))
+    done = subprocess.run(rerun, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0 and "changed since" in done.stderr

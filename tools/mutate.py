@@ -293,12 +293,12 @@ def run(
     found = mutants(source)
     if sample is not None and sample < len(found):
         found = sorted(random.Random(seed).sample(found, sample), key=lambda m: m.index)
-    killed_before: set[Mutant] = set()
+    killed_before: dict[Mutant, str] = {}
     if earlier is not None:
         if (earlier["source_sha256"], earlier["sample"], earlier["seed"]) != (digest, sample, seed):
             raise SystemExit(f"mutate: --after: {path} or the draw changed since; run them all")
         killed_before = {
-            Mutant(o["index"], o["line"], o["what"])
+            Mutant(o["index"], o["line"], o["what"]): o["status"]
             for o in earlier["outcomes"]
             if o["status"] in ("killed", "timeout")
         }
@@ -312,8 +312,8 @@ def run(
     log(f"{name}: {len(found)} mutants; the unchanged tests: {wall:.0f} s, {baseline:.0f} s CPU")
     outcomes = []
     for number, mutant in enumerate(found, 1):
-        if mutant in killed_before:
-            outcome = Outcome(mutant, "killed", 0.0)
+        if mutant in killed_before:  # carried over, not run
+            outcome = Outcome(mutant, killed_before[mutant], 0.0)
         elif mutant.line not in reached:
             outcome = Outcome(mutant, "not reached", 0.0)
         else:
