@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-slow verify-results lint bench speed speed-gpu serve-load serve-overload clean
+.PHONY: install demo test test-slow verify-results lint bench speed speed-gpu serve-load serve-overload mutate mutation clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -104,6 +104,21 @@ serve-overload: $(STAMP)
 	  --input $(MULTI30K)/test_2016_flickr.de.gz --rates 1,8,16,32,1 --duration $(LOAD_DURATION) \
 	  --p99-limit-ms 500 --output runs/serve-load/overload.json \
 	  --markdown runs/serve-load/overload.md --plot runs/serve-load/overload.png
+# Mutation testing (tools/mutate.py; docs/MUTATION.md): each small change to MODULE is run
+# against TESTS (pytest ids), one process on one thread; the survivors are listed, e.g.
+#   make mutate MODULE=src/gmlm/decoding/scores.py TESTS=tests/decoding/test_refinement.py
+# MUTATE_FLAGS="--sample 20" runs 20 of them (drawn with --seed 0), --json FILE records them.
+# `make mutation` runs every line of tools/mutation-plan.txt into runs/mutation/ and prints
+# docs/MUTATION.md's table (about an hour on a shared 2-core machine).
+MODULE ?=
+TESTS ?=
+MUTATE_FLAGS ?=
+mutate: $(STAMP)
+	@test -n "$(MODULE)" -a -n "$(TESTS)" || { echo "mutate: give MODULE=src/gmlm/... TESTS=tests/..."; exit 2; }
+	$(BIN)/python tools/mutate.py $(MODULE) $(TESTS) $(MUTATE_FLAGS)
+
+mutation: $(STAMP)
+	$(BIN)/python tools/mutate.py --plan tools/mutation-plan.txt --out runs/mutation $(MUTATE_FLAGS)
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache

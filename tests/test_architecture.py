@@ -433,3 +433,17 @@ def test_analyze_offers_the_padir_settings_of_gmlm_translate() -> None:
         assert set(shown) & padir == expected, name
         translate = flags(subcommand("translate"))  # length_penalty: both kinds' defaults
         assert all(shown[n].help == translate[n].help for n in expected - {"length_penalty"})
+
+
+def test_the_gmlm_package_exports_the_decoding_settings() -> None:
+    """`gmlm.SearchOptions` and `gmlm.RefinementOptions` are the classes that
+    `gmlm.load(DIR).translate` takes (README, Decoding), loaded lazily like gmlm.Translator."""
+    import gmlm
+    import gmlm.decoding
+
+    for name in ("SearchOptions", "RefinementOptions"):
+        assert name in gmlm.__all__
+        assert getattr(gmlm, name) is getattr(gmlm.decoding, name)
+    assert gmlm.Translator.__name__ == "Translator"
+    with pytest.raises(AttributeError, match="no attribute 'Options'"):
+        gmlm.Options  # noqa: B018

@@ -189,30 +189,53 @@ def test_shared_list_parsers():
             parse(text)
 
 
-def readme_commands() -> list[list[str]]:
-    """The words after `gmlm` of every command README.md shows: in its bash blocks (lines
-    joined at a trailing backslash, comments dropped) and its inline code spans (line breaks as
-    spaces), each cut at a shell operator."""
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+DOCS = ("README.md", "docs/DESIGN.md", "docs/ARCHITECTURE.md")
+
+
+def doc_commands(doc: str = "README.md") -> list[list[str]]:
+    """The words after `gmlm` of every command `doc` shows: in its bash blocks (lines joined at
+    a trailing backslash, comments dropped) and its inline code spans (line breaks as spaces),
+    each cut at a shell operator; `gmlm theory verify|figure1 ...` is one command per name."""
+    text = (Path(__file__).resolve().parents[1] / doc).read_text(encoding="utf-8")
     bash = re.compile(r"^```bash\n(.*?)^```\n", flags=re.S | re.M)
     lines = [
         line for block in bash.findall(text) for line in block.replace("\\\n", " ").split("\n")
     ]
-    rest = re.sub(r"^```.*$", "", bash.sub("", text), flags=re.M)  # other fences' spans count
+    # Plain fences' spans count (README's Layout); other languages' blocks (nginx) are not
+    # shell: dropped.
+    rest = re.sub(r"^[ \t]*```[a-z]+\n.*?^[ \t]*```\n", "", bash.sub("", text), flags=re.S | re.M)
+    rest = re.sub(r"^[ \t]*```.*$", "", rest, flags=re.M)
     lines += [span.replace("\n", " ") for span in re.findall(r"`([^`]+)`", rest)]
     found = []
     for line in lines:
         code = re.sub(r"(^|\s)#.*", "", line)  # a shell comment is prose
         for match in re.finditer(r"(?<![\w.\[/-])gmlm[ \t]+(\S.*)", code):
-            found.append(re.split(r"\s(?:[|;<>]|&&)\s", match.group(1))[0].split())
+            words = re.split(r"\s(?:[|;<>&]|&&)\s", match.group(1))[0].split()
+            found += expand_alternatives(words)
     return found
 
 
-def test_every_flag_the_readme_names_is_in_its_commands_help():
-    """README.md's commands exist and name only flags that their command's --help shows
-    (no misspelt, removed or deprecated flag)."""
-    commands = readme_commands()
-    assert len(commands) > 30
+def expand_alternatives(words: list[str]) -> list[list[str]]:
+    """`theory verify|figure1 --json` -> `theory verify --json`, `theory figure1 --json`: a
+    command word of names joined by | (a flag's value, e.g. `--preset smoke|demo`, stays)."""
+    for i, word in enumerate(words):
+        if word.startswith("-"):
+            break
+        if "|" in word:
+            return [
+                command
+                for name in word.split("|")
+                for command in expand_alternatives([*words[:i], name, *words[i + 1 :]])
+            ]
+    return [words]
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_every_flag_the_docs_name_is_in_its_commands_help(doc: str) -> None:
+    """README.md, docs/DESIGN.md and docs/ARCHITECTURE.md name only commands that exist and
+    flags that their command's --help shows (no misspelt, removed or deprecated flag)."""
+    commands = doc_commands(doc)
+    assert len(commands) > {"README.md": 30}.get(doc, 5)
     wrong = []
     for words in commands:
         parser, names = build_parser(), ["gmlm"]
@@ -223,8 +246,8 @@ def test_every_flag_the_readme_names_is_in_its_commands_help():
                 break
             names.append(words[0])
             parser = sub[0].choices[words.pop(0)]
-        if len(names) == 1 and words and not words[0].startswith("-"):
-            wrong.append(f"gmlm {words[0]}: no such command")
+        if sub and words and not words[0].startswith("-"):
+            wrong.append(f"{' '.join(names)} {words[0]}: no such command")
         shown = {
             o for a in parser._actions if a.help != argparse.SUPPRESS for o in a.option_strings
         }

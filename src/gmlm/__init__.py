@@ -24,10 +24,21 @@ def load(checkpoint: str | Path, device: str = "auto", cuda_graphs: bool = False
     return load_translator(checkpoint, device, cuda_graphs)
 
 
-def __getattr__(name: str) -> Any:
-    """``gmlm.Translator``, imported on first use like :func:`load`."""
-    if name == "Translator":
-        from gmlm.translation.translator import Translator
+# The names `gmlm.NAME` gives besides load and __version__, and their modules: the decoding
+# settings that `Translator.translate` takes (``translate(lines, SearchOptions(beam=5))``).
+_HOMES = {
+    "Translator": "gmlm.translation.translator",
+    "SearchOptions": "gmlm.decoding.options",
+    "RefinementOptions": "gmlm.decoding.options",
+}
+__all__ = ["load", "__version__", *_HOMES]
 
-        return Translator
+
+def __getattr__(name: str) -> Any:
+    """``gmlm.Translator``, ``gmlm.SearchOptions``, ``gmlm.RefinementOptions``, imported on
+    first use like :func:`load`."""
+    if name in _HOMES:
+        import importlib
+
+        return getattr(importlib.import_module(_HOMES[name]), name)
     raise AttributeError(f"module 'gmlm' has no attribute '{name}'")

@@ -115,9 +115,13 @@ def test_padir_grid_rows_equal_translate_and_the_choice_reaches_every_user(
     assert loaded.defaults == {"length_shift": shift}
     assert loaded.options().length_shift == shift  # type: ignore[union-attr]
     assert loaded.options(length_shift=0).length_shift == 0  # type: ignore[union-attr]
-    assert loaded.options(RefinementOptions()).length_shift == 0  # type: ignore[union-attr]
+    # An options object keeps it too, where it leaves the class default (issue 37).
+    assert loaded.options(RefinementOptions()).length_shift == shift  # type: ignore[union-attr]
+    stepped = loaded.options(RefinementOptions(steps=2, length_shift=3))
+    assert (stepped.steps, stepped.length_shift) == (2, 3)  # type: ignore[union-attr]
     expected = translator.translate(sources, batch_size=8, length_shift=shift)
     assert loaded.translate(sources, batch_size=8) == expected
+    assert loaded.translate(sources, RefinementOptions(), batch_size=8) == expected
 
     # gmlm translate uses it and says so; gmlm export carries it.
     source_file = tmp_path / "src.txt"

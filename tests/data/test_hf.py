@@ -1,3 +1,4 @@
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -138,3 +139,21 @@ def test_hub_layout_through_the_reader_and_the_paper_data_stage(
     assert prepared.manifest["max_len"] == 256  # the preset's setting
     assert sorted(prepared.read_text("test", "src")) == sorted(src)
     assert prepared.stats().splits["train"].pairs == 400
+
+
+def test_every_hf_example_names_the_dataset_the_paper_preset_reads(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`data prepare --help` and the error of a malformed spec give the hub's name of WMT14,
+    wmt/wmt14, as the `paper` preset and the README do (issue 37: the help said hf:wmt14)."""
+    from gmlm.cli.main import main
+    from gmlm.reproduce.config import load_reproduce_config
+
+    paper = load_reproduce_config("paper").data.corpus
+    assert paper == "hf:wmt/wmt14:de-en"
+    with pytest.raises(SystemExit):
+        main(["data", "prepare", "--help"])
+    examples = re.findall(r"\bhf:(?!NAME)\S+", capsys.readouterr().out)
+    assert examples == [paper]
+    with pytest.raises(GmlmError, match=re.escape(f"e.g. {paper}")):
+        read_corpus("hf:wmt14")

@@ -194,6 +194,15 @@ def test_constraints_ban_specials_and_force_eos() -> None:
     assert early[:, : CONFIG.n_special].isinf().sum() == CONFIG.n_special * 2 - 1
 
 
+def test_beam_search_without_options_is_beam_5(untrained_ar: AutoregressiveModel) -> None:
+    """The documented default: beam_search(model, src) searches with beam 5 (an untrained
+    model finishes many outputs, so a wider beam would return more of them)."""
+    src = torch.tensor([[7, 8, 9, EOS], [9, 6, EOS, PAD]])
+    default = beam_search(untrained_ar, src)
+    assert [len(nbest) for nbest in default] == [5, 5]
+    assert default == beam_search(untrained_ar, src, SearchOptions(beam=5))
+
+
 def test_invalid_options_are_clear_errors(untrained_ar: AutoregressiveModel) -> None:
     src = torch.tensor([[7, EOS]])
     with pytest.raises(GmlmError, match=r"beam=0 must be between 1 and 1000 \(1 is greedy"):
@@ -292,6 +301,16 @@ def test_the_memory_estimate_grows_with_each_size() -> None:
     assert search_bytes(released, SearchOptions(beam=1000), batch=32, src_len=40) > 4 * 2**30
 
 
+def test_the_memory_estimate_holds_the_cache_of_the_longest_output() -> None:
+    """A lower bound of the peak: every beam's keys and values, in every layer, of the longest
+    output allowed (max_len_a * source length + max_len_b) and of the source."""
+    options = SearchOptions(beam=3, max_len_a=1.5, max_len_b=4)
+    batch, src_len = 2, 6
+    length = min(int(1.5 * src_len + 4), CONFIG.max_target_len)
+    cache = 4 * batch * 3 * 2 * CONFIG.n_decoder_layers * (length + src_len) * CONFIG.d_model
+    assert search_bytes(CONFIG, options, batch, src_len) > cache
+
+
 @pytest.mark.parametrize("beam", [1, 1000])
 def test_a_search_beyond_the_free_memory_is_refused_before_it_starts(
     beam: int, monkeypatch: pytest.MonkeyPatch
@@ -304,7 +323,8 @@ def test_a_search_beyond_the_free_memory_is_refused_before_it_starts(
     src = torch.tensor([[6, 7, 8, EOS]]).expand(rows, 4)
     with pytest.raises(
         MemoryLimitError,
-        match=rf"^(beam|greedy) search of {rows} sentence\(s\) of up to 4 tokens with "
+        match=rf"^{'greedy' if beam == 1 else 'beam'} search of {rows} sentence\(s\) of up to 4 "
+        rf"tokens with "
         rf"beam={beam} \(vocabulary 9, max_target_len 64\) needs about [\d.]+ GiB of memory, "
         r"but 1\.0 GiB is available; lower the beam \(--beam\) or the sentences per batch",
     ):

@@ -17,6 +17,7 @@ from gmlm.decoding.refinement import (
     RefinementState,
     candidate_lengths,
     drop_repeats,
+    first_identical,
     least_confident,
     log_probs_of,
     output_mask,
@@ -853,6 +854,27 @@ def test_the_memory_estimate_grows_with_the_rows_and_their_width() -> None:
     # batch 32 x length_beam 128 x random_starts 500 on the released models' size: terabytes.
     released = preset("small", vocab_size=8000, max_source_len=128, max_target_len=128)
     assert refinement_bytes(released, rows=32 * 128 * 500, width=128, src_len=40) > 2**40
+
+
+def test_the_memory_estimate_is_at_least_the_tensors_it_names() -> None:
+    """A lower bound of the peak: never less than the float32 logits, log-probabilities and
+    their maximum, (rows, width, V) each, plus a layer's hidden states and feed-forward
+    activations and the cross-attention memory of every layer."""
+    config = preset("small", vocab_size=8000)  # the released models' size
+    rows, width, src_len = 30, 12, 9
+    logits = 3 * 4 * rows * width * config.vocab_size
+    hidden = 4 * rows * width * (4 * config.d_model + config.d_ff)
+    memory = 4 * rows * 2 * config.n_decoder_layers * src_len * config.d_model
+    assert refinement_bytes(config, rows, width, src_len) > logits + hidden + memory
+
+
+def test_identical_candidates_merge_only_among_the_eligible() -> None:
+    """A candidate takes the index of the lowest identical candidate of its sentence, and with
+    `eligible` only an eligible one's (a pruned candidate is never the one kept)."""
+    tokens = torch.tensor([[5, 6], [5, 6], [7, 8], [5, 6], [1, 2], [1, 2], [1, 2], [3, 4]])
+    assert first_identical(tokens, 4).tolist() == [[0, 0, 2, 0], [0, 0, 0, 3]]
+    eligible = torch.tensor([False, True, True, True, True, False, True, True])
+    assert first_identical(tokens, 4, eligible).tolist() == [[0, 1, 2, 1], [0, 1, 0, 3]]
 
 
 def test_decoding_beyond_the_free_memory_is_refused_before_its_first_pass(

@@ -2,6 +2,7 @@
 and validated objective, weighed in one place, and a checkpoint trained with relative bias
 that saves and loads it."""
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -132,3 +133,31 @@ def test_old_configs_mean_the_old_objective() -> None:
         0.0,
         False,
     )
+
+
+@pytest.mark.parametrize("kind", ["ar", "padir"])
+def test_the_loss_module_sums_each_loss_over_what_it_is_a_mean_of(kind: str) -> None:
+    """A micro-batch's token loss summed over its target tokens and PaDIR's length loss over
+    its sentences (0 for AR): the sums DDP adds up across processes before dividing."""
+    from gmlm.models import autoregressive_loss, build_model, padir_loss
+    from gmlm.training.objective import LossModule
+    from tests.helpers.reversal import CONFIG, reversal_pairs
+
+    cfg = load_train_config(f"tiny-{kind}", ["data=x", "out=y", "padir.length_weight=0.5"])
+    torch.manual_seed(0)
+    model = build_model(kind, CONFIG)
+    src, tgt = (t[:3] for t in reversal_pairs(4))  # 3 sentences of width 7
+    smoothing = cfg.label_smoothing
+    assert src.shape[0] != src.shape[1]
+    token_sum, length_sum = LossModule(model, cfg)(src, tgt, torch.Generator().manual_seed(1))
+    if kind == "ar":
+        out = autoregressive_loss(model, src, tgt, label_smoothing=smoothing)  # type: ignore[arg-type]
+        assert length_sum.item() == 0.0
+    else:
+        settings = {**dataclasses.asdict(cfg.padir), "label_smoothing": smoothing}
+        generator = torch.Generator().manual_seed(1)
+        out = padir_loss(model, src, tgt, **settings, generator=generator)  # type: ignore[arg-type]
+        assert out.length_loss is not None
+        assert length_sum.item() == pytest.approx(out.length_loss.item() * 3)
+    assert out.n_tokens > 3
+    assert token_sum.item() == pytest.approx(out.token_loss.item() * out.n_tokens)

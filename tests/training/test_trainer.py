@@ -98,6 +98,30 @@ def test_resume_is_exact(word_task_data, tmp_path):
     assert losses_a == losses_b
 
 
+def test_a_run_takes_the_threads_it_is_given(word_task_data, tmp_path):
+    """threads=N sets torch's thread count (1 included: the CPU recipes' setting beside other
+    work), threads=0 leaves it as it is."""
+    threads = torch.get_num_threads()
+    settings = [f"data={word_task_data}", f"out={tmp_path / 'r'}"]
+    try:
+        for given, expected in ((1, 1), (0, 2)):
+            torch.set_num_threads(2)
+            Trainer(load_train_config("tiny-ar", [*settings, f"threads={given}"]), progress=False)
+            assert torch.get_num_threads() == expected, given
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_the_gradient_norm_is_clipped_and_logged_unless_clipping_is_off(word_task_data, tmp_path):
+    """optim.clip_norm (default 1.0) clips the gradients and logs their norm before clipping;
+    0 turns clipping off, and there is no norm to log."""
+    for clip, run in (("1.0", "a"), ("0", "b")):
+        train(word_task_data, tmp_path / run, "ar", "max_steps=2", f"optim.clip_norm={clip}")
+    norms = {run: [r["grad_norm"] for r in metrics(tmp_path / run) if "loss" in r] for run in "ab"}
+    assert len(norms["a"]) == 2 and all(0 < n < float("inf") for n in norms["a"])
+    assert len(norms["b"]) == 2 and all(n != n for n in norms["b"])  # NaN
+
+
 def test_saves_between_validations_resume_exactly(word_task_data, tmp_path, monkeypatch):
     """save_minutes writes `last` between validations (here at every logged step); a run
     stopped after such a save resumes there, without a validation, exactly as if never

@@ -244,6 +244,58 @@ def test_a_split_line_never_loses_text(
     assert calls == [pieces] and out
 
 
+def test_a_long_sentence_is_cut_between_words_and_at_its_clauses(
+    translators: dict[str, Translator],
+) -> None:
+    """A sentence over the limit is cut at clause punctuation, then between words, never
+    inside a word while a word boundary is left."""
+    translator = translators["ar"]
+    decode = translator.tokenizer.decode
+    words = set(WORDS) | {word + "." for word in WORDS} | {word + "," for word in WORDS}
+    pieces = translator.split(LONG, 24)
+    assert len(pieces) > 1
+    assert [set(decode(piece).split()) - words for piece in pieces] == [set()] * len(pieces)
+    # Words of several tokens each (doubled words), so that a cut between tokens would split
+    # one: the first clause is cut between words, its last piece ends at the comma.
+    long_words = [word + word.lower() for word in WORDS]
+    text = " ".join(long_words * 2) + ", " + " ".join(WORDS) + "."
+    assert len(translator.tokenizer.encode(long_words[0])) > 1
+    clauses = translator.split(text, 24)
+    words |= set(long_words) | {word + "," for word in long_words}
+    assert [set(decode(piece).split()) - words for piece in clauses] == [set()] * len(clauses)
+    assert [decode(piece).split()[-1][-1] for piece in clauses].count(",") == 1
+
+
+def test_each_precision_decodes_with_a_copy_of_its_own(translators: dict[str, Translator]) -> None:
+    """fp32 is the model itself; bf16 and int8 are copies made once and kept (an fp32 model
+    decoding whatever the precision said escaped the suite once: issue 37)."""
+    translator = translators["ar"]
+    assert translator.model_at("fp32") is translator.model
+    bf16 = translator.model_at("bf16")
+    assert bf16 is not translator.model and bf16 is translator.model_at("bf16")
+    assert {p.dtype for p in bf16.parameters()} == {torch.bfloat16}
+    int8 = translator.model_at("int8")
+    assert int8 is not translator.model and int8 is translator.model_at("int8")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the error of a machine without CUDA")
+def test_devices_are_checked_before_loading() -> None:
+    from gmlm.translation.translator import resolve_device
+
+    assert resolve_device("cpu") == resolve_device("auto") == torch.device("cpu")
+    with pytest.raises(GmlmError, match="'cuda:1' requested but CUDA is not available"):
+        resolve_device("cuda:1")
+    with pytest.raises(GmlmError, match="device 'gpu': choose auto, cpu, cuda or cuda:N"):
+        resolve_device("gpu")
+
+
+def test_bad_batch_size_and_seed_are_clear_errors(translators: dict[str, Translator]) -> None:
+    """Checked first, before the lines are read (an over-long line is not what it says)."""
+    for settings, message in (({"batch_size": 0}, "batch_size"), ({"seed": -1}, "seed")):
+        with pytest.raises(GmlmError, match=message):
+            translators["ar"].translate(["der Hund.", LONG], **settings)  # type: ignore[arg-type]
+
+
 def test_pieces_of_a_split_line_have_their_own_random_tokens(
     translators: dict[str, Translator], monkeypatch: pytest.MonkeyPatch
 ) -> None:

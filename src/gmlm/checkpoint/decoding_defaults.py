@@ -9,9 +9,10 @@ beam search scores best with. A checkpoint folder may record them, with how they
 
 Loading a checkpoint (`gmlm.load`, ``gmlm translate``, ``gmlm bench``, the analyses) reads the
 file and validates its settings against the model's kind and configuration, so a bad file
-fails at load, naming itself. They replace the class defaults of the decoding options;
-settings given explicitly (flags, keyword overrides, an options object) still win. `gmlm
-export` copies the file. `gmlm reproduce`'s `calibrate` stage writes it, choosing on the
+fails at load, naming itself. They replace the class defaults of the decoding options,
+in an options object too (its fields left at their class defaults); settings given explicitly
+(flags, keyword overrides, an options object's other fields) still win. `gmlm export` copies
+the file. `gmlm reproduce`'s `calibrate` stage writes it, choosing on the
 validation split; by hand, write the JSON above (``chosen_on`` says how, for the next reader).
 Training's own validation decodes with the class defaults, so its curves stay comparable.
 """

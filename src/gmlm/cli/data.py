@@ -39,7 +39,7 @@ corpus specs:
   files:SRC,TGT            two line-aligned text files (.gz allowed)
   tsv:FILE                 source<TAB>target per line
   jsonl:FILE[:SKEY,TKEY]   one JSON object per line, keys default src,tgt
-  hf:NAME:PAIR[:CONFIG]    Hugging Face dataset, e.g. hf:wmt14:de-en (pip install 'gmlm[hf]')
+  hf:NAME:PAIR[:CONFIG]    Hugging Face dataset, e.g. hf:wmt/wmt14:de-en (pip install 'gmlm[hf]')
 
 For files/tsv/jsonl corpora, --valid and --test take a spec of one of those three kinds,
 e.g. --valid files:dev.de,dev.en; a split not given is carved out of the training data by

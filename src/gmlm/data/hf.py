@@ -56,7 +56,7 @@ def read_hf(arg: str, spec: str) -> Corpus:
     """Load `NAME:PAIR[:CONFIG]` with `datasets` and convert it."""
     parts = arg.split(":")
     if len(parts) not in (2, 3) or not all(parts):
-        raise GmlmError(f"corpus '{spec}': expected hf:NAME:PAIR[:CONFIG], e.g. hf:wmt14:de-en")
+        raise GmlmError(f"corpus '{spec}': expected hf:NAME:PAIR[:CONFIG], e.g. hf:wmt/wmt14:de-en")
     name, pair = parts[0], parts[1]
     src_lang, tgt_lang = parse_pair(pair, spec)
     config = parts[2] if len(parts) == 3 else default_config(src_lang, tgt_lang)

@@ -373,6 +373,16 @@ def field_names(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(cls))
 
 
+def changed_fields(options: DecodingOptions) -> dict[str, Any]:
+    """The fields of `options` whose values differ from its class's defaults."""
+    default = type(options)()
+    return {
+        f.name: getattr(options, f.name)
+        for f in dataclasses.fields(options)
+        if getattr(options, f.name) != getattr(default, f.name)
+    }
+
+
 def decoding_options(
     kind: str,
     config: ModelConfig,

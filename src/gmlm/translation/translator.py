@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import re
 import warnings
+import weakref
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -74,9 +75,11 @@ from gmlm.decoding.autoregressive import beam_search, greedy_search
 from gmlm.decoding.cuda_graphs import graph_count, graphed
 from gmlm.decoding.options import (
     MAX_TOKENS_DEFAULT,
+    OPTIONS,
     DecodingOptions,
     Precision,
     RefinementOptions,
+    changed_fields,
     decoding_options,
     rows_per_sentence,
 )
@@ -161,6 +164,11 @@ class Translator:
                 '--device cuda (Python: gmlm.load(..., device="cuda")), or leave them out'
             )
         self.defaults: dict[str, Any] = dict(defaults or {})
+        # The options objects `options` returned (by id, while they live): passed back, e.g.
+        # to translate, they are used as they are (a variant with length_shift=0 stays 0).
+        self._issued: weakref.WeakValueDictionary[int, DecodingOptions] = (
+            weakref.WeakValueDictionary()
+        )
         decoding_options(kind, config, None, self.defaults)  # fail here, not at first use
 
     @property
@@ -191,16 +199,25 @@ class Translator:
         self, options: DecodingOptions | None = None, /, **overrides: Any
     ) -> DecodingOptions:
         """The decoding options of this model's kind: `options` (default: its class's
-        defaults with this translator's `defaults` applied) with the field overrides applied
-        (None keeps a value), checked and validated against the model (see
-        :func:`gmlm.decoding.options.decoding_options`).
+        defaults) with this translator's `defaults` in place of the class defaults it keeps,
+        then the field overrides applied (None keeps a value), checked and validated against
+        the model (see :func:`gmlm.decoding.options.decoding_options`). So an options object
+        and keyword settings both keep a checkpoint's decoding.json where they set nothing
+        else; to decode with a class default the checkpoint replaces, name it
+        (``length_shift=0``). Options this method returned are used as they are.
 
         Options or a setting of the other kind are a :class:`GmlmError` that names this
         checkpoint's kind; an unknown name is one that lists the valid names.
         """
-        if options is None and self.defaults:
-            options = decoding_options(self.kind, self.config, None, self.defaults)
-        return decoding_options(self.kind, self.config, options, overrides)
+        fresh = options is None or (
+            isinstance(options, OPTIONS[self.kind]) and self._issued.get(id(options)) is not options
+        )
+        if self.defaults and fresh:
+            chosen = {} if options is None else changed_fields(options)
+            options = decoding_options(self.kind, self.config, None, self.defaults | chosen)
+        resolved = decoding_options(self.kind, self.config, options, overrides)
+        self._issued[id(resolved)] = resolved
+        return resolved
 
     def translate(
         self,
