@@ -19,8 +19,9 @@ as `gmlm.data.textfiles` (what `gmlm --help` does) does not load torch with the 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from gmlm.lazy import lazy_names
 
 if TYPE_CHECKING:
     from gmlm.data.batching import Batch, BatchIterator
@@ -74,9 +75,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _HOMES:
-        raise AttributeError(f"module 'gmlm.data' has no attribute '{name}'")
-    value = getattr(importlib.import_module(_HOMES[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _HOMES)
