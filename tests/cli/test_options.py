@@ -24,6 +24,7 @@ from gmlm.serve.settings import ServeSettings
 from gmlm.settings import cli_fields, documented_fields, to_argv
 from gmlm.theory import settings as theory
 from gmlm.training.throughput_settings import ThroughputSettings
+from gmlm.translation.distill_settings import DistillSettings
 
 # Every settings class a command derives its flags from.
 SETTINGS: tuple[type, ...] = (
@@ -42,6 +43,7 @@ SETTINGS: tuple[type, ...] = (
     theory.HittingSettings,
     theory.PoincareSettings,
     theory.BenchSettings,
+    DistillSettings,
 )
 
 # Numeric flags shared by several commands, spelled once in gmlm.cli.flags (add_seed,
@@ -61,7 +63,6 @@ HAND_WRITTEN = {
         "--world-size",
     },
     "data prepare": {"--max-len", "--threads", "--vocab-size"},
-    "distill": {"--beam", "--chunk-sentences", "--threads"},
 }
 
 
@@ -125,6 +126,7 @@ def test_the_converted_commands_take_their_settings_from_the_class() -> None:
         "theory figure3": (theory.HittingSettings,),
         "theory poincare": (theory.PoincareSettings,),
         "theory bench": (theory.BenchSettings,),
+        "distill": (DistillSettings,),
     }.items():
         dests = {a.dest for a in parsers[command]._actions}
         wanted = {f.name for cls in classes for f in cli_fields(cls)}

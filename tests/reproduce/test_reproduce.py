@@ -304,6 +304,28 @@ def test_a_run_saved_before_the_ablation_stage_resumes_with_it(tmp_path):
     assert load_reproduce_config(str(out / "reproduce.yaml")).ablation == cfg.ablation
 
 
+@pytest.mark.parametrize(("bf16", "precision"), [(None, "auto"), (True, "bf16"), (False, "fp32")])
+def test_a_run_saved_with_distill_bf16_resumes_with_its_precision(tmp_path, bf16, precision):
+    """distill.bf16, which every run's reproduce.yaml held before distill.precision replaced
+    it, reads as that precision: a started distillation resumes with the same settings."""
+    out = tmp_path / "multi30k"
+    saved_before_ar1(out, ("theory", "data", "teacher"), ())
+    saved = yaml.safe_load((out / "reproduce.yaml").read_text())
+    del saved["distill"]["precision"], saved["distill"]["threads"]
+    del saved["distill"]["chunk_sentences"]
+    saved["distill"]["bf16"] = bf16
+    (out / "reproduce.yaml").write_text(yaml.safe_dump(saved, sort_keys=False))
+    (out / "distill").mkdir()
+    resumed = load_reproduce_config(str(out / "reproduce.yaml"))
+    assert resumed.distill.precision == precision
+    check_run_folder(load_reproduce_config("multi30k", [f"distill.precision={precision}"]), out)
+    other = "fp32" if precision != "fp32" else "bf16"
+    with pytest.raises(GmlmError, match=r"different settings \(distill.precision\)"):
+        check_run_folder(load_reproduce_config("multi30k", [f"distill.precision={other}"]), out)
+    with pytest.raises(ConfigError, match=r"unknown config key 'distill\.bf16'"):
+        load_reproduce_config("multi30k", ["distill.bf16=true"])  # only saved files are read so
+
+
 def test_a_bad_ablation_variant_fails_before_the_first_stage(tmp_path):
     cfg = load_reproduce_config("smoke", ["ablation.enabled=true", "ablation.variants=[steps=0x]"])
     with pytest.raises(GmlmError, match=r"ablation.variants: decoding variant 'steps=0x': steps"):

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from gmlm.analysis.settings import FIRST_SENTENCES as FIRST_N
 from gmlm.analysis.settings import (
@@ -32,8 +32,11 @@ from gmlm.config import (
     VOCAB_SIZE,
     ConfigError,
     bounds,
+    deep_update,
     field_range,
-    load_config,
+    from_dict,
+    load_preset_dict,
+    parse_override,
 )
 from gmlm.decoding.options import (
     CALIBRATION_GRIDS,
@@ -43,6 +46,7 @@ from gmlm.decoding.options import (
 )
 from gmlm.settings import doc
 from gmlm.theory.settings import EstimationSettings, HittingSettings, VerifySettings
+from gmlm.translation.distill_settings import DistillSettings
 
 PRESETS_DIR = PRESET_DIR / "reproduce"
 
@@ -145,17 +149,22 @@ class OptionalTrainStage(TrainStage):
     enabled: bool = False
 
 
-@dataclass
-class DistillStage:
-    """Sequence-level distillation of the training sources by the teacher's beam search.
+@dataclass(frozen=True)
+class DistillStage(DistillSettings):
+    """`gmlm distill` of the training sources by the teacher's beam search (its settings:
+    :class:`DistillSettings`, the same keys; `threads` 0 keeps the run's `threads`), in
+    batches of `batch_size` sentences.
 
     Off (`enabled: false`): no teacher is trained and the students learn from the raw data.
     """
 
-    enabled: bool = True
-    beam: int = field(default=5, metadata=bounds(field_range(SearchOptions, "beam")))
-    batch_size: int = field(default=128, metadata=BATCH)
-    bf16: bool | None = None  # None: bf16 on bf16 GPUs, fp32 on every CPU (same data anywhere)
+    enabled: bool = field(default=True, metadata=doc("run the stage", cli=False))
+    batch_size: int = field(
+        default=128,
+        metadata=doc(
+            "sentences per batch (the command's --batch-size)", cli=False, range=BATCH_SIZE
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -383,10 +392,41 @@ def load_reproduce_config(preset: str, overrides: Sequence[str] = ()) -> Reprodu
                 f"unknown reproduce preset '{preset}'; available: "
                 f"{', '.join(list_reproduce_presets())} (or a YAML file of overrides)"
             )
-    cfg = load_config(ReproduceConfig, path, overrides)
+    cfg = read_reproduce_file(path, overrides)
     if not cfg.preset:
         cfg.preset = path.stem
     return cfg
+
+
+def read_reproduce_file(path: Path, overrides: Sequence[str] = ()) -> ReproduceConfig:
+    """The ReproduceConfig of the YAML file `path` (a preset and its `base:` chain, or a run's
+    reproduce.yaml) and the `key=value` overrides, the file's former keys read as the settings
+    that replaced them (:func:`upgrade_former_keys`)."""
+    data = upgrade_former_keys(load_preset_dict(path))
+    for text in overrides:
+        data = deep_update(data, parse_override(text))
+    return from_dict(ReproduceConfig, data)
+
+
+# distill.bf16, which distill.precision replaced, and its values as precisions.
+FORMER_BF16_KEY = "bf16"
+FORMER_BF16 = ((None, "auto"), (True, "bf16"), (False, "fp32"))
+
+
+def upgrade_former_keys(data: dict[str, Any]) -> dict[str, Any]:
+    """`data` (a reproduce config as read from YAML) with the keys an earlier gmlm wrote in
+    every run's reproduce.yaml replaced by the settings that replaced them, so that its runs
+    still resume: `distill.bf16` (null, true, false) is `distill.precision` (auto, bf16,
+    fp32). Any other value stays, to be refused as an unknown key."""
+    distill = data.get("distill")
+    if not isinstance(distill, dict) or FORMER_BF16_KEY not in distill:
+        return data
+    bf16 = distill[FORMER_BF16_KEY]
+    precision = next((p for value, p in FORMER_BF16 if bf16 is value), None)
+    if precision is None or "precision" in distill:
+        return data
+    kept = {key: value for key, value in distill.items() if key != FORMER_BF16_KEY}
+    return {**data, "distill": {**kept, "precision": precision}}
 
 
 def parse_stages(text: str | None) -> list[str]:

@@ -312,10 +312,8 @@ def distill(ctx: Context) -> dict[str, Any]:
         ctx.checkpoint("teacher"),
         ctx.data_dir,
         ctx.out / "distill",
-        beam=d.beam,
+        d,
         batch_size=d.batch_size,
-        bf16=d.bf16,
-        threads=ctx.cfg.threads,
         progress=ctx.progress,
         log=ctx.log,
     )
