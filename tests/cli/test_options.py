@@ -17,6 +17,7 @@ from gmlm.cli.flags import number
 from gmlm.cli.main import build_parser
 from gmlm.cli.options import add_option_flags, settings_from_args
 from gmlm.config import range_of
+from gmlm.data.settings import DataBenchSettings, PrepareSettings
 from gmlm.decoding.options import RefinementOptions, SearchOptions
 from gmlm.reproduce.config import BenchStage
 from gmlm.serve.loadtest import LoadSettings
@@ -44,6 +45,8 @@ SETTINGS: tuple[type, ...] = (
     theory.PoincareSettings,
     theory.BenchSettings,
     DistillSettings,
+    PrepareSettings,
+    DataBenchSettings,
 )
 
 # Numeric flags shared by several commands, spelled once in gmlm.cli.flags (add_seed,
@@ -55,14 +58,6 @@ SHARED_NUMERIC = {"--seed", "--batch-size", "--max-tokens"}
 # converted one is taken off.
 HAND_WRITTEN = {
     "analyze calibrate": {"--values"},
-    "data bench": {
-        "--epochs",
-        "--max-len",
-        "--threads",
-        "--vocab-size",
-        "--world-size",
-    },
-    "data prepare": {"--max-len", "--threads", "--vocab-size"},
 }
 
 
@@ -127,6 +122,8 @@ def test_the_converted_commands_take_their_settings_from_the_class() -> None:
         "theory poincare": (theory.PoincareSettings,),
         "theory bench": (theory.BenchSettings,),
         "distill": (DistillSettings,),
+        "data prepare": (PrepareSettings,),
+        "data bench": (PrepareSettings, DataBenchSettings),
     }.items():
         dests = {a.dest for a in parsers[command]._actions}
         wanted = {f.name for cls in classes for f in cli_fields(cls)}

@@ -623,3 +623,26 @@ def test_the_bench_stage_is_the_bench_settings_each_preset_times_with(name, warm
     assert isinstance(bench, BenchSettings)
     assert (bench.warmup, bench.precisions) == (warmup, precisions)
     assert (BenchSettings().warmup, BenchSettings().precisions) == (5, ("fp32", "bf16", "int8"))
+
+
+@pytest.mark.parametrize(
+    ("name", "max_len"),
+    [
+        ("bible-tiny", 96),
+        ("demo", 128),
+        ("laptop", 128),
+        ("multi30k", 128),
+        ("multi30k-en-de", 128),
+        ("paper", 256),
+        ("smoke", 64),
+    ],
+)
+def test_the_data_stage_is_the_prepare_settings_each_preset_prepares_with(name, max_len):
+    """The stage is `gmlm data prepare`'s settings, with one default each (the library's
+    max_len of 256); the presets that prepare shorter sentences say so."""
+    from gmlm.data.settings import PrepareSettings
+
+    data = load_reproduce_config(name).data
+    assert isinstance(data, PrepareSettings)
+    assert data.max_len == max_len
+    assert PrepareSettings().max_len == 256

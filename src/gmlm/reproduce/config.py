@@ -25,11 +25,9 @@ from gmlm.analysis.settings import (
 from gmlm.bench.settings import BenchSettings
 from gmlm.config import (
     BATCH_SIZE,
-    LENGTH,
     PRESET_DIR,
     SEED,
     THREADS,
-    VOCAB_SIZE,
     ConfigError,
     bounds,
     deep_update,
@@ -38,6 +36,7 @@ from gmlm.config import (
     load_preset_dict,
     parse_override,
 )
+from gmlm.data.settings import PrepareSettings
 from gmlm.decoding.options import (
     CALIBRATION_GRIDS,
     RefinementOptions,
@@ -105,9 +104,11 @@ class TheoryStage:
     seed: int = field(default=0, metadata=bounds(SEED))
 
 
-@dataclass
-class DataStage:
-    """`gmlm data prepare`: corpus spec (bible:de-en, multi30k:DIR, files:SRC,TGT, ...).
+@dataclass(frozen=True)
+class DataStage(PrepareSettings):
+    """`gmlm data prepare` (its settings: :class:`PrepareSettings`, the same keys; `threads`
+    0 keeps the run's `threads`) of `corpus` (bible:de-en, multi30k:DIR, files:SRC,TGT, ...),
+    then the DataConfig `overrides`.
 
     `tokenizer`: a folder holding a tokenizer (a checkpoint's `tokenizer/`, a prepared dataset)
     to encode with instead of training one, as given checkpoints need; `splits`: prepare only
@@ -117,14 +118,17 @@ class DataStage:
     say what they need rather than score them.
     """
 
-    corpus: str = "bible:de-en"
-    vocab_size: int = field(default=8000, metadata=bounds(VOCAB_SIZE))
-    # tokens incl. EOS; must fit the models' max_source/target_len
-    max_len: int = field(default=128, metadata=bounds(LENGTH))
-    overrides: list[str] = field(default_factory=list)  # more DataConfig key=value
-    tokenizer: str = ""
-    splits: list[str] = field(default_factory=list)
-    examples_if_missing: bool = False
+    corpus: str = field(default="bible:de-en", metadata=doc("the corpus spec", cli=False))
+    overrides: tuple[str, ...] = field(
+        default=(), metadata=doc("more DataConfig KEY=VALUE, after the settings", cli=False)
+    )
+    tokenizer: str = field(default="", metadata=doc("the tokenizer to reuse", cli=False))
+    splits: tuple[str, ...] = field(
+        default=(), metadata=doc("the corpus's splits to prepare (empty: all)", cli=False)
+    )
+    examples_if_missing: bool = field(
+        default=False, metadata=doc("gmlm's examples as a missing test split", cli=False)
+    )
 
 
 @dataclass

@@ -127,11 +127,12 @@ def theory(ctx: Context) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------- data
 def data(ctx: Context) -> dict[str, Any]:
-    from gmlm.config import load_config
+    from gmlm.config import deep_update, from_dict, parse_override
     from gmlm.data import load_dataset
     from gmlm.data.corpora import multi30k_test_missing, parse_spec, read_corpus
     from gmlm.data.parallel import Corpus, ParallelText
     from gmlm.data.prepare import DataConfig, prepare_dataset
+    from gmlm.data.settings import PrepareSettings, config_values
     from gmlm.data.textfiles import read_parallel_files
 
     d = ctx.cfg.data
@@ -158,19 +159,14 @@ def data(ctx: Context) -> dict[str, Any]:
         corpus = dataclasses.replace(
             corpus, splits={k: v for k, v in corpus.splits.items() if k in d.splits}
         )
-    cfg = load_config(
-        DataConfig,
-        None,
-        [
-            f"corpus={d.corpus}",
-            f"tokenizer.vocab_size={d.vocab_size}",
-            f"filter.max_len={d.max_len}",
-            *d.overrides,
-        ],
-    )
+    prepare = {f.name: getattr(d, f.name) for f in dataclasses.fields(PrepareSettings)}
+    values = {"corpus": d.corpus, **config_values(prepare)}
+    for text in d.overrides:
+        values = deep_update(values, parse_override(text))
+    cfg = from_dict(DataConfig, values)
     if d.tokenizer:
         cfg.tokenizer.path = d.tokenizer
-    if ctx.cfg.threads > 0:
+    if ctx.cfg.threads > 0 and not d.threads:
         cfg.threads = ctx.cfg.threads
     root = prepare_dataset(cfg, ctx.data_dir, progress=ctx.progress, log=ctx.log, corpus=corpus)
 
