@@ -646,3 +646,27 @@ def test_the_data_stage_is_the_prepare_settings_each_preset_prepares_with(name, 
     assert isinstance(data, PrepareSettings)
     assert data.max_len == max_len
     assert PrepareSettings().max_len == 256
+
+
+def test_the_theory_stage_runs_the_theory_commands_settings():
+    """By default the stage runs what `gmlm theory verify`, `figure1`-`figure3` run (the
+    paper's settings); a preset's keys change those settings, each in every command that has
+    it (repetitions and seed: one setting of all three)."""
+    from gmlm.theory.settings import (
+        FIGURE_COUPLINGS,
+        EstimationSettings,
+        HittingSettings,
+        VerifySettings,
+    )
+
+    stage = load_reproduce_config("multi30k-en-de", ["theory.enabled=true"]).theory
+    assert stage.verify() == VerifySettings()
+    for coupling in FIGURE_COUPLINGS.values():
+        assert stage.estimation(coupling) == EstimationSettings(coupling=coupling)
+    assert stage.hitting() == HittingSettings()
+    smoke = load_reproduce_config("smoke").theory
+    assert smoke.verify() == VerifySettings(max_n=4)
+    assert smoke.estimation(0.3) == EstimationSettings(
+        coupling=0.3, sample_sizes=(100, 300), repetitions=2
+    )
+    assert (smoke.hitting().couplings, smoke.hitting().repetitions) == ((1.0, 3.0), 2)

@@ -10,6 +10,7 @@ stages then use as it is (the `demo` preset).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,31 +78,67 @@ STAGES = (
 )
 
 
+# The defaults of the theory stage: those of `gmlm theory` (the paper's settings).
+VERIFY, ESTIMATION, HITTING = VerifySettings(), EstimationSettings(), HittingSettings()
+
+
 @dataclass
 class TheoryStage:
-    """`gmlm theory verify` and Figures 1-3 (defaults: the paper's settings)."""
+    """`gmlm theory verify` and Figures 1-3, each with the settings of its command
+    (:mod:`gmlm.theory.settings`) and these changed: verify's `max_n`, both figures'
+    `repetitions` and `seed` (verify's too), Figures 1-2's `sample_sizes`, Figure 3's
+    `couplings`, `ks` and `budget` (defaults: the commands', the paper's settings). Flat keys,
+    one per setting the stage changes: `repetitions` and `seed` are one setting of all three."""
 
     enabled: bool = True
-    verify_max_n: int = field(default=8, metadata=bounds(field_range(VerifySettings, "max_n")))
+    verify_max_n: int = field(
+        default=VERIFY.max_n, metadata=bounds(field_range(VerifySettings, "max_n"))
+    )
     repetitions: int = field(
-        default=10, metadata=bounds(field_range(EstimationSettings, "repetitions"))
+        default=ESTIMATION.repetitions,
+        metadata=bounds(field_range(EstimationSettings, "repetitions")),
     )
     sample_sizes: list[int] = field(
-        default_factory=lambda: [100, 200, 500, 1000, 2000, 5000, 10000, 20000],
+        default_factory=lambda: list(ESTIMATION.sample_sizes),
         metadata=bounds(field_range(EstimationSettings, "sample_sizes")),
     )
     figure3_couplings: list[float] = field(
-        default_factory=lambda: [1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0],
+        default_factory=lambda: list(HITTING.couplings),
         metadata=bounds(field_range(HittingSettings, "couplings")),
     )
     figure3_ks: list[int] = field(
-        default_factory=lambda: [1, 2, 4, 6, 8, 10],
+        default_factory=lambda: list(HITTING.ks),
         metadata=bounds(field_range(HittingSettings, "ks")),
     )
     figure3_budget: int = field(
-        default=1000, metadata=bounds(field_range(HittingSettings, "budget"))
+        default=HITTING.budget, metadata=bounds(field_range(HittingSettings, "budget"))
     )
-    seed: int = field(default=0, metadata=bounds(SEED))
+    seed: int = field(default=VERIFY.seed, metadata=bounds(SEED))
+
+    def verify(self) -> VerifySettings:
+        """What `gmlm theory verify` runs in this stage."""
+        return dataclasses.replace(VERIFY, max_n=self.verify_max_n, seed=self.seed)
+
+    def estimation(self, coupling: float) -> EstimationSettings:
+        """What `gmlm theory figure1` (figure2) runs in this stage, at the figure's coupling."""
+        return dataclasses.replace(
+            ESTIMATION,
+            coupling=coupling,
+            sample_sizes=tuple(self.sample_sizes),
+            repetitions=self.repetitions,
+            seed=self.seed,
+        )
+
+    def hitting(self) -> HittingSettings:
+        """What `gmlm theory figure3` runs in this stage."""
+        return dataclasses.replace(
+            HITTING,
+            couplings=tuple(self.figure3_couplings),
+            ks=tuple(self.figure3_ks),
+            budget=self.figure3_budget,
+            repetitions=self.repetitions,
+            seed=self.seed,
+        )
 
 
 @dataclass(frozen=True)

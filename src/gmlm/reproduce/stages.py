@@ -73,22 +73,16 @@ class Context:
 
 # ----------------------------------------------------------------------------- theory
 def theory(ctx: Context) -> dict[str, Any]:
-    from gmlm.theory.figures import (
-        EstimationSettings,
-        HittingSettings,
-        estimation_figure,
-        hitting_figure,
-        write_figure,
-    )
+    from gmlm.theory.figures import estimation_figure, hitting_figure, write_figure
     from gmlm.theory.settings import FIGURE_COUPLINGS
-    from gmlm.theory.verify import VerifySettings, run_verify
+    from gmlm.theory.verify import run_verify
 
     t = ctx.cfg.theory
     if not t.enabled:
         return {"skipped": "theory.enabled=false"}
     out = ctx.out / "theory"
     out.mkdir(parents=True, exist_ok=True)
-    report = run_verify(VerifySettings(max_n=t.verify_max_n, seed=t.seed), progress=ctx.progress)
+    report = run_verify(t.verify(), progress=ctx.progress)
     report.write(out / "verify.json")
     for claim, summary in report.claims.items():
         ctx.log(f"  {claim}: worst {summary.worst:.3e} ({'ok' if summary.passed else 'FAIL'})")
@@ -96,26 +90,10 @@ def theory(ctx: Context) -> dict[str, Any]:
         raise GmlmError(f"theory verify failed; see {out / 'verify.json'}")
     seconds = {"verify": report.seconds}
     for name, coupling in FIGURE_COUPLINGS.items():
-        result = estimation_figure(
-            EstimationSettings(
-                coupling=coupling,
-                sample_sizes=tuple(t.sample_sizes),
-                repetitions=t.repetitions,
-                seed=t.seed,
-            ),
-            name,
-        )
+        result = estimation_figure(t.estimation(coupling), name)
         write_figure(result, out)
         seconds[name] = result.seconds
-    result = hitting_figure(
-        HittingSettings(
-            couplings=tuple(t.figure3_couplings),
-            ks=tuple(t.figure3_ks),
-            budget=t.figure3_budget,
-            repetitions=t.repetitions,
-            seed=t.seed,
-        )
-    )
+    result = hitting_figure(t.hitting())
     write_figure(result, out)
     seconds["figure3"] = result.seconds
     return {
