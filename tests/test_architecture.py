@@ -195,6 +195,40 @@ def test_help_does_not_load_torch() -> None:
     assert done.stdout.splitlines()[-1] == "[]"
 
 
+def test_settings_modules_load_no_torch() -> None:
+    """Every settings module (settings.py, *_settings.py: a command's flags are derived from
+    it) imports without torch, its package's __init__ included. A fresh interpreter."""
+    modules = sorted(
+        ".".join(path.relative_to(SRC).with_suffix("").parts)
+        for pattern in ("settings.py", "*_settings.py")
+        for path in (SRC / "gmlm").rglob(pattern)
+    )
+    assert "gmlm.translation.distill_settings" in modules
+    probe = (
+        "import importlib, sys\n"
+        f"for name in {modules!r}:\n"
+        "    importlib.import_module(name)\n"
+        "    assert 'torch' not in sys.modules, name\n"
+        "print('torch-free')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env)
+    assert done.stdout.strip() == "torch-free", done.stderr[-2000:]
+
+
+def test_lazy_translation_package_exports_every_name() -> None:
+    import importlib
+
+    import gmlm.translation
+
+    homes = gmlm.translation._HOMES
+    assert sorted(gmlm.translation.__all__) == sorted(homes)
+    for name in gmlm.translation.__all__:
+        assert getattr(gmlm.translation, name) is getattr(
+            importlib.import_module(homes[name]), name
+        )
+
+
 def test_lazy_data_package_exports_every_name() -> None:
     import gmlm.data
 

@@ -120,7 +120,8 @@ def test_old_spellings_still_work_with_a_warning_and_hidden_from_help(
 
 def test_every_precision_flag_offers_the_same_choices():
     """translate and bench offer every decoding precision; export (a stored weight type),
-    analyze and distill the floating-point ones, from the same constants."""
+    analyze and distill the floating-point ones (distill also auto), from the same
+    constants."""
     from gmlm.decoding.options import FLOAT_PRECISIONS, PRECISIONS
 
     assert PRECISIONS == ("fp32", "bf16", "int8") and FLOAT_PRECISIONS == ("fp32", "bf16")
@@ -128,7 +129,7 @@ def test_every_precision_flag_offers_the_same_choices():
         ("translate",): PRECISIONS,
         ("analyze", "attention"): FLOAT_PRECISIONS,
         ("analyze", "length"): FLOAT_PRECISIONS,
-        ("distill",): FLOAT_PRECISIONS,
+        ("distill",): ("auto", *FLOAT_PRECISIONS),  # auto: bf16 on GPUs that have it
         ("export",): FLOAT_PRECISIONS,
     }
     for names, choices in commands.items():

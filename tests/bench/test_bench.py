@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -418,6 +419,45 @@ def test_statistics_follow_from_known_durations(
             slow, fast = unit(ar) * (WorkClock.CALL + n), unit(padir) * (WorkClock.CALL + n)
             assert group.model_p50 == round(slow / fast, 3)
             assert group.e2e_p50 == round((slow + WorkClock.TEXT) / (fast + WorkClock.TEXT), 3)
+
+
+def test_max_tokens_bounds_the_throughput_rows_decoder_batches(
+    checkpoints: dict[str, Path], word_task_data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--max-tokens reaches every throughput batch's translate_ids (not the batch-1 latency
+    pass), is recorded in the settings, and is absent from them without it (bench.json's
+    bytes unchanged); with --ctranslate2 it is refused, as those rows would not compare."""
+    seen: list[tuple[int | None, int | None]] = []
+    translate_ids = Translator.translate_ids
+
+    def spy(translator, sources, options, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append((kwargs.get("batch_size"), kwargs.get("max_tokens")))
+        return translate_ids(translator, sources, options, **kwargs)
+
+    monkeypatch.setattr(Translator, "translate_ids", spy)
+    settings = BenchSettings(
+        sentences=3,
+        warmup=0,
+        threads=1,
+        precisions=("fp32",),
+        batch_sizes=(1, 3),
+        padir_steps=(1,),
+        length_beams=(1,),
+        max_tokens=20,
+    )
+    result = run_bench(checkpoints["ar"], checkpoints["padir"], word_task_data, settings)
+    assert {budget for size, budget in seen if size == 3} == {20}
+    assert 20 not in {budget for size, budget in seen if size != 3}  # the latency pass's
+    assert result.settings.max_tokens == 20
+    assert "decoder batches of 20 padded tokens at most" in format_report(result)
+    seen.clear()
+    plain = run_bench(
+        checkpoints["ar"], checkpoints["padir"], word_task_data, replace(settings, max_tokens=None)
+    )
+    assert {budget for size, budget in seen if size == 3} == {None}
+    assert "max_tokens" not in plain.to_json()["settings"]
+    with pytest.raises(GmlmError, match="max_tokens=20 with ctranslate2"):
+        replace(settings, ctranslate2=True).validate()
 
 
 def test_api_with_teacher_and_ar1_returns_the_result_and_renders_markdown(

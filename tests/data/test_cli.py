@@ -137,3 +137,36 @@ def test_a_full_disk_is_one_line_and_keeps_the_previous_dataset(
     assert not [line for line in err if "Traceback" in line]
     assert {p: p.read_bytes() for p in out.iterdir()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.de", "c.en", "ds"]
+
+
+def test_prepare_settings_layer_defaults_config_flags_then_overrides(tmp_path: Path) -> None:
+    """DataConfig's defaults, then --config, then the flags (PrepareSettings), then KEY=VALUE:
+    each later one wins where it sets something, and DataConfig's defaults are the settings'."""
+    from gmlm.cli.data import _config
+    from gmlm.cli.main import build_parser
+    from gmlm.data.prepare import DataConfig
+    from gmlm.data.settings import PrepareSettings
+
+    defaults = DataConfig()
+    settings = PrepareSettings()
+    assert (defaults.tokenizer.vocab_size, defaults.filter.max_len, defaults.threads) == (
+        settings.vocab_size,
+        settings.max_len,
+        settings.threads,
+    )
+    config = tmp_path / "data.yaml"
+    config.write_text("tokenizer: {vocab_size: 500}\nfilter: {max_len: 100}\nthreads: 3\n")
+
+    def resolved(*argv: str) -> DataConfig:
+        return _config(build_parser().parse_args(["data", "prepare", "--out", "o", *argv]))
+
+    assert resolved() == defaults
+    cfg = resolved("--config", str(config), "--vocab-size", "600", "filter.max_len=90")
+    assert (cfg.tokenizer.vocab_size, cfg.filter.max_len, cfg.threads) == (600, 90, 3)
+    cfg = resolved("--config", str(config), "--max-len", "80", "--tokenizer", "tok")
+    assert (cfg.filter.max_len, cfg.tokenizer.path, cfg.tokenizer.vocab_size) == (80, "tok", 500)
+    cfg = resolved("--threads", "2", "threads=4", "--corpus", "files:a,b", "--valid", "files:c,d")
+    assert (cfg.threads, cfg.corpus, cfg.valid, cfg.test) == (4, "files:a,b", "files:c,d", "")
+    args = ["data", "bench", "--corpus", "c", "--max-len", "70", "--set", "threads=1"]
+    cfg = _config(build_parser().parse_args(args))
+    assert (cfg.filter.max_len, cfg.threads) == (70, 1)

@@ -61,6 +61,8 @@ def test_every_stage_command_of_the_report_parses() -> None:
     from gmlm.bench.settings import BenchSettings
     from gmlm.cli.main import build_parser
     from gmlm.cli.options import settings_from_args
+    from gmlm.data.settings import PrepareSettings
+    from gmlm.translation.distill_settings import DistillSettings
 
     block = GOLDEN.read_text(encoding="utf-8").split("Each stage alone")[1].split("```")[1]
     lines = [line.split(" > ")[0].split(" | ")[-1] for line in block.strip().splitlines()]
@@ -74,6 +76,14 @@ def test_every_stage_command_of_the_report_parses() -> None:
         **{f.name: getattr(cfg.bench, f.name) for f in dataclasses.fields(BenchSettings)}
     )
     assert parsed["data"].overrides == list(cfg.data.overrides)
+    assert parsed["data"].corpus == cfg.data.corpus
+    for command, cls, stage in (
+        ("data", PrepareSettings, cfg.data),
+        ("distill", DistillSettings, cfg.distill),
+    ):
+        given = settings_from_args(cls, parsed[command])
+        assert given == cls(**{f.name: getattr(stage, f.name) for f in dataclasses.fields(cls)})
+    assert parsed["distill"].batch_size == cfg.distill.batch_size
 
 
 @pytest.mark.parametrize(

@@ -304,6 +304,28 @@ def test_a_run_saved_before_the_ablation_stage_resumes_with_it(tmp_path):
     assert load_reproduce_config(str(out / "reproduce.yaml")).ablation == cfg.ablation
 
 
+@pytest.mark.parametrize(("bf16", "precision"), [(None, "auto"), (True, "bf16"), (False, "fp32")])
+def test_a_run_saved_with_distill_bf16_resumes_with_its_precision(tmp_path, bf16, precision):
+    """distill.bf16, which every run's reproduce.yaml held before distill.precision replaced
+    it, reads as that precision: a started distillation resumes with the same settings."""
+    out = tmp_path / "multi30k"
+    saved_before_ar1(out, ("theory", "data", "teacher"), ())
+    saved = yaml.safe_load((out / "reproduce.yaml").read_text())
+    del saved["distill"]["precision"], saved["distill"]["threads"]
+    del saved["distill"]["chunk_sentences"]
+    saved["distill"]["bf16"] = bf16
+    (out / "reproduce.yaml").write_text(yaml.safe_dump(saved, sort_keys=False))
+    (out / "distill").mkdir()
+    resumed = load_reproduce_config(str(out / "reproduce.yaml"))
+    assert resumed.distill.precision == precision
+    check_run_folder(load_reproduce_config("multi30k", [f"distill.precision={precision}"]), out)
+    other = "fp32" if precision != "fp32" else "bf16"
+    with pytest.raises(GmlmError, match=r"different settings \(distill.precision\)"):
+        check_run_folder(load_reproduce_config("multi30k", [f"distill.precision={other}"]), out)
+    with pytest.raises(ConfigError, match=r"unknown config key 'distill\.bf16'"):
+        load_reproduce_config("multi30k", ["distill.bf16=true"])  # only saved files are read so
+
+
 def test_a_bad_ablation_variant_fails_before_the_first_stage(tmp_path):
     cfg = load_reproduce_config("smoke", ["ablation.enabled=true", "ablation.variants=[steps=0x]"])
     with pytest.raises(GmlmError, match=r"ablation.variants: decoding variant 'steps=0x': steps"):
@@ -601,3 +623,50 @@ def test_the_bench_stage_is_the_bench_settings_each_preset_times_with(name, warm
     assert isinstance(bench, BenchSettings)
     assert (bench.warmup, bench.precisions) == (warmup, precisions)
     assert (BenchSettings().warmup, BenchSettings().precisions) == (5, ("fp32", "bf16", "int8"))
+
+
+@pytest.mark.parametrize(
+    ("name", "max_len"),
+    [
+        ("bible-tiny", 96),
+        ("demo", 128),
+        ("laptop", 128),
+        ("multi30k", 128),
+        ("multi30k-en-de", 128),
+        ("paper", 256),
+        ("smoke", 64),
+    ],
+)
+def test_the_data_stage_is_the_prepare_settings_each_preset_prepares_with(name, max_len):
+    """The stage is `gmlm data prepare`'s settings, with one default each (the library's
+    max_len of 256); the presets that prepare shorter sentences say so."""
+    from gmlm.data.settings import PrepareSettings
+
+    data = load_reproduce_config(name).data
+    assert isinstance(data, PrepareSettings)
+    assert data.max_len == max_len
+    assert PrepareSettings().max_len == 256
+
+
+def test_the_theory_stage_runs_the_theory_commands_settings():
+    """By default the stage runs what `gmlm theory verify`, `figure1`-`figure3` run (the
+    paper's settings); a preset's keys change those settings, each in every command that has
+    it (repetitions and seed: one setting of all three)."""
+    from gmlm.theory.settings import (
+        FIGURE_COUPLINGS,
+        EstimationSettings,
+        HittingSettings,
+        VerifySettings,
+    )
+
+    stage = load_reproduce_config("multi30k-en-de", ["theory.enabled=true"]).theory
+    assert stage.verify() == VerifySettings()
+    for coupling in FIGURE_COUPLINGS.values():
+        assert stage.estimation(coupling) == EstimationSettings(coupling=coupling)
+    assert stage.hitting() == HittingSettings()
+    smoke = load_reproduce_config("smoke").theory
+    assert smoke.verify() == VerifySettings(max_n=4)
+    assert smoke.estimation(0.3) == EstimationSettings(
+        coupling=0.3, sample_sizes=(100, 300), repetitions=2
+    )
+    assert (smoke.hitting().couplings, smoke.hitting().repetitions) == ((1.0, 3.0), 2)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from collections.abc import Iterator
@@ -12,21 +13,22 @@ import pytest
 import torch
 
 import gmlm
+from gmlm.cli.flags import show
 from gmlm.cli.main import main
 from gmlm.data import load_dataset
 from gmlm.data.cleaning import normalize
 from gmlm.data.prepare import prepare_dataset
 from gmlm.errors import GmlmError
-from gmlm.translation.distill import CHUNK_SENTENCES, distill
+from gmlm.translation.distill import distill
 from gmlm.translation.distill_record import DistillRecord
+from gmlm.translation.distill_settings import CHUNK_SENTENCES, DistillSettings
 from gmlm.translation.translator import Translator
 from tests.helpers.checkpoints import write_checkpoint
 from tests.helpers.corpora import make_pairs, tiny_config, write_lines
 
 BEAM = 3
-SETTINGS: dict[str, Any] = dict(
-    beam=BEAM, batch_size=16, bf16=False, progress=False, log=None, chunk_sentences=50
-)
+CHOSEN = DistillSettings(beam=BEAM, precision="fp32", chunk_sentences=50)
+SETTINGS: dict[str, Any] = dict(settings=CHOSEN, batch_size=16, progress=False, log=None)
 LONG = " ".join(["Hund"] * 80) + "."  # longer than the teacher's max_source_len=64
 
 
@@ -217,7 +219,7 @@ def test_complete_output_is_reused_unless_settings_change(
     messages: list[str] = []
     assert distill(teacher, data, out, **{**SETTINGS, "log": messages.append}) == out
     assert calls == [] and "reusing it" in messages[-1]
-    distill(teacher, data, out, **{**SETTINGS, "beam": 2})
+    distill(teacher, data, out, **{**SETTINGS, "settings": dataclasses.replace(CHOSEN, beam=2)})
     assert sum(calls) == 198
     assert json.loads((out / "distill.json").read_text(encoding="utf-8"))["beam"] == 2
 
@@ -290,4 +292,4 @@ def test_help_gives_the_chunk_size_default(capsys: pytest.CaptureFixture[str]) -
     with pytest.raises(SystemExit) as exit_info:
         main(["distill", "--help"])
     assert exit_info.value.code == 0
-    assert f"(default: {CHUNK_SENTENCES:,})" in " ".join(capsys.readouterr().out.split())
+    assert f"(default: {show(CHUNK_SENTENCES)})" in " ".join(capsys.readouterr().out.split())

@@ -147,6 +147,7 @@ def _measure(
     precision: Precision,
     warmup: int,
     batch_sizes: Sequence[int],
+    max_tokens: int | None,
     say: Log,
 ) -> tuple[list[BenchRow], list[LengthSpeedup], str]:
     """Every system of `active` timed at `precision`: its rows, the speed-ups by source length
@@ -167,7 +168,7 @@ def _measure(
         else:
             say(f"{precision}: throughput at batch size {size}")
             throughput[size] = measure_throughput(
-                active, lines, ids, size, precision, timed.tick, timed.clock
+                active, lines, ids, size, max_tokens, precision, timed.tick, timed.clock
             )
     bleu = {
         name: corpus_scores(translations, timed.references)["bleu"]
@@ -288,7 +289,9 @@ def run_bench(
             active = [s for s in systems if s.worker is None or s.worker.precision == precision]
             say(f"{precision}: batch-1 latency of {len(active)} systems on {len(lines)} sentences")
             timed = Timed(chosen, lines, ids, references, bar.update, clock)
-            rows, grouped, signature = _measure(active, timed, precision, warmup, batch_sizes, say)
+            rows, grouped, signature = _measure(
+                active, timed, precision, warmup, batch_sizes, settings.max_tokens, say
+            )
             results += rows
             by_length += grouped
         bar.close()
@@ -313,6 +316,7 @@ def run_bench(
             mean_source_tokens=round(statistics.mean(source_lengths), 2),
             warmup=warmup,
             batch_sizes=tuple(batch_sizes),
+            max_tokens=settings.max_tokens,
             checkpoints={
                 role: CheckpointInfo(
                     path=str(path),

@@ -28,7 +28,8 @@ def settings_lines(result: BenchResult) -> list[str]:
         f"precisions {', '.join(s.precisions)}; {s.sentences} sentences of split "
         f"'{s.split}' (mean {s.mean_source_tokens} source tokens); warm-up "
         f"{s.warmup} sentences per system and precision; batch sizes "
-        f"{', '.join(str(b) for b in s.batch_sizes)}",
+        f"{', '.join(str(b) for b in s.batch_sizes)}"
+        + (f" (decoder batches of {s.max_tokens} padded tokens at most)" if s.max_tokens else ""),
     ]
     if s.cuda_graphs:
         lines.append(f"CUDA graphs: {s.cuda_graphs}")

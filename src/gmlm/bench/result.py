@@ -65,7 +65,8 @@ class SpeedSettings(Record):
     written before gmlm bench had them); `bleu` how the rows' BLEU was scored, or why not
     (absent in files written before the rows had one); `gpu`: the GPU's name on a CUDA
     device; `cuda_graphs`: how CUDA graphs ran (both absent when not used); `padir_decoding`:
-    PaDIR's settings besides T and B (absent in files written before it was recorded)."""
+    PaDIR's settings besides T and B (absent in files written before it was recorded);
+    `max_tokens`: the token budget of the throughput rows' decoder batches (absent: none)."""
 
     threads: int
     torch: str
@@ -81,6 +82,7 @@ class SpeedSettings(Record):
     mean_source_tokens: float
     warmup: int
     batch_sizes: tuple[int, ...]
+    max_tokens: int | None = field(default=None, metadata=OMIT_NONE)
     checkpoints: dict[str, CheckpointInfo]
     ar1: str
     ctranslate2: Ctranslate2Info | str | None = field(default=None, metadata=OMIT_NONE)

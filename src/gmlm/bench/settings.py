@@ -13,7 +13,15 @@ import dataclasses
 import typing
 from dataclasses import field
 
-from gmlm.config import BATCH_SIZE, SENTENCES, THREAD_COUNT, WARMUP, check_settings, check_value
+from gmlm.config import (
+    BATCH_SIZE,
+    MAX_TOKENS,
+    SENTENCES,
+    THREAD_COUNT,
+    WARMUP,
+    check_settings,
+    check_value,
+)
 from gmlm.decoding.options import PRECISIONS, Precision, RefinementOptions
 from gmlm.errors import GmlmError
 from gmlm.settings import doc
@@ -66,6 +74,16 @@ class BenchSettings:
         default=(1, 8, 64),
         metadata=doc("throughput batch sizes (1 reuses the latency pass)", range=BATCH_SIZE),
     )
+    max_tokens: int | None = field(
+        default=None,
+        metadata=doc(
+            "throughput rows: padded decoder row-positions per decoder batch at most, within "
+            "each batch of --batch-sizes sentences, as gmlm translate's --max-tokens bounds "
+            "them (none: each such batch is one decoder batch); not with --ctranslate2, whose "
+            "workers decode each batch whole",
+            range=MAX_TOKENS,
+        ),
+    )
     padir_steps: tuple[int, ...] = field(default=(1, 2, 4, 10), metadata=_swept("steps"))
     length_beams: tuple[int, ...] = field(default=(1, 5), metadata=_swept("length_beam"))
     ctranslate2: bool = field(
@@ -84,4 +102,11 @@ class BenchSettings:
             if not getattr(self, name):
                 raise GmlmError(f"{name}: give at least one")
         check_value(tuple(self.precisions), hints["precisions"], "precisions")
+        check_value(self.max_tokens, hints["max_tokens"], "max_tokens")
         check_settings(self)
+        if self.max_tokens is not None and self.ctranslate2:
+            raise GmlmError(
+                f"max_tokens={self.max_tokens} with ctranslate2: the CTranslate2 workers decode "
+                "each batch of --batch-sizes whole, so their rows would not compare; leave out "
+                "--max-tokens or --ctranslate2"
+            )

@@ -123,13 +123,15 @@ def measure_throughput(
     lines: list[int],
     ids: dict[str, list[list[int]]],
     batch_size: int,
+    max_tokens: int | None,
     precision: Precision,
     tick: Callable[[], object],
     clock: Clock,
 ) -> dict[str, Rates]:
     """Sentences/s and output tokens/s of each system over all sentences (ids[role][i] is
     line lines[i]) in batches of `batch_size` (longest sources first), interleaved batch by
-    batch; `tick` after each. PaDIR's rates carry the padded share of its passes."""
+    batch, each decoded in decoder batches of `max_tokens` padded tokens at most (None: whole);
+    `tick` after each. PaDIR's rates carry the padded share of its passes."""
     count = len(next(iter(ids.values())))
     order = sorted(range(count), key=lambda i: -len(ids["padir"][i]))
     seconds = {s.name: 0.0 for s in systems}
@@ -152,6 +154,7 @@ def measure_throughput(
                     batch,
                     system.options,
                     batch_size=batch_size,
+                    max_tokens=max_tokens,
                     precision=precision,
                     lines=[lines[i] for i in rows],
                 )

@@ -1,4 +1,5 @@
-"""`gmlm data prepare | stats | bench`: argument parsing only; the work is in gmlm.data."""
+"""`gmlm data prepare | stats | bench`: argument parsing only (the numeric flags come from
+:mod:`gmlm.data.settings`); the work is in gmlm.data."""
 
 from __future__ import annotations
 
@@ -8,20 +9,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gmlm.cli.flags import number
-from gmlm.config import (
-    LENGTH,
-    MAX_TOKENS,
-    SEED,
-    THREADS,
-    TIMED,
-    VOCAB_SIZE,
-    WORLD_SIZE,
-    deep_update,
-    load_config,
-    merge,
-    parse_override,
-)
+from gmlm.cli.flags import add_seed
+from gmlm.cli.options import add_option_flags, option_overrides, settings_from_args
+from gmlm.config import deep_update, load_config, merge, parse_override
+from gmlm.data.settings import DataBenchSettings, PrepareSettings, config_values
 
 if TYPE_CHECKING:
     from gmlm.data.prepare import DataConfig
@@ -107,17 +98,8 @@ def add_parser(sub: Any) -> None:
         "--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
         help="config override for --corpus (repeatable)",
     )  # fmt: skip
-    bench.add_argument("--split", default="train", help="split to iterate (default train)")
-    bench.add_argument(
-        "--max-tokens", type=number(int, MAX_TOKENS), default=4096, help="batch token budget"
-    )
-    bench.add_argument(
-        "--epochs", type=number(int, TIMED), default=5, help="timed epochs after one warm-up"
-    )
-    bench.add_argument(
-        "--world-size", type=number(int, WORLD_SIZE), default=1, help="simulate rank 0 of N"
-    )
-    bench.add_argument("--seed", type=number(int, SEED), default=0)
+    add_option_flags(bench, {"settings": DataBenchSettings})
+    add_seed(bench, "seed of the batch order")
     bench.set_defaults(func=run_bench)
 
 
@@ -126,16 +108,8 @@ def _add_config_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--valid", help="valid split spec (files/tsv/jsonl corpora)")
     parser.add_argument("--test", help="test split spec (files/tsv/jsonl corpora)")
     parser.add_argument("--config", help="YAML file or preset with DataConfig overrides")
-    parser.add_argument(
-        "--vocab-size",
-        type=number(int, VOCAB_SIZE),
-        help="SentencePiece vocabulary (default 8000)",
-    )
-    parser.add_argument(
-        "--max-len", type=number(int, LENGTH), help="max tokens per sentence incl. EOS (256)"
-    )
+    add_option_flags(parser, {"settings": PrepareSettings})
     parser.add_argument("--tokenizer", help="reuse the tokenizer in this folder")
-    parser.add_argument("--threads", type=number(int, THREADS), help="threads (default: all cores)")
 
 
 def _config(args: argparse.Namespace) -> DataConfig:
@@ -143,24 +117,11 @@ def _config(args: argparse.Namespace) -> DataConfig:
     from gmlm.data.prepare import DataConfig
 
     cfg = load_config(DataConfig, args.config)
-    flags: dict[str, Any] = {
-        key: value
-        for key, value in (
-            ("corpus", args.corpus),
-            ("valid", args.valid),
-            ("test", args.test),
-            ("threads", args.threads),
-        )
-        if value is not None
-    }
-    sections = {
-        "tokenizer": {"vocab_size": args.vocab_size, "path": args.tokenizer},
-        "filter": {"max_len": args.max_len},
-    }
-    for name, values in sections.items():
-        given = {k: v for k, v in values.items() if v is not None}
-        if given:
-            flags[name] = given
+    flags = config_values(option_overrides(args, [PrepareSettings]))
+    specs = {"corpus": args.corpus, "valid": args.valid, "test": args.test}
+    flags.update({key: value for key, value in specs.items() if value is not None})
+    if args.tokenizer is not None:
+        flags = deep_update(flags, {"tokenizer": {"path": args.tokenizer}})
     overrides: dict[str, Any] = {}
     for text in args.overrides:
         overrides = deep_update(overrides, parse_override(text))
@@ -196,13 +157,10 @@ def run_bench(args: argparse.Namespace) -> int:
 
     cfg = _config(args) if args.corpus or args.config else None
     report = run_benchmark(
+        settings_from_args(DataBenchSettings, args),
         dataset_dir=args.dir,
         cfg=cfg,
-        split=args.split,
-        max_tokens=args.max_tokens,
-        epochs=args.epochs,
         seed=args.seed,
-        world_size=args.world_size,
         progress=False,
     )
     print(format_report(report))

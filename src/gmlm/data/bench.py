@@ -18,10 +18,11 @@ from typing import Any
 import numpy as np
 
 from gmlm import provenance
-from gmlm.config import MAX_TOKENS, SEED, TIMED, WORLD_SIZE
+from gmlm.config import SEED
 from gmlm.data.batching import BatchIterator
 from gmlm.data.binarized import TranslationDataset, load_dataset
 from gmlm.data.prepare import DataConfig, prepare_dataset
+from gmlm.data.settings import DataBenchSettings
 from gmlm.errors import GmlmError
 
 PREPARE_TARGET_S = 60
@@ -42,15 +43,12 @@ def environment() -> dict[str, Any]:
 
 
 def bench_iterator(
-    dataset: TranslationDataset,
-    *,
-    max_tokens: int = 4096,
-    epochs: int = 5,
-    seed: int = 0,
-    world_size: int = 1,
+    dataset: TranslationDataset, settings: DataBenchSettings, seed: int
 ) -> dict[str, Any]:
-    """Throughput of `BatchIterator` on rank 0 of `world_size`, one warm-up epoch first."""
-    iterator = BatchIterator(dataset, max_tokens, seed=seed, rank=0, world_size=world_size)
+    """Throughput of `BatchIterator` on rank 0 of `settings.world_size`, one warm-up epoch
+    first."""
+    max_tokens, epochs = settings.max_tokens, settings.epochs
+    iterator = BatchIterator(dataset, max_tokens, seed=seed, rank=0, world_size=settings.world_size)
     for _ in iterator:  # warm-up: page cache, allocator
         pass
     seconds, tgt_tokens, src_tokens, padded_tgt, batches, sentences = [], [], [], [], [], []
@@ -69,7 +67,7 @@ def bench_iterator(
     return {
         "split": dataset.split,
         "max_tokens": max_tokens,
-        "world_size": world_size,
+        "world_size": settings.world_size,
         "epochs_timed": epochs,
         "batches_per_epoch": batches[0],
         "sentences_per_batch": round(sentences[0] / max(batches[0], 1), 1),
@@ -120,36 +118,27 @@ def bench_prepare(cfg: DataConfig, out_dir: Path, *, progress: bool = False) -> 
 
 
 def run_benchmark(
+    settings: DataBenchSettings,
     *,
     dataset_dir: Path | None = None,
     cfg: DataConfig | None = None,
-    split: str = "train",
-    max_tokens: int = 4096,
-    epochs: int = 5,
     seed: int = 0,
-    world_size: int = 1,
     progress: bool = False,
 ) -> dict[str, Any]:
-    """Benchmark an existing dataset, or prepare `cfg` into a temporary folder first."""
+    """Benchmark an existing dataset, or prepare `cfg` into a temporary folder first; what is
+    timed: `settings` (its fields' help says what), `seed` the batch order's."""
     if (dataset_dir is None) == (cfg is None):
         raise GmlmError("data bench: give either a prepared dataset folder or --corpus, not both")
-    for name, value, limits in (
-        ("max_tokens", max_tokens, MAX_TOKENS),
-        ("epochs", epochs, TIMED),
-        ("seed", seed, SEED),
-        ("world_size", world_size, WORLD_SIZE),
-    ):
-        limits.check(value, name)
+    settings.validate()
+    SEED.check(seed, "seed")
     report: dict[str, Any] = {"environment": environment()}
     with tempfile.TemporaryDirectory(prefix="gmlm-data-bench-") as tmp:
         if cfg is not None:
             dataset_dir = Path(tmp) / "dataset"
             report["prepare"] = bench_prepare(cfg, dataset_dir, progress=progress)
         assert dataset_dir is not None
-        dataset = TranslationDataset.open(dataset_dir, split)
-        iterator = bench_iterator(
-            dataset, max_tokens=max_tokens, epochs=epochs, seed=seed, world_size=world_size
-        )
+        dataset = TranslationDataset.open(dataset_dir, settings.split)
+        iterator = bench_iterator(dataset, settings, seed)
         iterator["target_tokens_per_s"] = TOKENS_PER_S_TARGET
         iterator["meets_target"] = iterator["tgt_tokens_per_s_median"] >= TOKENS_PER_S_TARGET
         report["iterator"] = iterator

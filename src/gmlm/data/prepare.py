@@ -39,12 +39,11 @@ from tqdm import tqdm
 
 from gmlm import provenance
 from gmlm.config import (
-    LENGTH,
     SEED,
-    THREADS,
-    VOCAB_SIZE,
+    Range,
     bounds,
     check_settings,
+    field_range,
     save_config,
     to_dict,
 )
@@ -63,6 +62,7 @@ from gmlm.data.binarized import (
 from gmlm.data.cleaning import filter_pairs, normalize
 from gmlm.data.corpora import carve_splits, parse_spec, read_corpus
 from gmlm.data.parallel import Corpus, ParallelText
+from gmlm.data.settings import PrepareSettings
 from gmlm.data.stats import DatasetStats, SplitStats, TokenizerStats, split_stats
 from gmlm.data.tokenizer import MIN_COVERAGE, SPECIAL_IDS, Tokenizer
 from gmlm.errors import GmlmError
@@ -78,12 +78,20 @@ from gmlm.io import (
 from gmlm.locking import LOCK_FILE, folder_lock
 
 ENCODE_CHUNK = 50_000
+# The settings the command line sets (gmlm.data.settings) declare their defaults and ranges.
+PREPARE = PrepareSettings()
+
+
+def prepared(name: str) -> dict[str, Range]:
+    """The range metadata of the PrepareSettings field `name`, for the DataConfig field that
+    holds it (CONFIG_KEYS)."""
+    return bounds(field_range(PrepareSettings, name))
 
 
 @dataclass
 class TokenizerConfig:
     path: str = ""  # reuse the tokenizer in this folder instead of training one
-    vocab_size: int = field(default=8000, metadata=bounds(VOCAB_SIZE))
+    vocab_size: int = field(default=PREPARE.vocab_size, metadata=prepared("vocab_size"))
     model_type: Literal["unigram", "bpe"] = "unigram"
     character_coverage: float = field(
         default=0.9995, metadata=bounds(ge=MIN_COVERAGE, le=1, note="SentencePiece's least")
@@ -97,7 +105,7 @@ class TokenizerConfig:
 @dataclass
 class FilterConfig:
     # longest sequence the models take, counting the EOS batches append
-    max_len: int = field(default=256, metadata=bounds(LENGTH))
+    max_len: int = field(default=PREPARE.max_len, metadata=prepared("max_len"))
     # longer side / shorter side, in tokens; 0 disables (train only)
     max_ratio: float = field(default=3.0, metadata=bounds(ge=0, note="0 disables it"))
 
@@ -113,7 +121,7 @@ class DataConfig:
     test: str = ""  # same for test
     valid_fraction: float = field(default=0.03, metadata=FRACTION)  # of train, when carving
     test_fraction: float = field(default=0.03, metadata=FRACTION)
-    threads: int = field(default=0, metadata=bounds(THREADS))  # 0: all cores
+    threads: int = field(default=PREPARE.threads, metadata=prepared("threads"))  # 0: all cores
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
     filter: FilterConfig = field(default_factory=FilterConfig)
 

@@ -10,10 +10,11 @@ stages then use as it is (the `demo` preset).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from gmlm.analysis.settings import FIRST_SENTENCES as FIRST_N
 from gmlm.analysis.settings import (
@@ -25,16 +26,18 @@ from gmlm.analysis.settings import (
 from gmlm.bench.settings import BenchSettings
 from gmlm.config import (
     BATCH_SIZE,
-    LENGTH,
     PRESET_DIR,
     SEED,
     THREADS,
-    VOCAB_SIZE,
     ConfigError,
     bounds,
+    deep_update,
     field_range,
-    load_config,
+    from_dict,
+    load_preset_dict,
+    parse_override,
 )
+from gmlm.data.settings import PrepareSettings
 from gmlm.decoding.options import (
     CALIBRATION_GRIDS,
     RefinementOptions,
@@ -43,6 +46,7 @@ from gmlm.decoding.options import (
 )
 from gmlm.settings import doc
 from gmlm.theory.settings import EstimationSettings, HittingSettings, VerifySettings
+from gmlm.translation.distill_settings import DistillSettings
 
 PRESETS_DIR = PRESET_DIR / "reproduce"
 
@@ -74,36 +78,74 @@ STAGES = (
 )
 
 
+# The defaults of the theory stage: those of `gmlm theory` (the paper's settings).
+VERIFY, ESTIMATION, HITTING = VerifySettings(), EstimationSettings(), HittingSettings()
+
+
 @dataclass
 class TheoryStage:
-    """`gmlm theory verify` and Figures 1-3 (defaults: the paper's settings)."""
+    """`gmlm theory verify` and Figures 1-3, each with the settings of its command
+    (:mod:`gmlm.theory.settings`) and these changed: verify's `max_n`, both figures'
+    `repetitions` and `seed` (verify's too), Figures 1-2's `sample_sizes`, Figure 3's
+    `couplings`, `ks` and `budget` (defaults: the commands', the paper's settings). Flat keys,
+    one per setting the stage changes: `repetitions` and `seed` are one setting of all three."""
 
     enabled: bool = True
-    verify_max_n: int = field(default=8, metadata=bounds(field_range(VerifySettings, "max_n")))
+    verify_max_n: int = field(
+        default=VERIFY.max_n, metadata=bounds(field_range(VerifySettings, "max_n"))
+    )
     repetitions: int = field(
-        default=10, metadata=bounds(field_range(EstimationSettings, "repetitions"))
+        default=ESTIMATION.repetitions,
+        metadata=bounds(field_range(EstimationSettings, "repetitions")),
     )
     sample_sizes: list[int] = field(
-        default_factory=lambda: [100, 200, 500, 1000, 2000, 5000, 10000, 20000],
+        default_factory=lambda: list(ESTIMATION.sample_sizes),
         metadata=bounds(field_range(EstimationSettings, "sample_sizes")),
     )
     figure3_couplings: list[float] = field(
-        default_factory=lambda: [1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0],
+        default_factory=lambda: list(HITTING.couplings),
         metadata=bounds(field_range(HittingSettings, "couplings")),
     )
     figure3_ks: list[int] = field(
-        default_factory=lambda: [1, 2, 4, 6, 8, 10],
+        default_factory=lambda: list(HITTING.ks),
         metadata=bounds(field_range(HittingSettings, "ks")),
     )
     figure3_budget: int = field(
-        default=1000, metadata=bounds(field_range(HittingSettings, "budget"))
+        default=HITTING.budget, metadata=bounds(field_range(HittingSettings, "budget"))
     )
-    seed: int = field(default=0, metadata=bounds(SEED))
+    seed: int = field(default=VERIFY.seed, metadata=bounds(SEED))
+
+    def verify(self) -> VerifySettings:
+        """What `gmlm theory verify` runs in this stage."""
+        return dataclasses.replace(VERIFY, max_n=self.verify_max_n, seed=self.seed)
+
+    def estimation(self, coupling: float) -> EstimationSettings:
+        """What `gmlm theory figure1` (figure2) runs in this stage, at the figure's coupling."""
+        return dataclasses.replace(
+            ESTIMATION,
+            coupling=coupling,
+            sample_sizes=tuple(self.sample_sizes),
+            repetitions=self.repetitions,
+            seed=self.seed,
+        )
+
+    def hitting(self) -> HittingSettings:
+        """What `gmlm theory figure3` runs in this stage."""
+        return dataclasses.replace(
+            HITTING,
+            couplings=tuple(self.figure3_couplings),
+            ks=tuple(self.figure3_ks),
+            budget=self.figure3_budget,
+            repetitions=self.repetitions,
+            seed=self.seed,
+        )
 
 
-@dataclass
-class DataStage:
-    """`gmlm data prepare`: corpus spec (bible:de-en, multi30k:DIR, files:SRC,TGT, ...).
+@dataclass(frozen=True)
+class DataStage(PrepareSettings):
+    """`gmlm data prepare` (its settings: :class:`PrepareSettings`, the same keys; `threads`
+    0 keeps the run's `threads`) of `corpus` (bible:de-en, multi30k:DIR, files:SRC,TGT, ...),
+    then the DataConfig `overrides`.
 
     `tokenizer`: a folder holding a tokenizer (a checkpoint's `tokenizer/`, a prepared dataset)
     to encode with instead of training one, as given checkpoints need; `splits`: prepare only
@@ -113,14 +155,17 @@ class DataStage:
     say what they need rather than score them.
     """
 
-    corpus: str = "bible:de-en"
-    vocab_size: int = field(default=8000, metadata=bounds(VOCAB_SIZE))
-    # tokens incl. EOS; must fit the models' max_source/target_len
-    max_len: int = field(default=128, metadata=bounds(LENGTH))
-    overrides: list[str] = field(default_factory=list)  # more DataConfig key=value
-    tokenizer: str = ""
-    splits: list[str] = field(default_factory=list)
-    examples_if_missing: bool = False
+    corpus: str = field(default="bible:de-en", metadata=doc("the corpus spec", cli=False))
+    overrides: tuple[str, ...] = field(
+        default=(), metadata=doc("more DataConfig KEY=VALUE, after the settings", cli=False)
+    )
+    tokenizer: str = field(default="", metadata=doc("the tokenizer to reuse", cli=False))
+    splits: tuple[str, ...] = field(
+        default=(), metadata=doc("the corpus's splits to prepare (empty: all)", cli=False)
+    )
+    examples_if_missing: bool = field(
+        default=False, metadata=doc("gmlm's examples as a missing test split", cli=False)
+    )
 
 
 @dataclass
@@ -145,17 +190,22 @@ class OptionalTrainStage(TrainStage):
     enabled: bool = False
 
 
-@dataclass
-class DistillStage:
-    """Sequence-level distillation of the training sources by the teacher's beam search.
+@dataclass(frozen=True)
+class DistillStage(DistillSettings):
+    """`gmlm distill` of the training sources by the teacher's beam search (its settings:
+    :class:`DistillSettings`, the same keys; `threads` 0 keeps the run's `threads`), in
+    batches of `batch_size` sentences.
 
     Off (`enabled: false`): no teacher is trained and the students learn from the raw data.
     """
 
-    enabled: bool = True
-    beam: int = field(default=5, metadata=bounds(field_range(SearchOptions, "beam")))
-    batch_size: int = field(default=128, metadata=BATCH)
-    bf16: bool | None = None  # None: bf16 on bf16 GPUs, fp32 on every CPU (same data anywhere)
+    enabled: bool = field(default=True, metadata=doc("run the stage", cli=False))
+    batch_size: int = field(
+        default=128,
+        metadata=doc(
+            "sentences per batch (the command's --batch-size)", cli=False, range=BATCH_SIZE
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -383,10 +433,41 @@ def load_reproduce_config(preset: str, overrides: Sequence[str] = ()) -> Reprodu
                 f"unknown reproduce preset '{preset}'; available: "
                 f"{', '.join(list_reproduce_presets())} (or a YAML file of overrides)"
             )
-    cfg = load_config(ReproduceConfig, path, overrides)
+    cfg = read_reproduce_file(path, overrides)
     if not cfg.preset:
         cfg.preset = path.stem
     return cfg
+
+
+def read_reproduce_file(path: Path, overrides: Sequence[str] = ()) -> ReproduceConfig:
+    """The ReproduceConfig of the YAML file `path` (a preset and its `base:` chain, or a run's
+    reproduce.yaml) and the `key=value` overrides, the file's former keys read as the settings
+    that replaced them (:func:`upgrade_former_keys`)."""
+    data = upgrade_former_keys(load_preset_dict(path))
+    for text in overrides:
+        data = deep_update(data, parse_override(text))
+    return from_dict(ReproduceConfig, data)
+
+
+# distill.bf16, which distill.precision replaced, and its values as precisions.
+FORMER_BF16_KEY = "bf16"
+FORMER_BF16 = ((None, "auto"), (True, "bf16"), (False, "fp32"))
+
+
+def upgrade_former_keys(data: dict[str, Any]) -> dict[str, Any]:
+    """`data` (a reproduce config as read from YAML) with the keys an earlier gmlm wrote in
+    every run's reproduce.yaml replaced by the settings that replaced them, so that its runs
+    still resume: `distill.bf16` (null, true, false) is `distill.precision` (auto, bf16,
+    fp32). Any other value stays, to be refused as an unknown key."""
+    distill = data.get("distill")
+    if not isinstance(distill, dict) or FORMER_BF16_KEY not in distill:
+        return data
+    bf16 = distill[FORMER_BF16_KEY]
+    precision = next((p for value, p in FORMER_BF16 if bf16 is value), None)
+    if precision is None or "precision" in distill:
+        return data
+    kept = {key: value for key, value in distill.items() if key != FORMER_BF16_KEY}
+    return {**data, "distill": {**kept, "precision": precision}}
 
 
 def parse_stages(text: str | None) -> list[str]:

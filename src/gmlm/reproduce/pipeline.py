@@ -35,12 +35,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from gmlm.config import ConfigError, load_config, save_config, to_dict
+from gmlm.config import ConfigError, save_config, to_dict
 from gmlm.errors import GmlmError
 from gmlm.locking import LOCK_FILE, folder_lock
 from gmlm.provenance import host
 from gmlm.reproduce import stages
-from gmlm.reproduce.config import STAGES, ReproduceConfig, trained_stage
+from gmlm.reproduce.config import STAGES, ReproduceConfig, read_reproduce_file, trained_stage
 from gmlm.reproduce.stage_record import StageRecord
 from gmlm.reproduce.stand_in import stand_in_reason
 
@@ -137,7 +137,7 @@ def check_run_folder(cfg: ReproduceConfig, out: Path) -> None:
         return
     # Through the schema, so that settings added since (with their defaults) do not count.
     try:
-        saved = to_dict(load_config(ReproduceConfig, saved_path))
+        saved = to_dict(read_reproduce_file(saved_path))
     except ConfigError as err:
         raise GmlmError(
             f"--out {out}: its {CONFIG_FILE} does not fit this version of gmlm ({err}); use "

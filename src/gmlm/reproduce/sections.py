@@ -644,16 +644,26 @@ def commands_section(cfg: ReproduceConfig, out: Path) -> list[str]:
         "Each stage alone (what the pipeline runs):",
         "",
         "```",
-        f"gmlm data prepare --corpus {cfg.data.corpus} --vocab-size {cfg.data.vocab_size} "
-        f"--max-len {cfg.data.max_len} --out {out}/data"
-        + (f" --tokenizer {cfg.data.tokenizer}" if cfg.data.tokenizer else "")
-        + "".join(f" {shlex.quote(o)}" for o in cfg.data.overrides),
+        _command(
+            "gmlm data prepare",
+            {"--corpus": cfg.data.corpus},
+            cfg.data,
+            [
+                *("--out", f"{out}/data"),
+                *(("--tokenizer", cfg.data.tokenizer) if cfg.data.tokenizer else ()),
+                *cfg.data.overrides,
+            ],
+        ),
         *(
             [
                 f"gmlm train --config {cfg.teacher.preset} data={out}/data out={out}/teacher "
                 + " ".join(cfg.teacher.overrides),
-                f"gmlm distill --teacher {teacher} --data {out}/data "
-                f"--out {out}/distill --beam {cfg.distill.beam}",
+                _command(
+                    "gmlm distill",
+                    {"--teacher": teacher, "--data": data, "--out": f"{out}/distill"},
+                    cfg.distill,
+                    ["--batch-size", str(cfg.distill.batch_size)],
+                ),
             ]
             if cfg.distill.enabled
             else []

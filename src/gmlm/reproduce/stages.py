@@ -73,22 +73,16 @@ class Context:
 
 # ----------------------------------------------------------------------------- theory
 def theory(ctx: Context) -> dict[str, Any]:
-    from gmlm.theory.figures import (
-        EstimationSettings,
-        HittingSettings,
-        estimation_figure,
-        hitting_figure,
-        write_figure,
-    )
+    from gmlm.theory.figures import estimation_figure, hitting_figure, write_figure
     from gmlm.theory.settings import FIGURE_COUPLINGS
-    from gmlm.theory.verify import VerifySettings, run_verify
+    from gmlm.theory.verify import run_verify
 
     t = ctx.cfg.theory
     if not t.enabled:
         return {"skipped": "theory.enabled=false"}
     out = ctx.out / "theory"
     out.mkdir(parents=True, exist_ok=True)
-    report = run_verify(VerifySettings(max_n=t.verify_max_n, seed=t.seed), progress=ctx.progress)
+    report = run_verify(t.verify(), progress=ctx.progress)
     report.write(out / "verify.json")
     for claim, summary in report.claims.items():
         ctx.log(f"  {claim}: worst {summary.worst:.3e} ({'ok' if summary.passed else 'FAIL'})")
@@ -96,26 +90,10 @@ def theory(ctx: Context) -> dict[str, Any]:
         raise GmlmError(f"theory verify failed; see {out / 'verify.json'}")
     seconds = {"verify": report.seconds}
     for name, coupling in FIGURE_COUPLINGS.items():
-        result = estimation_figure(
-            EstimationSettings(
-                coupling=coupling,
-                sample_sizes=tuple(t.sample_sizes),
-                repetitions=t.repetitions,
-                seed=t.seed,
-            ),
-            name,
-        )
+        result = estimation_figure(t.estimation(coupling), name)
         write_figure(result, out)
         seconds[name] = result.seconds
-    result = hitting_figure(
-        HittingSettings(
-            couplings=tuple(t.figure3_couplings),
-            ks=tuple(t.figure3_ks),
-            budget=t.figure3_budget,
-            repetitions=t.repetitions,
-            seed=t.seed,
-        )
-    )
+    result = hitting_figure(t.hitting())
     write_figure(result, out)
     seconds["figure3"] = result.seconds
     return {
@@ -127,11 +105,12 @@ def theory(ctx: Context) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------- data
 def data(ctx: Context) -> dict[str, Any]:
-    from gmlm.config import load_config
+    from gmlm.config import deep_update, from_dict, parse_override
     from gmlm.data import load_dataset
     from gmlm.data.corpora import multi30k_test_missing, parse_spec, read_corpus
     from gmlm.data.parallel import Corpus, ParallelText
     from gmlm.data.prepare import DataConfig, prepare_dataset
+    from gmlm.data.settings import PrepareSettings, config_values
     from gmlm.data.textfiles import read_parallel_files
 
     d = ctx.cfg.data
@@ -158,19 +137,14 @@ def data(ctx: Context) -> dict[str, Any]:
         corpus = dataclasses.replace(
             corpus, splits={k: v for k, v in corpus.splits.items() if k in d.splits}
         )
-    cfg = load_config(
-        DataConfig,
-        None,
-        [
-            f"corpus={d.corpus}",
-            f"tokenizer.vocab_size={d.vocab_size}",
-            f"filter.max_len={d.max_len}",
-            *d.overrides,
-        ],
-    )
+    prepare = {f.name: getattr(d, f.name) for f in dataclasses.fields(PrepareSettings)}
+    values = {"corpus": d.corpus, **config_values(prepare)}
+    for text in d.overrides:
+        values = deep_update(values, parse_override(text))
+    cfg = from_dict(DataConfig, values)
     if d.tokenizer:
         cfg.tokenizer.path = d.tokenizer
-    if ctx.cfg.threads > 0:
+    if ctx.cfg.threads > 0 and not d.threads:
         cfg.threads = ctx.cfg.threads
     root = prepare_dataset(cfg, ctx.data_dir, progress=ctx.progress, log=ctx.log, corpus=corpus)
 
@@ -312,10 +286,8 @@ def distill(ctx: Context) -> dict[str, Any]:
         ctx.checkpoint("teacher"),
         ctx.data_dir,
         ctx.out / "distill",
-        beam=d.beam,
+        d,
         batch_size=d.batch_size,
-        bf16=d.bf16,
-        threads=ctx.cfg.threads,
         progress=ctx.progress,
         log=ctx.log,
     )

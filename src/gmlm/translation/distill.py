@@ -2,8 +2,10 @@
 output replaces the training targets.
 
     from gmlm.translation.distill import distill
+    from gmlm.translation.distill_settings import DEFAULT_SETTINGS, DistillSettings
 
-    distill("runs/teacher", "runs/data", "runs/distilled", beam=5)   # -> Path("runs/distilled")
+    distill("runs/teacher", "runs/data", "runs/distilled", DistillSettings(beam=5))
+    # -> Path("runs/distilled")
 
 The result is a prepared dataset (see :mod:`gmlm.data.prepare`) whose training pairs are
 (original cleaned source, teacher translation); valid and test are the original splits with
@@ -17,9 +19,10 @@ How the work is organised, so that nothing is wasted and nothing is half-written
   decoder batch holds sentences of similar length, cut like :meth:`Translator.translate`'s
   (by a budget of padded tokens, beams x source length, and/or a count); beam search already
   drops a sentence from the computation once its k hypotheses are finished.
-* The sorted order is cut into chunks of ``CHUNK_SENTENCES``; each finished chunk is written
-  atomically to ``OUT/work/chunk-NNNNN.txt`` (temporary file, then rename). An interrupted
-  run (Ctrl-C, ``kill -9``, power loss) resumes by skipping the chunks already there.
+* The sorted order is cut into chunks of ``chunk_sentences`` (:class:`DistillSettings`);
+  each finished chunk is written atomically to ``OUT/work/chunk-NNNNN.txt`` (temporary
+  file, then rename). An interrupted run (Ctrl-C, ``kill -9``, power loss) resumes by
+  skipping the chunks already there.
   ``OUT/work/settings.json`` holds what the chunks depend on (teacher weights hash, data
   hash, beam, precision, ...); chunks made under other settings are discarded, never mixed.
 * Once every chunk is there, the dataset is prepared in ``OUT/work/dataset`` and its files
@@ -58,7 +61,7 @@ from tqdm import tqdm
 
 from gmlm import provenance
 from gmlm.checkpoint.loading import resolve_checkpoint
-from gmlm.config import THREADS, load_saved_config
+from gmlm.config import load_saved_config
 from gmlm.data.batching import cut_batches
 from gmlm.data.binarized import CONFIG, MANIFEST, PreparedDataset, load_dataset
 from gmlm.data.cleaning import normalize
@@ -84,6 +87,7 @@ from gmlm.translation.distill_record import (
     DistillRecord,
     RecordedRate,
 )
+from gmlm.translation.distill_settings import DEFAULT_SETTINGS, DistillSettings
 from gmlm.translation.translator import Translator, batch_limits, load
 
 DISTILL_FILE = "distill.json"
@@ -92,8 +96,6 @@ SETTINGS_FILE = "settings.json"
 TIMES_FILE = "times.jsonl"
 DATASET = "dataset"
 FORMAT_VERSION = 1
-# About 20 s of a small teacher's work (beam 5, bf16, one core): little to redo after a crash.
-CHUNK_SENTENCES = 1000
 
 Log = Callable[[str], None]
 
@@ -391,34 +393,28 @@ def distill(
     teacher: str | Path,
     data: str | Path,
     out: str | Path,
+    settings: DistillSettings = DEFAULT_SETTINGS,
     *,
-    beam: int = 5,
     batch_size: int | None = None,
     max_tokens: int | None = None,
-    bf16: bool | None = None,
-    threads: int = 0,
     device: str = "auto",
     progress: bool = True,
     log: Log | None = print,
-    chunk_sentences: int = CHUNK_SENTENCES,
 ) -> Path:
     """Distill the training split of the prepared dataset `data` with the AR checkpoint (or
     run folder) `teacher` into a new prepared dataset `out`; returns `out`.
 
-    beam: the teacher's beam size (the paper: 5). max_tokens, batch_size: what bounds a
-    decoder batch, as in :meth:`Translator.translate` (neither: its default token budget).
-    bf16: bfloat16 weights and activations; None: on bf16 GPUs only, fp32 on every CPU (see
-    :func:`gmlm.distributed.bf16_by_default`).
-    threads: torch CPU threads while translating (0 keeps the current setting).
-    progress: a tqdm bar with sentences/s. log: receives progress messages (None: quiet).
+    settings: the teacher's beam size (the paper: 5), its precision, the threads and the
+    chunk size (:class:`DistillSettings`, each field's help says what). max_tokens,
+    batch_size: what bounds a decoder batch, as in :meth:`Translator.translate` (neither: its
+    default token budget). progress: a tqdm bar with sentences/s. log: receives progress
+    messages (None: quiet).
     Returns at once when `out` is already complete for the same teacher weights, data and
     settings; resumes from the chunks of an interrupted run (see the module docstring).
     """
     say: Log = log or (lambda _msg: None)
     batch_size, max_tokens = batch_limits(batch_size, max_tokens)
-    THREADS.check(threads, "threads")
-    if chunk_sentences < 1:
-        raise GmlmError(f"chunk_sentences={chunk_sentences} must be at least 1")
+    settings.validate()
     out, data = Path(out), Path(data)
     prepared = load_dataset(data)
     if "train" not in prepared.splits:
@@ -430,15 +426,12 @@ def distill(
         data,
         out,
         prepared,
-        beam=beam,
+        settings,
         batch_size=batch_size,
         max_tokens=max_tokens,
-        bf16=bf16,
-        threads=threads,
         device=_shard_device(device, shard),
         progress=progress and shard.is_main,
         say=say if shard.is_main else (lambda _msg: None),
-        chunk_sentences=chunk_sentences,
         shard=shard,
     )
     try:
@@ -468,29 +461,30 @@ def _distill(
     data: Path,
     out: Path,
     prepared: PreparedDataset,
+    chosen: DistillSettings,
     *,
-    beam: int,
     batch_size: int | None,
     max_tokens: int | None,
-    bf16: bool | None,
-    threads: int,
     device: str,
     progress: bool,
     say: Log,
-    chunk_sentences: int,
     shard: DistInfo,
 ) -> Path:
     """`distill` into the folder `out`, locked by this process or, under torchrun, by the
     job's rank 0 (gmlm.locking): rank r translates the chunks i with i % world_size == r, and
     rank 0 then reads every chunk back and builds the dataset, in the corpus's order."""
     _check_out(out, data, Path(teacher))
+    beam, threads = chosen.beam, chosen.threads
     previous_threads = torch.get_num_threads()
     if threads > 0:
         torch.set_num_threads(threads)
     try:
         loaded = load_teacher(teacher, device)
-        use_bf16 = bf16_by_default(loaded.translator.device) if bf16 is None else bf16
-        settings = distill_settings(loaded, prepared, beam, use_bf16, chunk_sentences)
+        if chosen.precision == "auto":
+            use_bf16 = bf16_by_default(loaded.translator.device)
+        else:
+            use_bf16 = chosen.precision == "bf16"
+        settings = distill_settings(loaded, prepared, beam, use_bf16, chosen.chunk_sentences)
         if _complete(out, settings):
             shutil.rmtree(out / WORK, ignore_errors=True)
             say(f"{out}: already distilled with this teacher, data and settings; reusing it")
@@ -505,7 +499,7 @@ def _distill(
             _prepare_work(work, settings, say)
         barrier(shard)  # every process sees the work folder rank 0 made ready
         sources = prepared.read_text("train", "src")
-        plan = make_plan(sources, loaded.translator, chunk_sentences)
+        plan = make_plan(sources, loaded.translator, chosen.chunk_sentences)
         say(
             f"distilling {len(plan.order):,} of {len(sources):,} training sources with "
             f"{loaded.path} (step {loaded.step}), beam {beam}, "
