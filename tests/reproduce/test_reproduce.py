@@ -633,6 +633,7 @@ def test_the_bench_stage_is_the_bench_settings_each_preset_times_with(name, warm
         ("laptop", 128),
         ("multi30k", 128),
         ("multi30k-en-de", 128),
+        ("multi30k-quick", 128),
         ("paper", 256),
         ("smoke", 64),
     ],
