@@ -26,6 +26,7 @@ from gmlm.settings import cli_fields, documented_fields, to_argv
 from gmlm.theory import settings as theory
 from gmlm.training.throughput_settings import ThroughputSettings
 from gmlm.translation.distill_settings import DistillSettings
+from gmlm.translation.shard_settings import ShardSettings
 
 # Every settings class a command derives its flags from.
 SETTINGS: tuple[type, ...] = (
@@ -45,6 +46,7 @@ SETTINGS: tuple[type, ...] = (
     theory.PoincareSettings,
     theory.BenchSettings,
     DistillSettings,
+    ShardSettings,
     PrepareSettings,
     DataBenchSettings,
 )

@@ -12,6 +12,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 from gmlm.cli.flags import (
     add_batching,
@@ -22,7 +23,7 @@ from gmlm.cli.flags import (
     add_precision,
     add_seed,
 )
-from gmlm.cli.options import add_option_flags, option_overrides
+from gmlm.cli.options import add_option_flags, option_overrides, settings_from_args
 from gmlm.data.textfiles import decode_utf8, read_lines, split_lines
 from gmlm.decoding.options import (
     MAX_TOKENS_DEFAULT,
@@ -30,7 +31,9 @@ from gmlm.decoding.options import (
     RefinementOptions,
     SearchOptions,
 )
+from gmlm.errors import GmlmError
 from gmlm.io import atomic_open, check_output_file
+from gmlm.translation.shard_settings import ShardSettings
 
 # Who each decoding options class serves: the titles of the --help groups of their flags.
 DECODING = {"autoregressive checkpoints": SearchOptions, "PaDIR checkpoints": RefinementOptions}
@@ -44,7 +47,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "detokenized translation per line (an empty line stays empty), to --output (written "
         "atomically) or stdout. Decoding settings of the other model kind are an error. A "
         "checkpoint may carry its own decoding defaults, chosen on validation data (its "
-        "decoding.json, reported on stderr); the flags below override them.",
+        "decoding.json, reported on stderr); the flags below override them. Under torchrun "
+        "(e.g. torchrun --nproc_per_node 4 -m gmlm translate ... --output OUT), the processes "
+        "share the input in chunks of --chunk-lines, saved in OUT.chunks/ as they finish (run "
+        "the same command again to resume); rank 0 writes OUT, the same as one process's.",
     )
     add_checkpoint(p, "checkpoint folder (or a run folder)")
     p.add_argument(
@@ -87,6 +93,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "row-positions",
     )
     add_option_flags(p, DECODING)
+    add_option_flags(p, {"torchrun": ShardSettings})
     p.set_defaults(func=run)
 
 
@@ -99,49 +106,64 @@ def read_input(path: Path | None) -> tuple[list[str], str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gmlm.translation.translator import batch_limits, load
+    from gmlm.translation.sharded import under_torchrun
+    from gmlm.translation.translator import batch_limits
 
     if args.output is not None:  # not after the whole translation
         inputs = {"--input": args.input, "--checkpoint": args.checkpoint}
         check_output_file(args.output, "--output", inputs=inputs)
+    elif under_torchrun():
+        raise GmlmError(
+            "under torchrun, give --output FILE: the processes save their chunks beside it "
+            "(FILE.chunks/) and rank 0 writes it"
+        )
     lines, origin = read_input(args.input)
+    batch_size, max_tokens = batch_limits(args.batch_size, args.max_tokens)
+    translate_args = {
+        "batch_size": batch_size,
+        "max_tokens": max_tokens,
+        "seed": args.seed,
+        "precision": args.precision,
+        "on_over_length": args.over_length,
+        **option_overrides(args, DECODING.values()),
+    }
+    limits = [f"max tokens {max_tokens}"] if max_tokens else []
+    limits += [f"batch size {batch_size}"] if batch_size else []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if under_torchrun():
+            _run_sharded(args, lines, origin, translate_args, ", ".join(limits))
+        else:
+            _run_one(args, lines, origin, translate_args, ", ".join(limits))
+    for warning in caught:
+        print(f"gmlm: warning: {warning.message}", file=sys.stderr)
+    return 0
+
+
+def _say(message: str) -> None:
+    print(f"gmlm: {message}", file=sys.stderr)
+
+
+def _run_one(
+    args: argparse.Namespace,
+    lines: list[str],
+    origin: str,
+    translate_args: dict[str, Any],
+    limits: str,
+) -> None:
+    """The whole input in this process, written at the end (stdout or --output)."""
+    from gmlm.translation.translator import load
+
     translator = load(args.checkpoint, device=args.device, cuda_graphs=args.cuda_graphs)
     if translator.defaults:
         shown = " ".join(f"{k}={v}" for k, v in translator.defaults.items())
-        print(f"gmlm: the checkpoint's decoding defaults (decoding.json): {shown}", file=sys.stderr)
-    batch_size, max_tokens = batch_limits(args.batch_size, args.max_tokens)
+        _say(f"the checkpoint's decoding defaults (decoding.json): {shown}")
     start = time.perf_counter()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        outputs = translator.translate(
-            lines,
-            batch_size=batch_size,
-            max_tokens=max_tokens,
-            seed=args.seed,
-            precision=args.precision,
-            on_over_length=args.over_length,
-            origin=origin,
-            **option_overrides(args, DECODING.values()),
-        )
+    outputs = translator.translate(lines, origin=origin, **translate_args)
     seconds = time.perf_counter() - start
-    for warning in caught:
-        print(f"gmlm: warning: {warning.message}", file=sys.stderr)
     if args.timing:
-        rate = f"{len(lines) / seconds:.2f} sentences/s" if seconds > 0 else "instant"
         padding = translator.padding
-        padded = (
-            f"; padded share of PaDIR's row-positions {100 * padding.padded_share:.1f}% "
-            f"({padding.computed - padding.content} of {padding.computed})"
-            if padding.computed
-            else ""
-        )
-        limits = [f"max tokens {max_tokens}"] if max_tokens else []
-        limits += [f"batch size {batch_size}"] if batch_size else []
-        print(
-            f"gmlm: translated {len(lines)} lines in {seconds:.2f} s ({rate}, "
-            f"{', '.join(limits)}, {args.precision}){padded}",
-            file=sys.stderr,
-        )
+        _say_timing(len(lines), seconds, limits, args.precision, padding.content, padding.computed)
     text = "".join(line + "\n" for line in outputs)
     if args.output is None:
         sys.stdout.write(text)
@@ -149,4 +171,49 @@ def run(args: argparse.Namespace) -> int:
     else:
         with atomic_open(args.output, "w") as handle:
             handle.write(text)
-    return 0
+
+
+def _run_sharded(
+    args: argparse.Namespace,
+    lines: list[str],
+    origin: str,
+    translate_args: dict[str, Any],
+    limits: str,
+) -> None:
+    """This process's share of the input under torchrun; rank 0 writes --output."""
+    from gmlm.translation.sharded import translate_file
+
+    done = translate_file(
+        args.checkpoint,
+        lines,
+        args.output,
+        origin=origin,
+        sharding=settings_from_args(ShardSettings, args),
+        device=args.device,
+        cuda_graphs=args.cuda_graphs,
+        say=_say,
+        **translate_args,
+    )
+    if done is not None and args.timing:
+        _say_timing(
+            done.lines,
+            done.seconds,
+            f"{limits}, {done.processes} processes, {done.lines - done.translated_now} lines "
+            "resumed",
+            args.precision,
+            done.padding_content,
+            done.padding_computed,
+        )
+
+
+def _say_timing(
+    lines: int, seconds: float, limits: str, precision: str, content: int, computed: int
+) -> None:
+    rate = f"{lines / seconds:.2f} sentences/s" if seconds > 0 else "instant"
+    padded = (
+        f"; padded share of PaDIR's row-positions {100 * (1 - content / computed):.1f}% "
+        f"({computed - content} of {computed})"
+        if computed
+        else ""
+    )
+    _say(f"translated {lines} lines in {seconds:.2f} s ({rate}, {limits}, {precision}){padded}")

@@ -73,14 +73,21 @@ from gmlm.distributed import (
     all_reduce_sum,
     barrier,
     bf16_by_default,
-    init_distributed,
-    pick_device,
-    process_device,
     shutdown,
 )
 from gmlm.errors import GmlmError
-from gmlm.io import atomic_open, atomic_write_json, check_output_folder, make_dirs
+from gmlm.io import check_output_folder
 from gmlm.locking import folder_lock
+from gmlm.translation.chunks import (
+    chunk_path,
+    join_shards,
+    my_chunks,
+    prepare_work,
+    read_chunk,
+    recorded_time,
+    shard_device,
+    write_chunk,
+)
 from gmlm.translation.distill_record import (
     ChunkTiming,
     DistillCounts,
@@ -92,8 +99,6 @@ from gmlm.translation.translator import Translator, batch_limits, load
 
 DISTILL_FILE = "distill.json"
 WORK = "work"
-SETTINGS_FILE = "settings.json"
-TIMES_FILE = "times.jsonl"
 DATASET = "dataset"
 FORMAT_VERSION = 1
 
@@ -213,47 +218,11 @@ def distill_settings(
     }
 
 
-def chunk_path(work: Path, index: int) -> Path:
-    return work / f"chunk-{index:05d}.txt"
-
-
-def read_chunk(path: Path, size: int) -> list[str] | None:
-    """The outputs in a finished chunk file, or None if it is missing or does not hold
-    `size` lines (it then gets translated again)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
-    lines = text.split("\n")
-    if lines[-1] != "" or len(lines) - 1 != size:
-        return None
-    return lines[:-1]
-
-
 def _prepare_work(work: Path, settings: dict[str, Any], say: Log) -> None:
-    """Make `work` hold only chunks made with `settings` (and no temporary leftovers)."""
-    make_dirs(work, f"--out {work.parent}")
-    for stale in work.glob(".*.tmp"):
-        stale.unlink(missing_ok=True)
-    saved_path = work / SETTINGS_FILE
-    saved = None
-    if saved_path.is_file():
-        try:
-            saved = json.loads(saved_path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
-            saved = None
-    if saved != settings:
-        old = sorted(work.glob("chunk-*.txt"))
-        if old:
-            say(
-                f"{work}: {len(old)} chunk(s) of an earlier run with other settings (teacher, "
-                "data, beam or precision) discarded"
-            )
-        for path in old:
-            path.unlink()
-        (work / TIMES_FILE).unlink(missing_ok=True)
+    """Make `work` hold only chunks made with `settings`, and no dataset built from others."""
+    what = "teacher, data, beam or precision"
+    if prepare_work(work, settings, say, flag=f"--out {work.parent}", depends_on=what):
         shutil.rmtree(work / DATASET, ignore_errors=True)
-        atomic_write_json(saved_path, settings)
 
 
 def _check_out(out: Path, data: Path, teacher: Path) -> None:
@@ -297,23 +266,22 @@ def _translate_chunks(
     in `work`; returns the outputs of that share (corpus order, "" elsewhere) and timing."""
     outputs = [""] * len(plan.sources)
     chunks = plan.chunks
+    mine = my_chunks(len(chunks), shard)
     todo = []
-    for index, chunk in enumerate(chunks):
-        if index % shard.world_size != shard.rank:
-            continue
+    for index in mine:
+        chunk = chunks[index]
         done = read_chunk(chunk_path(work, index), len(chunk))
         if done is None:
             todo.append(index)
             continue
         for i, text in zip(chunk, done, strict=True):
             outputs[i] = text
-    mine = len(range(shard.rank, len(chunks), shard.world_size))
-    resumed = mine - len(todo)
+    resumed = len(mine) - len(todo)
     if resumed:
-        say(f"resuming: {resumed} of {mine} chunks already translated in {work}")
+        say(f"resuming: {resumed} of {len(mine)} chunks already translated in {work}")
     translated_now = 0
     start = time.perf_counter()
-    share = sum(len(c) for i, c in enumerate(chunks) if i % shard.world_size == shard.rank)
+    share = sum(len(chunks[i]) for i in mine)
     with tqdm(
         total=share,
         initial=share - sum(len(chunks[i]) for i in todo),
@@ -337,11 +305,7 @@ def _translate_chunks(
                     outputs[i] = normalize(text)  # what the prepared dataset will hold
                 bar.update(len(batch))
             seconds = time.perf_counter() - chunk_start
-            with atomic_open(chunk_path(work, index), "w") as handle:
-                handle.write("".join(outputs[i] + "\n" for i in chunk))
-            with open(work / TIMES_FILE, "a", encoding="utf-8") as handle:
-                handle.write(json.dumps({"chunk": index, "sentences": len(chunk), "s": seconds}))
-                handle.write("\n")
+            write_chunk(work, index, [outputs[i] for i in chunk], seconds)
             translated_now += len(chunk)
     session = time.perf_counter() - start
     timing = ChunkTiming(
@@ -356,22 +320,7 @@ def _translate_chunks(
 
 def _recorded_rate(work: Path) -> RecordedRate:
     """Teacher time and sentences/s over every chunk whose time was recorded (all runs)."""
-    seconds, sentences = 0.0, 0
-    try:
-        lines = (work / TIMES_FILE).read_text(encoding="utf-8").splitlines()
-    except OSError:
-        lines = []
-    seen: set[int] = set()
-    for line in lines:
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a line cut by a crash
-        if row["chunk"] in seen:
-            continue
-        seen.add(row["chunk"])
-        seconds += row["s"]
-        sentences += row["sentences"]
+    seconds, sentences = recorded_time(work)
     return RecordedRate(
         teacher_seconds=round(seconds, 3),
         timed_sentences=sentences,
@@ -419,7 +368,7 @@ def distill(
     prepared = load_dataset(data)
     if "train" not in prepared.splits:
         raise GmlmError(f"{data}: has no train split to distill")
-    shard = _join_shards(device)
+    shard = join_shards(device)
     run = functools.partial(
         _distill,
         teacher,
@@ -429,7 +378,7 @@ def distill(
         settings,
         batch_size=batch_size,
         max_tokens=max_tokens,
-        device=_shard_device(device, shard),
+        device=shard_device(device, shard),
         progress=progress and shard.is_main,
         say=say if shard.is_main else (lambda _msg: None),
         shard=shard,
@@ -441,19 +390,6 @@ def distill(
             return run()
     finally:
         shutdown(shard)
-
-
-def _join_shards(device: str) -> DistInfo:
-    """Under `torchrun` with several processes, join their group (gloo on the CPU, NCCL on
-    GPUs): each process then translates its share of the chunks; else one process does all."""
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
-        return DistInfo()
-    return init_distributed(process_device(pick_device(device)))
-
-
-def _shard_device(device: str, shard: DistInfo) -> str:
-    """Each process's device: under torchrun a GPU becomes its local rank's own."""
-    return str(process_device(pick_device(device))) if shard.active else device
 
 
 def _distill(
