@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-slow verify-results lint bench speed speed-gpu serve-load serve-overload mutate mutation clean
+.PHONY: install demo test test-slow verify-results lint bench speed speed-gpu batch-rates serve-load serve-overload mutate mutation clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -82,6 +82,18 @@ speed-gpu: $(STAMP)
 	  --markdown runs/speed-gpu/bench-eager.md --plots runs/speed-gpu/eager
 	$(BIN)/gmlm bench $(SPEED_GPU_SETTINGS) --cuda-graphs --output runs/speed-gpu/bench-graphs.json \
 	  --markdown runs/speed-gpu/bench-graphs.md --plots runs/speed-gpu/graphs
+
+# File translation by batch setting (docs/RESULTS.md, "Batches by tokens"): the shipped PaDIR
+# (T=4 B=5) and AR (beam 5) in one process, BATCH_LINES lines of test_2016_flickr, BATCH_THREADS
+# threads, every configuration interleaved for 3 rounds, outputs checked equal.
+BATCH_LINES ?= 1000
+BATCH_THREADS ?= 2
+BATCH_CONFIGS ?= batch_size=8,batch_size=64,max_tokens=4000
+batch-rates: $(STAMP)
+	$(BIN)/python tools/batch_rates.py --padir checkpoints/multi30k-de-en/padir \
+	  --ar checkpoints/multi30k-de-en/ar --input $(MULTI30K)/test_2016_flickr.de.gz \
+	  --lines $(BATCH_LINES) --threads $(BATCH_THREADS) --configs $(BATCH_CONFIGS) \
+	  --output runs/batch-rates/rates.json
 
 # The service under load (docs/RESULTS.md, "Under load"): `gmlm serve` with the shipped PaDIR
 # and AR and CTranslate2's export of the AR, 2 threads, one test sentence a request, open-loop
