@@ -288,6 +288,32 @@ def test_torchrun_processes_share_the_chunks_and_write_the_one_process_dataset(
     assert "2 processes" in done.stdout + done.stderr
 
 
+def test_under_torchrun_a_held_folder_stops_every_process(
+    data: Path, teacher: Path, tmp_path: Path
+) -> None:
+    """Another command holds --out: rank 0 cannot lock it and says so; rank 1, which would
+    have waited for rank 0 forever, ends too, saying that another process failed."""
+    import os
+    import subprocess
+    import sys
+
+    from gmlm.locking import folder_lock
+
+    out = tmp_path / "out"
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+        "-m", "gmlm", "distill", "--teacher", str(teacher), "--data", str(data), "--out",
+        str(out), "--beam", str(BEAM), "--precision", "fp32", "--threads", "1",
+        "--no-progress",
+    ]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    with folder_lock(out, "the test"):
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode != 0
+    assert "1 other process(es) of this torchrun job failed" in done.stderr
+    assert done.stderr.count("gmlm: error:") == 2 and not (out / "work").exists()
+
+
 def test_help_gives_the_chunk_size_default(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["distill", "--help"])

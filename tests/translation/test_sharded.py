@@ -162,3 +162,25 @@ def test_two_torchrun_processes_write_the_one_process_output(
     assert sorted(tmp_path.iterdir()) == [source, output]
     assert "4 chunks of up to 4 lines, 2 processes" in done.stderr
     assert "translated 14 lines in" in done.stderr and "2 processes, 0 lines resumed" in done.stderr
+
+
+def test_a_process_that_fails_stops_the_others(checkpoint: Path, tmp_path: Path) -> None:
+    """Rank 0 cannot take the chunks folder (it holds someone else's file): both processes
+    end at once with a message, rank 1 saying that another process failed, none waits."""
+    source = tmp_path / "in.de"
+    source.write_text("".join(line + "\n" for line in LINES), encoding="utf-8")
+    output = tmp_path / "out.en"
+    work_folder(output).mkdir()
+    (work_folder(output) / "notes.txt").write_text("mine", encoding="utf-8")
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+        "-m", "gmlm", "translate", "--checkpoint", str(checkpoint), "--input", str(source),
+        "--output", str(output), "--chunk-lines", "4", "--device", "cpu",
+    ]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode != 0
+    assert "is not empty and is not the saved chunks" in done.stderr
+    assert "1 other process(es) of this torchrun job failed" in done.stderr
+    assert done.stderr.count("gmlm: error:") == 2  # one clean line per process (torchrun's
+    assert not output.exists()  # own report of a failed child follows them)

@@ -9,7 +9,7 @@ interrupted run resumes by skipping the chunks already there.
 Under ``torchrun`` (several processes, on one machine or several sharing the folder), process
 r of W does the chunks i with i % W == r; the job's rank 0 prepares the folder, waits for all
 and reads every chunk back, so the result is one process's. A process that fails tells the
-others (:func:`raise_if_any_failed`), so that none waits for it forever.
+others (:func:`on_every_process`), so that none waits for it forever.
 
 Used by :mod:`gmlm.translation.distill` and :mod:`gmlm.translation.sharded`.
 """
@@ -20,7 +20,7 @@ import json
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -38,6 +38,7 @@ SETTINGS_FILE = "settings.json"
 TIMES_FILE = "times.jsonl"
 
 Log = Callable[[str], None]
+T = TypeVar("T")
 
 
 def chunk_path(work: Path, index: int) -> Path:
@@ -153,3 +154,16 @@ def raise_if_any_failed(error: BaseException | None, shard: DistInfo, device: st
             )
     if error is not None:
         raise error
+
+
+def on_every_process(run: Callable[[], T], shard: DistInfo, device: str) -> T:
+    """`run()`'s result once every process of the job has done its own call (a step that
+    other processes wait for): an exception in any process raises in all of them
+    (:func:`raise_if_any_failed`), so that none waits for the failed one forever."""
+    try:
+        result = run()
+    except Exception as exc:
+        raise_if_any_failed(exc, shard, device)
+        raise
+    raise_if_any_failed(None, shard, device)
+    return result

@@ -44,6 +44,7 @@ to nothing are counted. All of these are reported in ``distill.json``.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -82,6 +83,7 @@ from gmlm.translation.chunks import (
     chunk_path,
     join_shards,
     my_chunks,
+    on_every_process,
     prepare_work,
     read_chunk,
     recorded_time,
@@ -369,6 +371,7 @@ def distill(
     if "train" not in prepared.splits:
         raise GmlmError(f"{data}: has no train split to distill")
     shard = join_shards(device)
+    here = shard_device(device, shard)
     run = functools.partial(
         _distill,
         teacher,
@@ -378,15 +381,18 @@ def distill(
         settings,
         batch_size=batch_size,
         max_tokens=max_tokens,
-        device=shard_device(device, shard),
+        device=here,
         progress=progress and shard.is_main,
         say=say if shard.is_main else (lambda _msg: None),
         shard=shard,
     )
     try:
-        if not shard.is_main:  # the job's rank 0 holds the folder for all its processes
-            return run()
-        with folder_lock(out, f"--out {out}"):
+        with contextlib.ExitStack() as held:
+            if shard.is_main:  # the job's rank 0 holds the folder for all its processes
+                lock = functools.partial(folder_lock, out, f"--out {out}")
+                on_every_process(lambda: held.enter_context(lock()), shard, here)
+            else:
+                on_every_process(lambda: None, shard, here)
             return run()
     finally:
         shutdown(shard)
@@ -431,9 +437,10 @@ def _distill(
                 "teacher reads and writes text, and the distilled data keeps the data's one"
             )
         work = out / WORK
-        if shard.is_main:
-            _prepare_work(work, settings, say)
-        barrier(shard)  # every process sees the work folder rank 0 made ready
+        # Every process sees the work folder rank 0 made ready (or learns that it failed).
+        on_every_process(
+            lambda: _prepare_work(work, settings, say) if shard.is_main else None, shard, device
+        )
         sources = prepared.read_text("train", "src")
         plan = make_plan(sources, loaded.translator, chosen.chunk_sentences)
         say(
@@ -443,7 +450,8 @@ def _distill(
             f"{torch.get_num_threads()} threads on {loaded.translator.device}"
             + (f", {shard.world_size} processes" if shard.active else "")
         )
-        outputs, timing = _translate_chunks(
+        translate = functools.partial(
+            _translate_chunks,
             loaded,
             plan,
             work,
@@ -455,6 +463,7 @@ def _distill(
             say=say,
             shard=shard,
         )
+        outputs, timing = on_every_process(translate, shard, device)
     finally:
         torch.set_num_threads(previous_threads)
     if shard.active:  # every process's share, counted together (also waits for all)

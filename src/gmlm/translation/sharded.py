@@ -38,8 +38,8 @@ from gmlm.translation.chunks import (
     chunk_path,
     join_shards,
     my_chunks,
+    on_every_process,
     prepare_work,
-    raise_if_any_failed,
     read_chunk,
     shard_device,
     write_chunk,
@@ -132,25 +132,18 @@ def _translate_file(
     size = sharding.chunk_lines
     chunks = [range(i, min(i + size, len(lines))) for i in range(0, len(lines), size)]
     with contextlib.ExitStack() as held:
-        error: BaseException | None = None
-        translator: Translator | None = None
-        try:
+
+        def setup() -> Translator:
             translator = load(checkpoint, device=device, cuda_graphs=cuda_graphs)
             if shard.is_main:  # rank 0 makes the folder ready and holds it for the job
                 _check_work(work, output)
                 held.enter_context(folder_lock(work, f"--output {output}"))
                 settings = _settings(checkpoint, translator, lines, size, translate_args)
-                prepare_work(
-                    work,
-                    settings,
-                    say,
-                    flag=f"--output {output}",
-                    depends_on="checkpoint, input or decoding settings",
-                )
-        except Exception as exc:  # every process learns of it, none waits forever
-            error = exc
-        raise_if_any_failed(error, shard, device)
-        assert translator is not None
+                what = "checkpoint, input or decoding settings"
+                prepare_work(work, settings, say, flag=f"--output {output}", depends_on=what)
+            return translator
+
+        translator = on_every_process(setup, shard, device)
         mine = my_chunks(len(chunks), shard)
         todo = [i for i in mine if read_chunk(chunk_path(work, i), len(chunks[i])) is None]
         resumed = len(mine) - len(todo)
@@ -160,9 +153,8 @@ def _translate_file(
             + (f", {shard.world_size} processes" if shard.active else "")
             + (f"; resuming: {resumed} of {len(mine)} chunks saved in {work}" if resumed else "")
         )
-        error = None
-        translated = 0
-        try:
+
+        def translate_mine() -> int:
             for index in todo:
                 chunk = chunks[index]
                 chunk_start = time.perf_counter()
@@ -170,10 +162,9 @@ def _translate_file(
                     [lines[i] for i in chunk], origin=origin, lines=chunk, **translate_args
                 )
                 write_chunk(work, index, outputs, time.perf_counter() - chunk_start)
-                translated += len(chunk)
-        except Exception as exc:
-            error = exc
-        raise_if_any_failed(error, shard, device)
+            return sum(len(chunks[i]) for i in todo)
+
+        translated = on_every_process(translate_mine, shard, device)
         padding = translator.padding
         counts = [float(translated), float(padding.content), float(padding.computed)]
         translated_now, content, computed = (
