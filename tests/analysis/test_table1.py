@@ -17,6 +17,7 @@ from gmlm.analysis.table1 import plan_direction
 from gmlm.cli.main import build_parser, main
 from gmlm.cli.options import settings_from_args
 from gmlm.data.binarized import load_dataset
+from gmlm.data.tokenizer import Tokenizer
 from gmlm.errors import GmlmError
 from tests.helpers.checkpoints import write_checkpoint
 from tests.helpers.corpora import write_lines
@@ -137,7 +138,7 @@ def checkpoints_folder(
 
 
 def test_languages_are_checked_against_the_training_data_where_it_is_here(
-    word_task_data: Path, tmp_path: Path
+    word_task_data: Path, tokenizer: Tokenizer, tmp_path: Path
 ) -> None:
     multi30k = multi30k_test_set(tmp_path / "multi30k", word_task_data)
     here = checkpoints_folder(tmp_path / "here", word_task_data)
@@ -151,6 +152,13 @@ def test_languages_are_checked_against_the_training_data_where_it_is_here(
     gone = checkpoints_folder(tmp_path / "gone", word_task_data, recorded=tmp_path / "absent")
     assert plan_direction(f"en-de={gone}", multi30k, 3).languages["padir"] == (
         f"not checked: its training data {tmp_path / 'absent'} is not on this machine"
+    )
+    # A dataset prepared again at that path since (another tokenizer) tells nothing.
+    other = tmp_path / "other"
+    for kind in ("ar", "padir"):
+        write_checkpoint(other / kind, kind, tokenizer, data=str(word_task_data))
+    assert plan_direction(f"en-de={other}", multi30k, 3).languages["padir"] == (
+        f"not checked: {word_task_data} holds another tokenizer than the checkpoint's"
     )
 
 
