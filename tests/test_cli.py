@@ -149,7 +149,9 @@ def test_output_flags_follow_the_vocabulary():
     """--out names a folder to write and --output a file, in every command."""
     theory = {("theory", name) for name in ("verify", "figure1", "figure2", "figure3", "bench")}
     folders = {("data", "prepare"), ("distill",), ("export",), ("reproduce",), *theory}
-    analyses = {("analyze", name) for name in ("attention", "length", "ablation", "calibrate")}
+    analyses = {
+        ("analyze", name) for name in ("attention", "length", "ablation", "calibrate", "table1")
+    }
     files = {("translate",), ("bench",), ("loadtest",), *analyses}
     seen = {}
     parser = build_parser()

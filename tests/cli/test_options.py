@@ -37,6 +37,7 @@ SETTINGS: tuple[type, ...] = (
     analysis.LengthSettings,
     analysis.AblationSettings,
     analysis.CalibrationSettings,
+    analysis.Table1Settings,
     ServeSettings,
     LoadSettings,
     ThroughputSettings,
@@ -115,6 +116,7 @@ def test_the_converted_commands_take_their_settings_from_the_class() -> None:
         "analyze length": (analysis.LengthSettings,),
         "analyze ablation": (analysis.AblationSettings, RefinementOptions),
         "analyze calibrate": (analysis.CalibrationSettings,),
+        "analyze table1": (analysis.Table1Settings,),
         "loadtest": (LoadSettings,),
         "throughput": (ThroughputSettings,),
         "theory verify": (theory.VerifySettings,),
@@ -219,3 +221,11 @@ def test_a_reproduce_stage_renders_the_command_line_of_its_settings() -> None:
     assert settings_from_args(BenchSettings, args) == BenchSettings(
         **{f.name: getattr(stage, f.name) for f in dataclasses.fields(BenchSettings)}
     )
+
+
+def test_a_repeated_flag_is_named_by_its_flag_and_an_empty_default_reads_none() -> None:
+    parser = argparse.ArgumentParser()
+    add_option_flags(parser, {"settings": analysis.Table1Settings})
+    (action,) = [a for a in parser._actions if a.dest == "directions"]
+    assert action.option_strings == ["--direction"] and action.metavar == "DIRECTION"
+    assert (action.help or "").endswith("(default: none)")

@@ -4,7 +4,13 @@ from pathlib import Path
 
 import pytest
 
-from gmlm.data.corpora import multi30k_test_missing, parse_spec, read_corpus, read_multi30k
+from gmlm.data.corpora import (
+    multi30k_files,
+    multi30k_test_missing,
+    parse_spec,
+    read_corpus,
+    read_multi30k,
+)
 from gmlm.data.textfiles import read_lines
 from gmlm.errors import GmlmError
 from tests.helpers.corpora import MULTI30K, write_lines
@@ -140,6 +146,22 @@ def test_multi30k_missing_files(tmp_path: Path) -> None:
         read_multi30k(tmp_path, "de", "en")
     message = multi30k_test_missing(f"multi30k:{tmp_path}")
     assert message == f"{tmp_path} has no test_2016_flickr.de or test_2016_flickr.en[.gz]"
+
+
+def test_multi30k_files_of_one_split(tmp_path: Path) -> None:
+    """A split's two files, .gz or plain; an error names what is missing."""
+    with pytest.raises(GmlmError, match=r"nope: no such folder; give the Multi30k folder"):
+        multi30k_files(tmp_path / "nope", "test", "de", "en")
+    write_lines(tmp_path / "test_2016_flickr.en.gz", ["A dog."])
+    with pytest.raises(GmlmError, match=r"has no test_2016_flickr\.de\[\.gz\]; add the test"):
+        multi30k_files(tmp_path, "test", "de", "en")
+    write_lines(tmp_path / "test_2016_flickr.de", ["Ein Hund."])
+    assert multi30k_files(tmp_path, "test", "de", "en") == (
+        tmp_path / "test_2016_flickr.de",
+        tmp_path / "test_2016_flickr.en.gz",
+    )
+    with pytest.raises(GmlmError, match=r"has no val\.de\[\.gz\] nor val\.en\[\.gz\]"):
+        multi30k_files(tmp_path, "valid", "de", "en")
 
 
 def test_multi30k_folder_with_only_the_test_files(tmp_path: Path) -> None:

@@ -14,9 +14,10 @@ from gmlm.training.config import TrainConfig
 
 
 def write_checkpoint(
-    folder: Path, kind: str, tokenizer: Tokenizer, seed: int = 0, **model: object
+    folder: Path, kind: str, tokenizer: Tokenizer, seed: int = 0, data: str = "", **model: object
 ) -> Path:
-    """An untrained tiny `kind` model with `tokenizer`, saved as a checkpoint folder.
+    """An untrained tiny `kind` model with `tokenizer`, saved as a checkpoint folder whose
+    config.yaml names `data` as its training data (default: none).
 
     Untied embeddings: an untied untrained model does not just copy its input, so its
     outputs differ from sentence to sentence."""
@@ -30,7 +31,7 @@ def write_checkpoint(
     )
     torch.manual_seed(seed)
     network = build_model(kind, config)  # type: ignore[arg-type]
-    cfg = TrainConfig(kind=kind, model=config)  # type: ignore[arg-type]
+    cfg = TrainConfig(kind=kind, model=config, data=data)  # type: ignore[arg-type]
     write_checkpoint_dir(
         folder,
         lambda tmp: fill_inference_files(tmp, network, cfg, tokenizer, {"step": 123}),

@@ -173,7 +173,7 @@ def decoding_ablation(
     )
     for (variant, changes, _), row in zip(rows_options, rows_decoded, strict=True):
         decoded.append(Decoded(variant, changes, row.hypotheses, row.seconds, row.quality))
-        signature = signature or row.bleu_signature
+        signature = signature or row.signatures.bleu
         if log is not None:
             log(f"  {variant:44s} BLEU {row.quality.bleu:6.2f}  ({row.seconds:.0f} s)")
 

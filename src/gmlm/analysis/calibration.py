@@ -111,7 +111,7 @@ def calibrate(
         batch_size=batch_size,
     )
     for value, row in zip(grid, decodings, strict=True):
-        signature = signature or row.bleu_signature
+        signature = signature or row.signatures.bleu
         quality = row.quality
         rows.append(
             CalibrationRow(

@@ -1,6 +1,6 @@
 """The results of the analyses, as `gmlm analyze ... --output` and the analysis stages of
 `gmlm reproduce` hold them: :class:`LengthResult`, :class:`AttentionResult`,
-:class:`AblationResult` and :class:`CalibrationResult`."""
+:class:`AblationResult`, :class:`CalibrationResult` and :class:`Table1Result`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from gmlm.errors import GmlmError
-from gmlm.evaluation.summary import Quality
+from gmlm.evaluation.summary import Quality, Signatures
 from gmlm.records import FLATTEN, OMIT_NONE, Record, fields_from_json
 
 # ------------------------------------------------------------------------------ length
@@ -366,3 +366,64 @@ class CalibrationResult(Record):
     """`gmlm reproduce`'s calibrate stage: each calibrated run's grid, by run name."""
 
     models: dict[str, Calibration]
+
+
+# ----------------------------------------------------------------------------- table 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class Table1System(Record):
+    """One row of Table 1 in one direction: the system's key (ar-beam5, padir-T4-B5,
+    padir-T10-B5) and label, the checkpoint it ran, every decoding setting it ran with
+    (`decoding`: its options as `dataclasses.asdict` gives them, less those that cannot change
+    a translation; the checkpoint's decoding.json and the row's own settings included), the
+    `gmlm translate` flags that give them, its scores, the wall seconds of its translation,
+    and the paper's BLEU in this direction (None where the paper's Table 1 has none)."""
+
+    system: str
+    label: str
+    checkpoint: str
+    decoding: dict[str, Any]
+    translate_flags: str
+    quality: Quality = field(metadata=FLATTEN)
+    seconds: float
+    paper_bleu: float | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Table1Direction(Record):
+    """One direction's column group: its name (source-target), the folder of its
+    checkpoints, how the checkpoints' languages were checked (`languages`: by kind, a
+    sentence each), the test files, the pairs scored (the first `sentences` of
+    `test_sentences`), the BLEU tokenizer and signatures, the paper's corpus of this direction
+    (None where the paper has no column for it), and its rows."""
+
+    direction: str
+    folder: str
+    languages: dict[str, str]
+    source_file: str
+    reference_file: str
+    sentences: int
+    test_sentences: int
+    tokenize: str
+    signatures: Signatures = field(metadata=FLATTEN)
+    paper_corpus: str | None
+    systems: tuple[Table1System, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Table1Result(Record):
+    """`gmlm analyze table1` (:mod:`gmlm.analysis.table1`): `command` makes this table again
+    (add --output and --markdown to write it); the precision and seed of every row, where it
+    ran, the wall seconds of the whole run, and a column group per direction."""
+
+    analysis: Literal["table1"] = "table1"
+    command: str
+    precision: str
+    seed: int
+    device: str
+    threads: int
+    torch: str
+    gmlm: str
+    seconds: float
+    directions: tuple[Table1Direction, ...]

@@ -1,7 +1,7 @@
-"""The settings of `gmlm analyze attention|length|ablation|calibrate`, each declared once: the
-flags are derived from the fields (:mod:`gmlm.cli.options`), and the reproduce pipeline's
-attention, length, ablation and calibrate stages are these classes plus their switch and what
-the stage fixes (:mod:`gmlm.reproduce.config`). The PaDIR decoding itself is the
+"""The settings of `gmlm analyze attention|length|ablation|calibrate|table1`, each declared
+once: the flags are derived from the fields (:mod:`gmlm.cli.options`), and the reproduce
+pipeline's attention, length, ablation and calibrate stages are these classes plus their
+switch and what the stage fixes (:mod:`gmlm.reproduce.config`). The PaDIR decoding itself is the
 checkpoint's, changed by the RefinementOptions flags, as in `gmlm translate`.
 
 Torch-free, so that `gmlm analyze --help` stays light.
@@ -11,16 +11,19 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import field
+from pathlib import Path
 
-from gmlm.config import BATCH_SIZE, SENTENCES, Range, check_settings, field_range
+from gmlm.config import BATCH_SIZE, SEED, SENTENCES, Range, check_settings, field_range
 from gmlm.decoding.options import (
     ABLATION_VARIANTS,
     CALIBRATION_MIN_GAIN,
     MIN_GAIN,
+    Precision,
     RefinementOptions,
     SearchOptions,
     parse_variant,
 )
+from gmlm.errors import GmlmError
 from gmlm.settings import doc
 
 # The first N sentences of a split; 0: all of it.
@@ -97,3 +100,63 @@ class CalibrationSettings(AnalysisSettings):
             range=MIN_GAIN,
         ),
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class Table1Settings:
+    """`gmlm analyze table1`: the paper's Table 1 rows on the Multi30k test set of each
+    direction (:mod:`gmlm.analysis.table1`). Everything that decides its numbers is here, so
+    that the command line rendered from it (`to_argv`) makes the same table again."""
+
+    directions: tuple[str, ...] = field(
+        default=(),
+        metadata=doc(
+            "a translation direction, NAME=FOLDER: NAME its language pair, source-target "
+            "(de-en), FOLDER the folder of its checkpoints ar and padir (as "
+            "checkpoints/multi30k-de-en); repeat for each direction, a column group each",
+            flag="--direction",
+        ),
+    )
+    multi30k: Path | None = field(
+        default=None,
+        metadata=doc(
+            "the Multi30k folder holding each direction's test set, test_2016_flickr.SRC and "
+            "test_2016_flickr.TGT (.gz or plain; e.g. ../shared/data/multi30k)"
+        ),
+    )
+    sentences: int = field(
+        default=0,
+        metadata=doc("only the first N test sentences (0: all)", range=FIRST_SENTENCES),
+    )
+    precision: Precision = field(
+        default="fp32",
+        metadata=doc(
+            "fp32, bf16 (weights and activations) or int8 (dynamic quantisation of the Linear "
+            "layers, CPU only)"
+        ),
+    )
+    seed: int = field(
+        default=0,
+        metadata=doc(
+            "seed of PaDIR's initial random tokens, each line its own as in `gmlm translate`",
+            range=SEED,
+        ),
+    )
+
+    def validate(self) -> None:
+        """Also at least one direction, each named once, and the test set's folder given."""
+        check_settings(self)
+        if not self.directions:
+            raise GmlmError(
+                "give at least one --direction NAME=FOLDER, e.g. --direction "
+                "de-en=checkpoints/multi30k-de-en"
+            )
+        names = [spec.partition("=")[0] for spec in self.directions]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise GmlmError(f"--direction {', '.join(twice)} given twice; give each once")
+        if self.multi30k is None:
+            raise GmlmError(
+                "give --multi30k DIR, the Multi30k folder holding the test set "
+                "(test_2016_flickr.de.gz and test_2016_flickr.en.gz for de-en and en-de)"
+            )

@@ -18,7 +18,7 @@ from gmlm.data.lengths import EncodedInputs, encode_inputs
 from gmlm.decoding.options import DecodingOptions
 from gmlm.errors import GmlmError
 from gmlm.evaluation.bleu import default_tokenizer
-from gmlm.evaluation.summary import Quality, quality_row
+from gmlm.evaluation.summary import Quality, Signatures, quality_row
 from gmlm.translation.translator import Translator
 
 
@@ -36,12 +36,13 @@ class SplitPairs:
 
 @dataclass(frozen=True)
 class ScoredDecoding:
-    """One decoding of the pairs: its translations, wall seconds, scores and BLEU signature."""
+    """One decoding of the pairs: its translations, wall seconds, scores and the signatures of
+    BLEU and chrF."""
 
     hypotheses: list[str]
     seconds: float
     quality: Quality
-    bleu_signature: str
+    signatures: Signatures
 
 
 def read_pairs(data: str | Path, split: str, sentences: int | None) -> SplitPairs:
@@ -75,7 +76,7 @@ def decode_scored(
     )
     seconds = time.perf_counter() - start
     quality, signatures = quality_row(hypotheses, pairs.references, pairs.tokenize)
-    return ScoredDecoding(hypotheses, seconds, quality, signatures.bleu)
+    return ScoredDecoding(hypotheses, seconds, quality, signatures)
 
 
 def decode_each(

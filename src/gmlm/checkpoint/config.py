@@ -46,3 +46,13 @@ class CheckpointConfig:
 def read_checkpoint_config(folder: Path) -> CheckpointConfig:
     """The model configuration saved in checkpoint folder `folder`; errors name the file."""
     return load_saved(Path(folder) / CONFIG_FILE, CheckpointConfig.from_saved)
+
+
+def recorded_training_data(folder: Path) -> Path | None:
+    """The prepared dataset the checkpoint in `folder` was trained on, as its config.yaml
+    records it (training's `data` setting, a path as given to `gmlm train`), or None where it
+    records none (a checkpoint written by hand). Inference does not need it: it tells what
+    the model learnt to translate (the dataset's manifest names the languages), where that
+    folder is still there."""
+    data = load_saved(Path(folder) / CONFIG_FILE, lambda saved: saved.get("data"))
+    return Path(data) if isinstance(data, str) and data else None

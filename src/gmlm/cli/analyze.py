@@ -1,4 +1,4 @@
-"""`gmlm analyze attention|length|ablation|calibrate`: argument parsing only; the work is in
+"""`gmlm analyze attention|length|ablation|calibrate|table1`: argument parsing only; the work is in
 gmlm.analysis (imported when the command runs, so `gmlm --help` does not load torch). The
 decoding flags are those of `gmlm translate` for PaDIR checkpoints, derived from
 RefinementOptions (`gmlm.cli.options`)."""
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -16,8 +17,10 @@ from gmlm.analysis.settings import (
     AnalysisSettings,
     CalibrationSettings,
     LengthSettings,
+    Table1Settings,
 )
 from gmlm.cli.flags import (
+    OUTPUT_FILE_RULE,
     add_checkpoint,
     add_device,
     add_json,
@@ -45,7 +48,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "analyze",
         help="analyses of trained models (attention of stutter pairs, length prediction, "
-        "decoding ablation, length calibration)",
+        "decoding ablation, length calibration, the paper's Table 1 on Multi30k)",
         description="Analyses of trained checkpoints, as in Section 3.4 of the paper.",
     )
     analyze_sub = parser.add_subparsers(dest="analyze_command", metavar="SUBCOMMAND")
@@ -142,6 +145,32 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_no_progress(p)
     p.set_defaults(func=run_calibrate)
 
+    p = analyze_sub.add_parser(
+        "table1",
+        help="the paper's Table 1 on the Multi30k test set: AR beam 5, PaDIR T=4 and T=10 "
+        "(B=5), BLEU and chrF of each direction",
+        description="Translates the Multi30k test set (test_2016_flickr) of each --direction "
+        "with the paper's Table 1 rows: the direction's ar checkpoint with beam 5, its padir "
+        "checkpoint with T=4 and T=10 refinement passes over B=5 predicted lengths, each over "
+        "its checkpoint's decoding defaults (decoding.json), as gmlm translate decodes. Scores "
+        "every row with SacreBLEU's BLEU and chrF (the scores gmlm evaluate gives) and prints "
+        "a Markdown table, a column group per direction beside the paper's BLEU on WMT for "
+        "scale, with the signatures, every row's decoding, the number of sentences and the "
+        "command that makes it again; a line per system on stderr. Every direction, "
+        "checkpoint and test file is checked before the first translation: a checkpoint "
+        "whose training data (named by its config.yaml, where it is on this machine) is of "
+        "another language pair than the direction's name is an error.",
+    )
+    add_option_flags(p, {"table1": Table1Settings})
+    add_device(p)
+    add_output(p, "also write the JSON result to this file")
+    p.add_argument(
+        "--markdown",
+        type=Path,
+        help=f"also write the Markdown table and its notes to this file; {OUTPUT_FILE_RULE}",
+    )
+    p.set_defaults(func=run_table1)
+
 
 def common_arguments(p: argparse.ArgumentParser, settings: type[AnalysisSettings]) -> None:
     """The analysis's own settings (`settings`, a class of gmlm.analysis.settings), and the
@@ -237,6 +266,20 @@ def run_calibrate(args: argparse.Namespace) -> int:
         write=not args.dry_run,
     )
     return report(args, result, render_calibration_markdown)
+
+
+def run_table1(args: argparse.Namespace) -> int:
+    from gmlm.analysis.table1 import check_outputs, render_table1_markdown, table1, write_outputs
+
+    settings = settings_from_args(Table1Settings, args)
+    settings.validate()
+    check_outputs(settings, args.output, args.markdown)
+    result = table1(
+        settings, device=args.device, log=lambda line: print(line, file=sys.stderr, flush=True)
+    )
+    write_outputs(result, args.output, args.markdown)
+    print(render_table1_markdown(result).rstrip("\n"))
+    return 0
 
 
 def common_settings(args: argparse.Namespace) -> tuple[AnalysisSettings, dict[str, Any]]:

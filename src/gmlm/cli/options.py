@@ -128,14 +128,14 @@ def _add_flag(
     kwargs = argument_kwargs(owners[0][1], f)
     text = str(f.metadata["help"])
     if kwargs.get("action") == "append":
-        text += f" (default: {'; '.join(default)})"
+        text += f" (default: {'; '.join(default) or 'none'})"
     elif kwargs.get("action") != "store_const":  # a switch's help says what it changes
         if len(fields) == 1:
             text += f" (default: {show(default)})"
         else:
             defaults = ", ".join(f"{show(g.default)} for {t}" for t, g in fields.items())
             text += f" (default: {defaults})"
-    if f.metadata.get("flag") and "choices" not in kwargs and "action" not in kwargs:
+    if f.metadata.get("flag") and "choices" not in kwargs and kwargs.get("action") != "store_const":
         kwargs["metavar"] = flag_of(f).removeprefix("--").replace("-", "_").upper()
     target.add_argument(flag_of(f), dest=f.name, default=None, help=text, **kwargs)
 

@@ -146,6 +146,29 @@ def multi30k_test_missing(spec: str) -> str | None:
     return f"{directory} has no {' or '.join(absent)}[.gz]" if absent else None
 
 
+def multi30k_files(directory: Path, split: str, src_lang: str, tgt_lang: str) -> tuple[Path, Path]:
+    """The source and target files (`.gz` or plain) of one Multi30k `split` (a key of
+    MULTI30K_FILES) in `directory`; an error names what is missing and where to get it."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise GmlmError(f"{directory}: no such folder; give the Multi30k folder")
+    prefix = MULTI30K_FILES[split]
+    found = [_find(directory, f"{prefix}.{lang}") for lang in (src_lang, tgt_lang)]
+    absent = [
+        f"{prefix}.{lang}[.gz]"
+        for lang, path in zip((src_lang, tgt_lang), found, strict=True)
+        if not path
+    ]
+    if absent:
+        raise GmlmError(
+            f"{directory} has no {' nor '.join(absent)}; add the {split} split's files "
+            "(multi30k/dataset on GitHub, data/task1/raw)"
+        )
+    src_path, tgt_path = found
+    assert src_path is not None and tgt_path is not None
+    return src_path, tgt_path
+
+
 def _find(directory: Path, name: str) -> Path | None:
     for candidate in (directory / f"{name}.gz", directory / name):
         if candidate.is_file():
