@@ -170,3 +170,15 @@ def test_the_stutter_section_shows_repeated_ngrams() -> None:
     assert f"| reference (control) | 0 (0.0%) | 50.0% / 22.22 | {none} | {none} | {none} |" in (
         stutter
     )
+
+
+def test_the_paper_column_is_the_runs_own_direction() -> None:
+    """An English-German run shows the paper's WMT14 EN>DE numbers; a direction the paper
+    does not have shows DE>EN, for scale, as a German-English run does."""
+    fixture = EvaluationScores.read(FIXTURES / "run" / "eval" / "scores.json")
+    en_de = "\n".join(quality_section(fixture, None, "en-de"))
+    assert "| paper WMT14 EN>DE BLEU |" in en_de and "| 29.54 |" in en_de
+    assert "| 33.5 |" not in en_de and "| 33.50 |" not in en_de
+    for direction in ("de-en", "fr-en", None):
+        text = "\n".join(quality_section(fixture, None, direction))
+        assert "| paper WMT14 DE>EN BLEU |" in text and "29.54" not in text

@@ -24,6 +24,8 @@ from gmlm.analysis.results import (
 )
 from gmlm.bench.plots import plot_tradeoffs
 from gmlm.bench.result import BenchResult
+from gmlm.data.binarized import load_dataset
+from gmlm.errors import GmlmError
 from gmlm.evaluation.results import EvaluationScores
 from gmlm.io import atomic_write_text
 from gmlm.reproduce import plots, sections, summary
@@ -67,6 +69,17 @@ def header(cfg: ReproduceConfig) -> list[str]:
     ]
 
 
+def _direction(data: Path) -> str | None:
+    """The run's translation direction, "src-tgt" from its prepared data's manifest (None
+    where the data or its languages are not recorded)."""
+    try:
+        manifest = load_dataset(data).manifest
+    except (OSError, GmlmError):
+        return None
+    src, tgt = manifest.get("src_lang"), manifest.get("tgt_lang")
+    return f"{src}-{tgt}" if src and tgt else None
+
+
 def write_report(cfg: ReproduceConfig, out: Path) -> Path:
     """Write OUT/REPORT.md and its figures (OUT/figures); returns the report's path."""
     figures = out / "figures"
@@ -92,7 +105,7 @@ def write_report(cfg: ReproduceConfig, out: Path) -> Path:
     lines += sections.targets_section(cfg.targets, scores, bench)
     if scores is not None:
         plot = plots.plot_bleu_vs_steps(scores, figures / "bleu_vs_steps.png")
-        lines += sections.quality_section(scores, link(plot))
+        lines += sections.quality_section(scores, link(plot), _direction(out / "data"))
     if examples is not None:
         lines += sections.examples_section(examples, (sections.AR_SYSTEM, sections.PADIR_SYSTEM))
     if bench is not None:

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gmlm.analysis.paper import paper_bleu
+from gmlm.analysis.paper import PAPER_BLEU, PAPER_CORPUS, paper_bleu
 from gmlm.analysis.results import (
     AblationResult,
     AttentionResult,
@@ -223,13 +223,23 @@ def _at_most(value: float, target: float, unit: str) -> str:
     return "met" if value <= target else f"missed by {value - target:.2f}{unit}"
 
 
-def quality_section(scores: EvaluationScores, plot: str | None) -> list[str]:
-    """Table 1's layout with the paper's column, the BLEU-vs-steps figure, and stutter."""
+def paper_direction(direction: str | None) -> str:
+    """The column of the paper's Table 1 a run's quality table shows: its own direction
+    (source-target, e.g. "en-de") where the paper has it, else WMT14 DE>EN, for scale."""
+    return direction if direction in PAPER_BLEU else "de-en"
+
+
+def quality_section(
+    scores: EvaluationScores, plot: str | None, direction: str | None = None
+) -> list[str]:
+    """Table 1's layout with the paper's column of the run's `direction` (see
+    :func:`paper_direction`), the BLEU-vs-steps figure, and stutter."""
+    column = paper_direction(direction)
+    corpus = PAPER_CORPUS[column]
+    src, tgt = (side.upper() for side in column.split("-"))
     rows = []
     for r in scores.systems:
-        paper = None  # Table 1 of the paper (WMT14 DE>EN): a different corpus, for scale
-        if r.run in ("ar", "padir"):
-            paper = paper_bleu("de-en", r.system)
+        paper = paper_bleu(column, r.system) if r.run in ("ar", "padir") else None
         steps = "N" if r.steps is None else r.steps
         hyps = r.beam if r.length_beam is None else r.length_beam
         q = r.quality
@@ -247,14 +257,22 @@ def quality_section(scores: EvaluationScores, plot: str | None) -> list[str]:
         "one pass per token). # hyp.: beam size (AR) or predicted lengths decoded, B (PaDIR).",
         "",
         table(
-            ["model", "steps", "# hyp.", "BLEU", "chrF", "length ratio", "paper WMT14 DE>EN BLEU"],
+            [
+                "model",
+                "steps",
+                "# hyp.",
+                "BLEU",
+                "chrF",
+                "length ratio",
+                f"paper {corpus} {src}>{tgt} BLEU",
+            ],
             rows,
         ),
         "",
         "Length ratio: hypothesis / reference length in BLEU tokens (below 1 the brevity "
         "penalty applies). "
         f"BLEU signature: `{scores.signatures.bleu}`; chrF signature: "
-        f"`{scores.signatures.chrf}`. The paper column is the published result on WMT14 "
+        f"`{scores.signatures.chrf}`. The paper column is the published result on {corpus} "
         "(a different, larger corpus, 67M-parameter models, 500k TPU steps): for scale, not a "
         "like-for-like comparison.",
         "",
