@@ -66,7 +66,8 @@ def test_unknown_preset_stage_and_key():
 
 
 @pytest.mark.parametrize(
-    "name", ["smoke", "demo", "bible-tiny", "laptop", "multi30k", "multi30k-en-de", "paper"]
+    "name",
+    ["smoke", "demo", "bible-tiny", "laptop", "multi30k", "multi30k-en-de", "multi30k-ablation", "paper"],
 )
 def test_presets_resolve(name):
     cfg = load_reproduce_config(name)
@@ -84,7 +85,7 @@ def test_presets_resolve(name):
         ar1.model.n_decoder_layers = ar.model.n_decoder_layers
         assert to_dict(ar1) == to_dict(ar)
     # The decoding ablation on validation data: in the parity runs, before their evaluation.
-    assert cfg.ablation.enabled == name.startswith("multi30k")
+    assert cfg.ablation.enabled == (name in ("multi30k", "multi30k-en-de"))
     assert cfg.ablation.split == "valid" and all(map(parse_variant, cfg.ablation.variants))
     if name == "multi30k":  # the length analysis as the laptop run's, for comparison
         assert cfg.length.enabled and cfg.length.length_weights == (0.0, 0.5, 1.0)
@@ -101,6 +102,22 @@ def test_the_en_de_preset_is_the_multi30k_recipe_in_the_other_direction():
         1.0,
         True,
     )
+
+
+def test_the_ablation_preset_is_the_multi30k_recipe_stopped_at_the_compared_step():
+    """The baseline of `multi30k-ablation` must be the first steps of the multi30k run: the
+    same teacher, distillation, variants and PaDIR settings but for max_steps, which the
+    inverse-sqrt schedule does not read."""
+    full, ablation = load_reproduce_config("multi30k"), load_reproduce_config("multi30k-ablation")
+    for name in ("data", "teacher", "distill", "train_ablation", "train_precision", "checkpoint"):
+        assert getattr(ablation, name) == getattr(full, name), name
+    step = ablation.train_ablation.steps
+    assert ablation.padir.overrides == [
+        f"max_steps={step}" if item.startswith("max_steps=") else item
+        for item in full.padir.overrides
+    ]
+    assert "optim.schedule=inverse_sqrt" in ablation.padir.overrides
+    assert len(ablation.train_ablation.variants) == 5
 
 
 def test_train_precision_reaches_every_training_stage_and_a_stage_may_override_it(tmp_path):
