@@ -17,11 +17,13 @@ from gmlm.analysis.results import AttentionResult, LengthResult
 from gmlm.bench.result import BenchResult
 from gmlm.checkpoint.fingerprint import checkpoint_fingerprint
 from gmlm.cli.main import main
+from gmlm.data.binarized import load_dataset
 from gmlm.errors import GmlmError
 from gmlm.evaluation.results import Evaluation, EvaluationScores
 from gmlm.reproduce import stages
 from gmlm.reproduce.config import STAGES, StageSeconds, load_reproduce_config
 from gmlm.reproduce.pipeline import _Clock, run_reproduce
+from gmlm.reproduce.sections import examples_section
 from gmlm.reproduce.stage_record import StageRecord
 from gmlm.reproduce.stand_in import EXAMPLES, ExampleTranslations
 from gmlm.reproduce.summary import attention_sentence, final_lines
@@ -107,6 +109,8 @@ def test_demo_without_the_test_set_then_with_it(
     assert "No test set here" in summary and "make demo MULTI30K=DIR" in summary
     assert "**Speed-up**" in summary and "**Quality**" not in summary
     assert "## Example translations" in report and sources[0] in report
+    assert translated.source_lang == "de" and "(examples.de, not a test set" in report
+    assert "| German |" in report
     assert translated.translations["padir-T4-B5"][0] in report
     lines = final_lines(cfg, out)
     assert lines[0] == f"report: {out / 'REPORT.md'}" and "quality not measured" in lines[-1]
@@ -229,6 +233,42 @@ def test_a_given_checkpoint_of_the_wrong_kind_or_depth(
         "step": 3000,
         "fingerprint": checkpoint_fingerprint(RELEASED / "ar"),
     }
+
+
+def test_a_given_checkpoint_of_the_other_direction_is_refused(tmp_path: Path) -> None:
+    """English-German text (here gmlm's examples, reversed, standing in for a missing
+    Multi30k) with the German-English checkpoints: refused before any translation."""
+    cfg = load_reproduce_config(
+        "demo",
+        [
+            f"data.corpus=multi30k:{tmp_path / 'absent'}:en-de",
+            f"data.tokenizer={RELEASED / 'ar' / 'tokenizer'}",
+            f"ar.checkpoint={RELEASED / 'ar'}",
+            f"padir.checkpoint={RELEASED / 'padir'}",
+        ],
+    )
+    ctx = stages.Context(cfg, tmp_path / "run", False, lambda _m: None)
+    stages.data(ctx)
+    sources, targets = examples()
+    assert load_dataset(ctx.data_dir).read_text("test", "src") == targets  # examples.en
+    assert load_dataset(ctx.data_dir).read_text("test", "tgt") == sources
+    for name in ("ar", "padir"):
+        with pytest.raises(
+            GmlmError,
+            match=rf"{name}.checkpoint=.*translates de-en \(its meta.json says so\), not en-de; "
+            r"give the en-de checkpoints, or a data.corpus in the de-en direction",
+        ):
+            getattr(stages, name)(ctx)
+    # With English-German checkpoints, the report's examples table is headed by English.
+    translated = ExampleTranslations(
+        sources=("A dog runs.",),
+        source_lang="en",
+        labels={"ar": "AR"},
+        translations={"ar": ("Ein Hund rennt.",)},
+        stand_in="no test set",
+    )
+    text = "\n".join(examples_section(translated, ["ar"]))
+    assert "(examples.en, not a test set" in text and "| English | AR |" in text
 
 
 def test_a_given_checkpoint_replaced_on_disk_redoes_what_read_it(tmp_path: Path) -> None:

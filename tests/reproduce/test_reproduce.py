@@ -67,7 +67,16 @@ def test_unknown_preset_stage_and_key():
 
 @pytest.mark.parametrize(
     "name",
-    ["smoke", "demo", "bible-tiny", "laptop", "multi30k", "multi30k-en-de", "multi30k-ablation", "paper"],
+    [
+        "smoke",
+        "demo",
+        "bible-tiny",
+        "laptop",
+        "multi30k",
+        "multi30k-en-de",
+        "multi30k-ablation",
+        "paper",
+    ],
 )
 def test_presets_resolve(name):
     cfg = load_reproduce_config(name)

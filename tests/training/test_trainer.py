@@ -78,6 +78,12 @@ def test_run_writes_checkpoints_and_learns(word_task_data, tmp_path, kind):
             "tokenizer",
             "meta.json",
         }
+        recorded = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
+        manifest = load_dataset(word_task_data).manifest
+        assert (recorded["src_lang"], recorded["tgt_lang"]) == (
+            manifest["src_lang"],
+            manifest["tgt_lang"],
+        )
     loaded = load_for_inference(tmp_path / kind)
     assert loaded.kind == kind and loaded.path.name == "best"
     assert not loaded.model.training

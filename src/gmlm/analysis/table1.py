@@ -17,10 +17,10 @@ evaluate` gives for the same translations), beside the paper's BLEU on WMT for s
 
 A direction is NAME=FOLDER: NAME its language pair, source-target, which picks the test files
 test_2016_flickr.SRC and .TGT of the Multi30k folder; FOLDER holds its checkpoints `ar` and
-`padir` (checkpoint or run folders). A checkpoint does not store its languages, but its
-config.yaml names the prepared dataset it was trained on, whose manifest does: where that
-dataset is on this machine (with the checkpoint's tokenizer), its pair must be NAME, else the
-command stops; where it is not, the result says the pair was not checked. Every direction,
+`padir` (checkpoint or run folders). Where a checkpoint's languages are known
+(:mod:`gmlm.checkpoint.languages`: its meta.json, or the manifest of its training data where
+that is on this machine), its pair must be NAME, else the command stops; where they are not,
+the result says the pair was not checked. Every direction,
 checkpoint and test file is checked before the first translation.
 
 The sources are translated from the raw test file as `gmlm translate --input` translates them
@@ -54,13 +54,12 @@ from gmlm.analysis.paper import (
 from gmlm.analysis.results import Table1Direction, Table1Result, Table1System
 from gmlm.analysis.settings import Table1Settings
 from gmlm.analysis.split_decoding import SplitPairs, decode_scored
-from gmlm.checkpoint.config import read_checkpoint_config, recorded_training_data
+from gmlm.checkpoint.config import read_checkpoint_config
+from gmlm.checkpoint.languages import check_languages
 from gmlm.checkpoint.loading import resolve_checkpoint
-from gmlm.data.binarized import MANIFEST, read_manifest
 from gmlm.data.corpora import multi30k_files
 from gmlm.data.parallel import PAIR_PATTERN
 from gmlm.data.textfiles import read_parallel_files
-from gmlm.data.tokenizer import Tokenizer
 from gmlm.decoding.options import DecodingOptions
 from gmlm.errors import GmlmError
 from gmlm.evaluation.bleu import default_tokenizer
@@ -115,37 +114,6 @@ def parse_direction(spec: str) -> tuple[str, tuple[str, str], Path]:
     return name, (match.group(1), match.group(2)), Path(folder)
 
 
-def checked_languages(spec: str, langs: tuple[str, str], checkpoint: Path) -> str:
-    """How the languages of `checkpoint` compare with the direction's `langs`, in a sentence:
-    checked against the manifest of the dataset its config.yaml names (a relative path read
-    from here, as training read it), or why they could not be; a different pair is an
-    error."""
-    data = recorded_training_data(checkpoint)
-    if data is None:
-        return "not checked: its config.yaml names no training data"
-    if not (data / MANIFEST).is_file():
-        return f"not checked: its training data {data} is not on this machine"
-    try:
-        manifest = read_manifest(data)
-        theirs = Tokenizer.load(data).fingerprint
-        ours = Tokenizer.load(checkpoint / "tokenizer").fingerprint
-    except GmlmError as err:
-        return f"not checked: {err}"
-    if theirs != ours:
-        return f"not checked: {data} holds another tokenizer than the checkpoint's"
-    trained = (manifest.get("src_lang"), manifest.get("tgt_lang"))
-    if None in trained:
-        return f"not checked: {data} records no languages"
-    if trained != langs:
-        pair = f"{trained[0]}-{trained[1]}"
-        raise GmlmError(
-            f"--direction {spec}: {checkpoint} translates {pair} (its training data {data} "
-            f"says so), not {langs[0]}-{langs[1]}; name the direction {pair}, or give the "
-            f"folder of the {langs[0]}-{langs[1]} checkpoints"
-        )
-    return f"{trained[0]}-{trained[1]}, as its training data {data} records"
-
-
 def plan_direction(spec: str, multi30k: Path, sentences: int | None) -> Direction:
     """The direction `spec` checked (its name, folder, checkpoints and their kinds and
     languages) and its test pairs read, the first `sentences` if given."""
@@ -172,7 +140,12 @@ def plan_direction(spec: str, multi30k: Path, sentences: int | None) -> Directio
                 f"must hold the '{kind}' one"
             )
         checkpoints[kind] = checkpoint
-        languages[kind] = checked_languages(spec, langs, checkpoint)
+        languages[kind] = check_languages(
+            f"--direction {spec}",
+            checkpoint,
+            langs,
+            "name the direction {pair}, or give the folder of the {wanted} checkpoints",
+        ).describe()
     try:
         files = multi30k_files(multi30k, "test", *langs)
     except GmlmError as err:

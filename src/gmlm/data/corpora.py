@@ -133,11 +133,18 @@ def read_multi30k(directory: Path, src_lang: str, tgt_lang: str) -> dict[str, Pa
     return out
 
 
+def multi30k_pair(spec: str) -> tuple[str, str]:
+    """The (source, target) languages of the `multi30k:DIR[:PAIR]` corpus `spec` (de-en when
+    it names no pair)."""
+    pair = _split_option(spec.partition(":")[2], PAIR_PATTERN)[1]
+    return parse_pair(pair, spec) if pair else ("de", "en")
+
+
 def multi30k_test_missing(spec: str) -> str | None:
     """Why the `multi30k:DIR[:PAIR]` corpus `spec` has no test split on this machine (a
     sentence to show a person), or None when both test files are there."""
-    path, pair = _split_option(spec.partition(":")[2], PAIR_PATTERN)
-    langs = parse_pair(pair, spec) if pair else ("de", "en")
+    path = _split_option(spec.partition(":")[2], PAIR_PATTERN)[0]
+    langs = multi30k_pair(spec)
     directory = Path(path)
     if not directory.is_dir():
         return f"no folder {directory}"

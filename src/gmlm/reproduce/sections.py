@@ -34,7 +34,7 @@ from gmlm.reproduce.config import (
     trained_stage,
 )
 from gmlm.reproduce.stage_record import StageRecord
-from gmlm.reproduce.stand_in import EXAMPLES, ExampleTranslations
+from gmlm.reproduce.stand_in import EXAMPLES, LANGUAGE_NAMES, ExampleTranslations
 from gmlm.reproduce.train_ablation import TrainAblationResult
 from gmlm.settings import flags_of, to_argv
 from gmlm.theory.verify import VerifyReport
@@ -481,12 +481,16 @@ def examples_section(examples: ExampleTranslations, systems: Sequence[str]) -> l
     return [
         "## Example translations",
         "",
-        f"gmlm's own example sentences ({EXAMPLES.name}.de, not a test set: no scores), "
+        f"gmlm's own example sentences ({EXAMPLES.name}.{examples.source_lang}, not a test "
+        "set: no scores), "
         "translated by the checkpoints of this run; every system's output is in "
         "eval/examples.json.",
         "",
         table(
-            ["German", *(examples.labels[key] for key in shown)],
+            [
+                LANGUAGE_NAMES.get(examples.source_lang, examples.source_lang),
+                *(examples.labels[key] for key in shown),
+            ],
             [[cell.replace("|", "\\|") for cell in row] for row in rows],
         ),
         "",

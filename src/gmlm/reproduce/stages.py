@@ -107,7 +107,7 @@ def theory(ctx: Context) -> dict[str, Any]:
 def data(ctx: Context) -> dict[str, Any]:
     from gmlm.config import deep_update, from_dict, parse_override
     from gmlm.data import load_dataset
-    from gmlm.data.corpora import multi30k_test_missing, parse_spec, read_corpus
+    from gmlm.data.corpora import multi30k_pair, multi30k_test_missing, parse_spec, read_corpus
     from gmlm.data.parallel import Corpus, ParallelText
     from gmlm.data.prepare import DataConfig, prepare_dataset
     from gmlm.data.settings import PrepareSettings, config_values
@@ -119,13 +119,20 @@ def data(ctx: Context) -> dict[str, Any]:
         missing = multi30k_test_missing(d.corpus)
     corpus = None
     if missing:
+        src_lang, tgt_lang = multi30k_pair(d.corpus)
         ctx.log(
             f"  {needs_multi30k('scoring quality', missing)}; until then the run "
-            f"translates and times gmlm's own example sentences ({EXAMPLES}.de)"
+            f"translates and times gmlm's own example sentences ({EXAMPLES}.{src_lang})"
         )
-        src, tgt = read_parallel_files(EXAMPLES.with_suffix(".de"), EXAMPLES.with_suffix(".en"))
-        name = f"files:{EXAMPLES}.de,{EXAMPLES}.en"
-        corpus = Corpus(name, {"test": ParallelText(src, tgt)}, "de", "en")
+        files = (EXAMPLES.with_suffix(f".{src_lang}"), EXAMPLES.with_suffix(f".{tgt_lang}"))
+        if not all(path.is_file() for path in files):
+            raise GmlmError(
+                f"data.examples_if_missing: gmlm's example sentences are German and English "
+                f"only, not {src_lang}-{tgt_lang}; {needs_multi30k('this run', missing)}"
+            )
+        src, tgt = read_parallel_files(*files)
+        name = f"files:{files[0]},{files[1]}"
+        corpus = Corpus(name, {"test": ParallelText(src, tgt)}, src_lang, tgt_lang)
     elif d.splits:
         corpus = read_corpus(d.corpus)
         unknown = [s for s in d.splits if s not in corpus.splits]
@@ -240,7 +247,9 @@ def given_checkpoint(ctx: Context, name: str, path: Path) -> dict[str, Any]:
     from gmlm.checkpoint.config import read_checkpoint_config
     from gmlm.checkpoint.files import load_json
     from gmlm.checkpoint.fingerprint import checkpoint_fingerprint
+    from gmlm.checkpoint.languages import check_languages, pair_of
     from gmlm.checkpoint.loading import resolve_checkpoint
+    from gmlm.data.binarized import MANIFEST, read_manifest
 
     if not path.exists():
         raise GmlmError(
@@ -254,6 +263,15 @@ def given_checkpoint(ctx: Context, name: str, path: Path) -> dict[str, Any]:
     if kind != expected:
         raise GmlmError(f"{name}.checkpoint={path}: holds a {kind} model, not {expected}")
     check_decoder_layers(name, config.model.n_decoder_layers, f"{name}.checkpoint={path}")
+    if (ctx.data_dir / MANIFEST).is_file():
+        wanted = pair_of(read_manifest(ctx.data_dir))
+        if wanted is not None:  # the data stage's corpus: the checkpoint must translate it
+            check_languages(
+                f"{name}.checkpoint={path}",
+                folder,
+                wanted,
+                "give the {wanted} checkpoints, or a data.corpus in the {pair} direction",
+            )
     meta = load_json(folder / "meta.json") if (folder / "meta.json").is_file() else {}
     ctx.log(f"  using the given {kind} model {folder} (trained for {meta.get('step', '?')} steps)")
     return {
@@ -533,11 +551,13 @@ def examples(ctx: Context, reason: str) -> dict[str, Any]:
     report to show (eval/examples.json); no scores."""
     from gmlm.data import load_dataset
 
-    sources = load_dataset(ctx.data_dir).read_text(ctx.cfg.evaluate.split, "src")
+    dataset = load_dataset(ctx.data_dir)
+    sources = dataset.read_text(ctx.cfg.evaluate.split, "src")
     translators: dict[str, Any] = {}
     found = systems(ctx.cfg)
     result = ExampleTranslations(
         sources=tuple(sources),
+        source_lang=str(dataset.manifest.get("src_lang") or "de"),
         labels={s.key: s.label for s in found},
         translations={s.key: tuple(translate(ctx, translators, s, sources)) for s in found},
         stand_in=reason,

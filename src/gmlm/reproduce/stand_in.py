@@ -16,6 +16,7 @@ from gmlm.records import Record
 from gmlm.reproduce.stage_record import StageRecord
 
 EXAMPLES = Path(__file__).parent / "examples"  # .de and .en: gmlm's own example sentences
+LANGUAGE_NAMES = {"de": "German", "en": "English"}  # the examples' languages
 MULTI30K_SOURCE = "https://github.com/multi30k/dataset (folder data/task1/raw)"
 
 
@@ -41,6 +42,7 @@ class ExampleTranslations(Record):
     they stood in for the test set (`stand_in`). No references, so no scores."""
 
     sources: tuple[str, ...]
+    source_lang: str = "de"  # examples.de or examples.en, as the run's direction
     labels: dict[str, str]
     translations: dict[str, tuple[str, ...]]
     stand_in: str

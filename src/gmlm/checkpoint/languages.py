@@ -1,0 +1,94 @@
+"""What a checkpoint translates: its source and target languages.
+
+Training records them in meta.json (`src_lang`, `tgt_lang`, from its prepared dataset's
+manifest), and `gmlm export` keeps them. An older checkpoint records none; its config.yaml
+still names the prepared dataset it was trained on, whose manifest does, where that dataset
+is on this machine and holds the checkpoint's tokenizer (a dataset prepared again at that
+path since tells nothing). Commands that pair a checkpoint with text of a known language pair
+(`gmlm analyze table1`, a `gmlm reproduce` stage given a checkpoint) check it here, so that a
+German-English model is never scored on English sources without a word.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gmlm.checkpoint.config import recorded_training_data
+from gmlm.data.binarized import MANIFEST, read_manifest
+from gmlm.data.tokenizer import Tokenizer
+from gmlm.errors import GmlmError
+
+META_FILE = "meta.json"
+KEYS = ("src_lang", "tgt_lang")
+
+
+@dataclass(frozen=True)
+class Languages:
+    """A checkpoint's language pair and what records it (`how`: "its meta.json"), or None
+    and why it is not known (`how`: "its training data D is not on this machine")."""
+
+    pair: tuple[str, str] | None
+    how: str
+
+    def describe(self) -> str:
+        if self.pair is None:
+            return f"not checked: {self.how}"
+        return f"{self.pair[0]}-{self.pair[1]}, as {self.how} records"
+
+
+def pair_of(record: dict[str, Any]) -> tuple[str, str] | None:
+    """The (source, target) languages a meta.json or manifest records, or None."""
+    src, tgt = (record.get(key) for key in KEYS)
+    return (src, tgt) if isinstance(src, str) and isinstance(tgt, str) and src and tgt else None
+
+
+def language_meta(manifest: dict[str, Any]) -> dict[str, str]:
+    """The meta.json entries for the languages of a prepared dataset's manifest (none when it
+    records none)."""
+    pair = pair_of(manifest)
+    return {} if pair is None else dict(zip(KEYS, pair, strict=True))
+
+
+def checkpoint_languages(folder: Path) -> Languages:
+    """The languages of the checkpoint in `folder`: its meta.json's, else its training data's
+    (see the module's docstring), else unknown and why."""
+    from gmlm.checkpoint.files import load_json
+
+    meta_path = Path(folder) / META_FILE
+    if meta_path.is_file():
+        pair = pair_of(load_json(meta_path))
+        if pair is not None:
+            return Languages(pair, "its meta.json")
+    data = recorded_training_data(folder)
+    if data is None:
+        return Languages(None, "its config.yaml names no training data")
+    if not (data / MANIFEST).is_file():
+        return Languages(None, f"its training data {data} is not on this machine")
+    try:
+        manifest = read_manifest(data)
+        theirs = Tokenizer.load(data).fingerprint
+        ours = Tokenizer.load(Path(folder) / "tokenizer").fingerprint
+    except GmlmError as err:
+        return Languages(None, str(err))
+    if theirs != ours:
+        return Languages(None, f"{data} holds another tokenizer than the checkpoint's")
+    pair = pair_of(manifest)
+    if pair is None:
+        return Languages(None, f"{data} records no languages")
+    return Languages(pair, f"its training data {data}")
+
+
+def check_languages(what: str, folder: Path, wanted: tuple[str, str], fix: str) -> Languages:
+    """The languages of the checkpoint in `folder`, which `what` uses on `wanted` text; a
+    different known pair is a GmlmError that ends with `fix` (in which "{pair}" stands for the
+    checkpoint's pair, "{wanted}" for `wanted`)."""
+    found = checkpoint_languages(folder)
+    if found.pair is not None and found.pair != wanted:
+        pair, want = f"{found.pair[0]}-{found.pair[1]}", f"{wanted[0]}-{wanted[1]}"
+        raise GmlmError(
+            f"{what}: {folder} translates {pair} ({found.how} says so), not {want}; "
+            + fix.format(pair=pair, wanted=want)
+        )
+    return found
