@@ -93,6 +93,16 @@ def test_a_short_run_against_a_real_server(tmp_path):
         assert (p.refused_p99_ms is None) == ("503" not in p.errors)
         assert p.resident_mb is not None and p.resident_mb > 10
     assert slow.ok == slow.sent and slow.batch_sentences_mean == 1.0
+    # What is not decoding, per request: the handler's share is part of it (each request's
+    # handler time is inside its client latency, so the medians keep that order).
+    for p in result.points:
+        assert p.overhead_ms_p50 is not None and p.handler_overhead_ms_p50 is not None
+        assert 0.0 <= p.handler_overhead_ms_p50 <= p.overhead_ms_p50
+    # A file written before these two fields reads with them absent.
+    old = json.loads(json.dumps(result.to_json()))
+    for point in old["points"]:
+        del point["overhead_ms_p50"], point["handler_overhead_ms_p50"]
+    assert LoadResult.from_json(old).points[0].overhead_ms_p50 is None
     answered = [t for batch in backend.batches for t in batch]
     assert (
         answered.count("ein Hund") + answered.count("eine Katze")

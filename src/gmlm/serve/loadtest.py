@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 
 from gmlm.config import SEED, Range, check_settings
 from gmlm.errors import GmlmError
-from gmlm.records import Record
+from gmlm.records import OMIT_NONE, Record
 from gmlm.settings import doc
 
 MAX_REQUESTS = 100_000  # per model and rate, whatever rate x duration says
@@ -102,6 +102,12 @@ class RatePoint(Record):
     queue_wait_ms_mean: float | None  # from /metrics, this rate's requests
     batch_sentences_mean: float | None
     resident_mb: float | None  # the server process after this rate
+    # Per answered request, its latency less its batch's decode time (batch_ms): all that is
+    # not decoding; and the part of it inside the request handler (total_ms - batch_ms:
+    # checks, tokenizing, queueing, handing the batch to the decoding thread and back). The
+    # rest is HTTP both ways and the client. Medians; absent in files written before them.
+    overhead_ms_p50: float | None = field(default=None, metadata=OMIT_NONE)
+    handler_overhead_ms_p50: float | None = field(default=None, metadata=OMIT_NONE)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -177,6 +183,8 @@ async def _one_rate(
     latencies: list[float] = []
     refusals: list[float] = []
     server_ms: list[float] = []
+    overhead: list[float] = []
+    in_handler: list[float] = []
     errors: Counter[str] = Counter()
     before = (await client.get("/metrics")).text
 
@@ -201,7 +209,10 @@ async def _one_rate(
         elapsed = 1000.0 * (time.monotonic() - sent)
         if answer.status_code == 200:
             latencies.append(elapsed)
-            server_ms.append(float(answer.json()["timings"]["batch_ms"]))
+            timings = answer.json()["timings"]
+            server_ms.append(float(timings["batch_ms"]))
+            overhead.append(elapsed - float(timings["batch_ms"]))
+            in_handler.append(float(timings["total_ms"]) - float(timings["batch_ms"]))
         else:
             errors[str(answer.status_code)] += 1
             if answer.status_code == 503:
@@ -225,6 +236,8 @@ async def _one_rate(
         p99_ms=percentile(latencies, 99),
         refused_p99_ms=percentile(refusals, 99),
         server_batch_ms_p50=percentile(server_ms, 50),
+        overhead_ms_p50=percentile(overhead, 50),
+        handler_overhead_ms_p50=percentile(in_handler, 50),
         queue_wait_ms_mean=None if wait is None else 1000.0 * wait,
         batch_sentences_mean=_delta_mean(before, after, "gmlm_batch_sentences", model),
         resident_mb=None if resident is None else resident / 2**20,
@@ -382,5 +395,6 @@ def describe(p: RatePoint) -> str:
         f"p50 {ms(p.p50_ms)} ms, p90 {ms(p.p90_ms)}, p99 {ms(p.p99_ms)}; errors {errors}"
         f"{'' if p.refused_p99_ms is None else f' (503s in {ms(p.refused_p99_ms)} ms at p99)'}; "
         f"server decode p50 {ms(p.server_batch_ms_p50)} ms, queue wait {ms(p.queue_wait_ms_mean)} "
-        f"ms, batch {ms(p.batch_sentences_mean)} sentences"
+        f"ms, batch {ms(p.batch_sentences_mean)} sentences; not decoding (p50 per request) "
+        f"{ms(p.overhead_ms_p50)} ms, {ms(p.handler_overhead_ms_p50)} of it in the handler"
     )
