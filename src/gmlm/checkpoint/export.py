@@ -14,7 +14,7 @@ from gmlm.checkpoint.files import (
     save_weights,
     write_checkpoint_dir,
 )
-from gmlm.checkpoint.languages import KEYS, checkpoint_languages
+from gmlm.checkpoint.languages import checkpoint_languages, language_meta
 from gmlm.checkpoint.loading import load_for_inference
 from gmlm.errors import GmlmError
 from gmlm.io import MODEL_FILE, atomic_write_json, check_output_folder
@@ -54,10 +54,9 @@ def export_checkpoint(
     )
     loaded = load_for_inference(source)
     meta = load_json(loaded.path / "meta.json") if (loaded.path / "meta.json").is_file() else {}
-    languages = checkpoint_languages(loaded.path).pair
     meta = {
         **meta,
-        **({} if languages is None else dict(zip(KEYS, languages, strict=True))),
+        **language_meta(checkpoint_languages(loaded.path).pair),
         "exported_from": str(loaded.path),
         "weights_dtype": str(dtype or "fp32"),
     }

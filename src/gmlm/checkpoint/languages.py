@@ -44,10 +44,8 @@ def pair_of(record: dict[str, Any]) -> tuple[str, str] | None:
     return (src, tgt) if isinstance(src, str) and isinstance(tgt, str) and src and tgt else None
 
 
-def language_meta(manifest: dict[str, Any]) -> dict[str, str]:
-    """The meta.json entries for the languages of a prepared dataset's manifest (none when it
-    records none)."""
-    pair = pair_of(manifest)
+def language_meta(pair: tuple[str, str] | None) -> dict[str, str]:
+    """The meta.json entries that record `pair` (none for None)."""
     return {} if pair is None else dict(zip(KEYS, pair, strict=True))
 
 

@@ -48,7 +48,7 @@ from gmlm.checkpoint.files import (
     save_tensors,
     write_checkpoint_dir,
 )
-from gmlm.checkpoint.languages import language_meta
+from gmlm.checkpoint.languages import language_meta, pair_of
 from gmlm.config import save_config
 from gmlm.data.batching import Batch, BatchIterator
 from gmlm.data.binarized import PreparedDataset, TranslationDataset, load_dataset
@@ -303,7 +303,7 @@ class Trainer:
             "kind": self.cfg.kind,
             "torch": torch_version(),
             "parameters": count_parameters(self.model),
-            **language_meta(self.data.manifest),
+            **language_meta(pair_of(self.data.manifest)),
             **extra,
         }
 
