@@ -1,8 +1,9 @@
-"""The Multi30k checkpoints committed under checkpoints/multi30k-de-en/ (docs/RESULTS.md):
-they load as the right kinds, hold bf16 weights under the 80 MB budget, translate, carry the
-decoding defaults chosen on validation data, give their golden outputs and, where the Multi30k
-test set is present (slow tier, `make verify-results`), their pinned BLEU on a slice of it
-(docs/RESULTS-pinned.json)."""
+"""The Multi30k checkpoints committed under checkpoints/ (docs/RESULTS.md), one folder per
+language pair (checkpoints/multi30k-de-en/, ...): they load as the right kinds, hold bf16
+weights under the 80 MB budget of a pair, translate their own source language, carry the
+decoding defaults chosen on validation data and the language pair they translate, give their
+golden outputs and, where the Multi30k test set is present (slow tier, `make verify-results`),
+their pinned BLEU on a slice of it (docs/RESULTS-pinned.json)."""
 
 from __future__ import annotations
 
@@ -16,47 +17,62 @@ from gmlm.checkpoint.files import load_tensors
 from gmlm.io import MODEL_FILE
 from tests.helpers.corpora import MULTI30K
 from tests.helpers.pinned_results import COMMAND, PINNED, SYSTEMS, bleu, protocol
-from tests.helpers.released_golden import RELEASED, released_kinds, released_outputs
+from tests.helpers.released_golden import CHECKPOINTS, released_folders, released_outputs
 
-SOURCES = [
-    "Ein Mann fährt Fahrrad.",
-    "Zwei Hunde spielen im Schnee.",
-    "Eine Frau mit einem roten Hut sitzt auf einer Bank.",
-]
+# Three sentences in each source language, and the content words a trained model must bring
+# through into each target language.
+SOURCES = {
+    "de": [
+        "Ein Mann fährt Fahrrad.",
+        "Zwei Hunde spielen im Schnee.",
+        "Eine Frau mit einem roten Hut sitzt auf einer Bank.",
+    ],
+    "en": [
+        "A man rides a bicycle.",
+        "Two dogs play in the snow.",
+        "A woman with a red hat sits on a bench.",
+    ],
+}
+CONTENT_WORDS = {
+    "en": ("man", "dogs", "snow", "woman", "hat", "bench"),
+    "de": ("mann", "hunde", "schnee", "frau", "hut", "bank"),
+}
 
-
-# Each shipped folder, its model kind and the decoding defaults its decoding.json holds (chosen
-# by the run's calibrate stage on `val`: docs/RESULTS.md, "Length calibration").
+# Each shipped folder, its model kind, the language pair its meta.json records and the
+# decoding defaults its decoding.json holds (chosen by the run's calibrate stage on `val`:
+# docs/RESULTS.md, "Length calibration").
 RELEASED_FOLDERS = {
-    "ar": ("ar", {}),
-    "ar1": ("ar", {}),
-    "padir": ("padir", {"length_shift": 1}),
+    "multi30k-de-en/ar": ("ar", ("de", "en"), {}),
+    "multi30k-de-en/ar1": ("ar", ("de", "en"), {}),
+    "multi30k-de-en/padir": ("padir", ("de", "en"), {"length_shift": 1}),
 }
 
 
 def test_every_released_folder_is_listed() -> None:
-    assert released_kinds() == sorted(RELEASED_FOLDERS)
+    assert released_folders() == sorted(RELEASED_FOLDERS)
 
 
 @pytest.mark.parametrize("name", sorted(RELEASED_FOLDERS))
 def test_released_checkpoint_loads_and_translates(name: str) -> None:
-    kind, defaults = RELEASED_FOLDERS[name]
-    folder = RELEASED / name
+    kind, pair, defaults = RELEASED_FOLDERS[name]
+    folder = CHECKPOINTS / name
     tensors = load_tensors(folder / MODEL_FILE)
     assert {t.dtype for t in tensors.values()} == {torch.bfloat16}
     translator = gmlm.load(folder, device="cpu")
     assert translator.kind == kind
+    assert translator.languages.pair == pair
     assert translator.defaults == defaults
-    outputs = translator.translate(SOURCES)
-    assert len(outputs) == len(SOURCES) and all(o.strip() for o in outputs)
+    outputs = translator.translate(SOURCES[pair[0]])
+    assert len(outputs) == len(SOURCES[pair[0]]) and all(o.strip() for o in outputs)
     # A trained model, not noise: the obvious content words come through.
     joined = " ".join(outputs).lower()
-    assert sum(word in joined for word in ("man", "dogs", "snow", "woman", "hat", "bench")) >= 4
+    assert sum(word in joined for word in CONTENT_WORDS[pair[1]]) >= 4, outputs
 
 
-def test_released_checkpoints_fit_the_budget() -> None:
-    total = sum(f.stat().st_size for f in RELEASED.rglob("*") if f.is_file())
-    assert total < 80 * 10**6, f"{total / 1e6:.1f} MB"
+@pytest.mark.parametrize("pair", sorted({name.split("/")[0] for name in RELEASED_FOLDERS}))
+def test_released_checkpoints_fit_the_budget(pair: str) -> None:
+    total = sum(f.stat().st_size for f in (CHECKPOINTS / pair).rglob("*") if f.is_file())
+    assert total < 80 * 10**6, f"{pair}: {total / 1e6:.1f} MB"
 
 
 # What the released weights gave for tests/helpers/released_golden.py's token ids, printed by
@@ -66,39 +82,39 @@ def test_released_checkpoints_fit_the_budget() -> None:
 # length. Later code must keep these outputs: the tolerance covers other CPUs' float rounding
 # and the 4 decimals written here. New checkpoints come with new values from the same command.
 GOLDEN_TOKEN_LOG_PROBS = {
-    "ar": [
+    "multi30k-de-en/ar": [
         [-14.0251, -10.2197, -9.6353, -14.5928, -12.4803, -12.5068, -11.9746],
         [-10.2287, -9.929, -15.0423, -11.3749, -10.9034, -10.6067, -10.5305],
         [-12.0021, -10.6394, -9.7721, -9.7922, -12.9596, -11.6526, -10.4782],
     ],
-    "ar1": [
+    "multi30k-de-en/ar1": [
         [-12.6931, -14.2767, -10.6574, -9.871, -13.731, -11.9877, -11.6173],
         [-10.8679, -7.4365, -16.0069, -13.444, -12.5652, -12.8211, -12.9321],
         [-11.0551, -10.6531, -11.3752, -11.77, -10.3952, -11.6785, -7.5281],
     ],
-    "padir": [
+    "multi30k-de-en/padir": [
         [-10.0406, -9.0657, -9.0087, -13.2722, -7.6657, -11.1251, -0.0585],
         [-9.4304, -5.7213, -14.1405, -11.2413, -0.0735, -9.6826, -9.636],
         [-9.8654, -9.9765, -6.6427, -7.907, -11.0203, -11.3467, -0.0772],
     ],
 }
 GOLDEN_LENGTH_LOG_PROBS = {
-    "padir": [-9.1946, -7.941, -1.4816],
+    "multi30k-de-en/padir": [-9.1946, -7.941, -1.4816],
 }
 
 
 def test_every_released_checkpoint_has_golden_outputs() -> None:
-    assert released_kinds() == sorted(GOLDEN_TOKEN_LOG_PROBS)
+    assert released_folders() == sorted(GOLDEN_TOKEN_LOG_PROBS)
 
 
-@pytest.mark.parametrize("kind", sorted(GOLDEN_TOKEN_LOG_PROBS))
-def test_released_checkpoints_give_their_golden_outputs(kind: str) -> None:
-    log_probs, lengths = released_outputs(RELEASED / kind)
-    expected = torch.tensor(GOLDEN_TOKEN_LOG_PROBS[kind])
+@pytest.mark.parametrize("name", sorted(GOLDEN_TOKEN_LOG_PROBS))
+def test_released_checkpoints_give_their_golden_outputs(name: str) -> None:
+    log_probs, lengths = released_outputs(CHECKPOINTS / name)
+    expected = torch.tensor(GOLDEN_TOKEN_LOG_PROBS[name])
     torch.testing.assert_close(log_probs, expected, atol=2e-4, rtol=0)
-    if kind in GOLDEN_LENGTH_LOG_PROBS:
+    if name in GOLDEN_LENGTH_LOG_PROBS:
         assert lengths is not None
-        expected = torch.tensor(GOLDEN_LENGTH_LOG_PROBS[kind])
+        expected = torch.tensor(GOLDEN_LENGTH_LOG_PROBS[name])
         torch.testing.assert_close(lengths, expected, atol=2e-4, rtol=0)
     else:
         assert lengths is None

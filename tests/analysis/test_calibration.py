@@ -130,7 +130,10 @@ def test_padir_grid_rows_equal_translate_and_the_choice_reaches_every_user(
     args = ["translate", "--checkpoint", str(folder), "--input", str(source_file)]
     assert main([*args, "--output", str(out), "--device", "cpu", "--batch-size", "8"]) == 0
     assert out.read_text(encoding="utf-8").splitlines() == expected
-    assert f"decoding defaults (decoding.json): length_shift={shift}" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"decoding defaults (decoding.json): length_shift={shift}" in err
+    # ... and what the checkpoint translates, as its training wrote it in meta.json.
+    assert f"{folder}: padir model, languages de-en, as its meta.json records" in err
     # So does gmlm analyze's default row (its flags override decoding.json, as translate's do).
     ablation = ["analyze", "ablation", "--checkpoint", str(folder), "--data", str(word_task_data)]
     ablation += ["--sentences", str(SENTENCES), "--batch-size", "8", "--device", "cpu"]

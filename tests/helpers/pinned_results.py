@@ -1,4 +1,4 @@
-"""The BLEU of the released checkpoints (checkpoints/multi30k-de-en/) on a fixed slice of the
+"""The BLEU of the released checkpoints (checkpoints/multi30k-*/) on a fixed slice of the
 Multi30k test set, pinned in docs/RESULTS-pinned.json beside docs/RESULTS.md.
 
 tests/test_released_checkpoints.py recomputes them (slow tier, `make verify-results`) where the
@@ -6,7 +6,8 @@ test set is present (MULTI30K, tests/helpers/corpora.py) and compares them to tw
 change that moves what the published models translate, in decoding, a default, the tokenizer
 or the scoring, fails it instead of leaving docs/RESULTS.md silently out of date.
 
-Protocol: the first SENTENCES lines of test_2016_flickr.{de,en}.gz as they are, translated by
+Protocol: the first SENTENCES lines of test_2016_flickr.{de,en}.gz as they are (the source
+side the checkpoint's meta.json names, the other as references), translated by
 `gmlm.load(...).translate` in fp32 on the CPU, one torch thread, in batches of BATCH_SIZE, with
 each system's SETTINGS on top of the checkpoint's own decoding defaults (its decoding.json),
 scored by sacreBLEU (gmlm.evaluation.bleu, 13a). After shipping new checkpoints, or after a
@@ -37,7 +38,7 @@ from gmlm import provenance
 from gmlm.evaluation.bleu import Score, corpus_scores
 from gmlm.io import atomic_write_json
 from tests.helpers.corpora import MULTI30K
-from tests.helpers.released_golden import RELEASED
+from tests.helpers.released_golden import CHECKPOINTS
 
 ROOT = Path(__file__).resolve().parents[2]
 PINNED = ROOT / "docs" / "RESULTS-pinned.json"
@@ -45,18 +46,19 @@ COMMAND = "PYTHONPATH=src python -m tests.helpers.pinned_results"
 SPLIT = "test_2016_flickr"
 SENTENCES = 100
 BATCH_SIZE = 64
-# System: (released folder, decoding settings): docs/RESULTS.md's rows of the released models.
+# System: (released folder under checkpoints/, decoding settings): docs/RESULTS.md's rows of
+# the released models.
 SYSTEMS: dict[str, tuple[str, dict[str, Any]]] = {
-    "ar-beam5": ("ar", {"beam": 5}),
-    "ar1-beam5": ("ar1", {"beam": 5}),
-    "padir-T4-B5": ("padir", {"steps": 4, "length_beam": 5}),
+    "de-en/ar-beam5": ("multi30k-de-en/ar", {"beam": 5}),
+    "de-en/ar1-beam5": ("multi30k-de-en/ar1", {"beam": 5}),
+    "de-en/padir-T4-B5": ("multi30k-de-en/padir", {"steps": 4, "length_beam": 5}),
 }
 
 
-def multi30k_slice(folder: Path = MULTI30K) -> tuple[list[str], list[str]]:
-    """The first SENTENCES German sources and English references of the test set."""
+def multi30k_slice(pair: tuple[str, str], folder: Path = MULTI30K) -> tuple[list[str], list[str]]:
+    """The first SENTENCES sources and references of the test set, for the language `pair`."""
     sides = []
-    for lang in ("de", "en"):
+    for lang in pair:
         with gzip.open(folder / f"{SPLIT}.{lang}.gz", "rt", encoding="utf-8") as handle:
             sides.append(handle.read().splitlines()[:SENTENCES])
     return sides[0], sides[1]
@@ -65,11 +67,13 @@ def multi30k_slice(folder: Path = MULTI30K) -> tuple[list[str], list[str]]:
 def bleu(system: str, folder: Path = MULTI30K) -> Score:
     """The BLEU of `system` on the slice, by the protocol above."""
     name, settings = SYSTEMS[system]
-    sources, references = multi30k_slice(folder)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        translator = gmlm.load(RELEASED / name, device="cpu")
+        translator = gmlm.load(CHECKPOINTS / name, device="cpu")
+        pair = translator.languages.pair
+        assert pair is not None, f"{name}: its meta.json records no language pair"
+        sources, references = multi30k_slice(pair, folder)
         hypotheses = translator.translate(sources, batch_size=BATCH_SIZE, **settings)
     finally:
         torch.set_num_threads(threads)
@@ -86,7 +90,7 @@ def protocol() -> dict[str, Any]:
         "device": "cpu",
         "threads": 1,
         "systems": {
-            system: {"checkpoint": f"checkpoints/multi30k-de-en/{name}", "settings": settings}
+            system: {"checkpoint": f"checkpoints/{name}", "settings": settings}
             for system, (name, settings) in SYSTEMS.items()
         },
     }

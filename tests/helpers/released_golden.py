@@ -1,5 +1,6 @@
-"""The golden outputs of the checkpoints under checkpoints/multi30k-de-en/, which
-tests/test_released_checkpoints.py compares against.
+"""The golden outputs of the checkpoints shipped under checkpoints/ (one folder per language
+pair, e.g. checkpoints/multi30k-de-en/), which tests/test_released_checkpoints.py compares
+against.
 
 Run `python -m tests.helpers.released_golden` after shipping new checkpoints and paste what it
 prints into that test: it records what the shipped weights give under the code of the day, so a
@@ -15,9 +16,12 @@ import torch
 from gmlm.checkpoint.loading import load_for_inference
 from gmlm.models import teacher_forcing_input
 
-RELEASED = Path(__file__).resolve().parents[2] / "checkpoints" / "multi30k-de-en"
+CHECKPOINTS = Path(__file__).resolve().parents[2] / "checkpoints"
+# The German-English models: `make demo`'s, and those the tests of one released model use.
+RELEASED = CHECKPOINTS / "multi30k-de-en"
 
-# Token ids of three random "sentences" and targets (EOS = 3, pad = 0).
+# Token ids of three random "sentences" and targets (EOS = 3, pad = 0), within every shipped
+# tokenizer's 8,000 pieces.
 GOLDEN_SRC = [
     [1228, 7359, 4451, 7372, 63, 6091, 3939, 1745, 3],
     [3833, 239, 1980, 1386, 4547, 2640, 3202, 6562, 3],
@@ -49,9 +53,11 @@ def released_outputs(folder: Path) -> tuple[torch.Tensor, torch.Tensor | None]:
     return log_probs, lengths
 
 
-def released_kinds() -> list[str]:
-    """The checkpoint folders shipped under RELEASED, in name order."""
-    return sorted(p.name for p in RELEASED.iterdir() if (p / "config.yaml").is_file())
+def released_folders() -> list[str]:
+    """The checkpoint folders shipped under CHECKPOINTS, as "PAIR/NAME" (e.g.
+    "multi30k-de-en/padir"), in name order."""
+    configs = CHECKPOINTS.glob("*/*/config.yaml")
+    return sorted(p.parent.relative_to(CHECKPOINTS).as_posix() for p in configs)
 
 
 def _rounded(values: torch.Tensor) -> list[object]:
@@ -61,11 +67,11 @@ def _rounded(values: torch.Tensor) -> list[object]:
 
 def main() -> None:
     token_lines, length_lines = [], []
-    for kind in released_kinds():
-        log_probs, lengths = released_outputs(RELEASED / kind)
-        token_lines.append(f"    {kind!r}: {_rounded(log_probs)},")
+    for name in released_folders():
+        log_probs, lengths = released_outputs(CHECKPOINTS / name)
+        token_lines.append(f"    {name!r}: {_rounded(log_probs)},")
         if lengths is not None:
-            length_lines.append(f"    {kind!r}: {_rounded(lengths)},")
+            length_lines.append(f"    {name!r}: {_rounded(lengths)},")
     print("GOLDEN_TOKEN_LOG_PROBS = {", *token_lines, "}", sep="\n")
     print("GOLDEN_LENGTH_LOG_PROBS = {", *length_lines, "}", sep="\n")
 

@@ -23,6 +23,7 @@ class GatedBackend:
 
     kind = "fake"
     source = "memory"
+    languages = None
 
     def __init__(self, name: str = "fake") -> None:
         self.name = name

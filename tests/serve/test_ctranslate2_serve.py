@@ -24,7 +24,9 @@ def test_ctranslate2_model_serves_gmlm_ar_translations(tiny_models, word_task_da
     lines = load_dataset(word_task_data).read_text("test", "src")[:6]
     with running(lambda: {"ct2": load_backend("ct2", str(export), "fp32", 1)}) as url:
         models = httpx.get(url + "/v1/models").json()["models"]
-        assert models == [{"name": "ct2", "kind": "ctranslate2", "source": str(export)}]
+        assert models == [
+            {"name": "ct2", "kind": "ctranslate2", "source": str(export), "languages": None}
+        ]
         for options in ({}, {"beam": 3}):
             body = {"model": "ct2", "text": [*lines, ""], "options": options}
             answer = httpx.post(url + "/v1/translate", json=body, timeout=60)

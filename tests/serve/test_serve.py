@@ -357,3 +357,15 @@ def test_replicas_share_the_port_and_stop_together(tiny_models):
         if server.poll() is None:
             server.kill()
         server.wait()
+
+
+def test_models_list_the_language_pair_their_checkpoints_record(tiny_models):
+    from gmlm.serve.backends import load_backend
+
+    models = {
+        "padir": load_backend("padir", tiny_models["padir"], "fp32", 1),  # trained: meta.json
+        "ar": load_backend("ar", tiny_models["ar"], "fp32", 1),  # written by hand: no pair
+    }
+    with running(lambda: models) as url:
+        listed = httpx.get(url + "/v1/models").json()["models"]
+    assert {m["name"]: m["languages"] for m in listed} == {"padir": "de-en", "ar": None}

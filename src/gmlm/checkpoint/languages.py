@@ -38,6 +38,10 @@ class Languages:
         return f"{self.pair[0]}-{self.pair[1]}, as {self.how} records"
 
 
+# What code that was handed no checkpoint knows of its languages (a Translator built in Python).
+NOT_GIVEN = Languages(None, "no checkpoint was read")
+
+
 def pair_of(record: dict[str, Any]) -> tuple[str, str] | None:
     """The (source, target) languages a meta.json or manifest records, or None."""
     src, tgt = (record.get(key) for key in KEYS)

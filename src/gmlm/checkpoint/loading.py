@@ -1,5 +1,5 @@
 """Loading a checkpoint for inference: a run folder resolved to its checkpoint, the model
-built from its configuration, its weights, tokenizer and decoding defaults."""
+built from its configuration, its weights, tokenizer, decoding defaults and language pair."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from torch import nn
 from gmlm.checkpoint.config import CheckpointConfig, read_checkpoint_config
 from gmlm.checkpoint.decoding_defaults import read_decoding_defaults
 from gmlm.checkpoint.files import load_weights
+from gmlm.checkpoint.languages import NOT_GIVEN, Languages, checkpoint_languages
 from gmlm.data.tokenizer import Tokenizer
 from gmlm.errors import GmlmError
 from gmlm.io import MODEL_FILE
@@ -22,13 +23,15 @@ from gmlm.nn.config import ModelConfig
 
 @dataclass
 class LoadedModel:
-    """What inference needs: the model (eval mode), its tokenizer and its configuration."""
+    """What inference needs: the model (eval mode), its tokenizer and its configuration,
+    with what it translates (its language pair, where recorded)."""
 
     model: nn.Module
     tokenizer: Tokenizer
     config: CheckpointConfig
     path: Path
     decoding: dict[str, Any] = field(default_factory=dict)  # the folder's decoding.json
+    languages: Languages = NOT_GIVEN
 
     @property
     def kind(self) -> ModelKind:
@@ -63,4 +66,4 @@ def load_for_inference(path: str | Path, device: str | torch.device = "cpu") -> 
     load_weights(model, ckpt)
     model.to(device).eval()
     decoding = read_decoding_defaults(ckpt, cfg.kind, cfg.model)
-    return LoadedModel(model, tokenizer, cfg, ckpt, decoding)
+    return LoadedModel(model, tokenizer, cfg, ckpt, decoding, checkpoint_languages(ckpt))

@@ -155,6 +155,7 @@ def _run_one(
     from gmlm.translation.translator import load
 
     translator = load(args.checkpoint, device=args.device, cuda_graphs=args.cuda_graphs)
+    _say(f"{args.checkpoint}: {translator.describe()}")
     if translator.defaults:
         shown = " ".join(f"{k}={v}" for k, v in translator.defaults.items())
         _say(f"the checkpoint's decoding defaults (decoding.json): {shown}")

@@ -4,7 +4,7 @@
                         -> {"model", "translations", "options", "timings"}
     GET  /health        alive (200 as soon as the process answers)
     GET  /ready         200 once every model is loaded and warmed up, else 503
-    GET  /v1/models     the models served, their kinds and folders
+    GET  /v1/models     the models served, their kinds, folders and language pairs
     GET  /metrics       Prometheus text format
     GET  /docs          the OpenAPI page (/openapi.json its schema)
 
@@ -216,7 +216,7 @@ def create_app(
     async def models() -> dict[str, Any]:
         return {
             "models": [
-                {"name": name, "kind": b.kind, "source": b.source}
+                {"name": name, "kind": b.kind, "source": b.source, "languages": b.languages}
                 for name, b in state["backends"].items()
             ]
         }

@@ -52,6 +52,7 @@ class Backend(Protocol):
     name: str
     kind: str  # "padir", "ar" or "ctranslate2"
     source: str  # the folder it serves
+    languages: str | None  # "de-en": the pair its checkpoint records, None where it records none
 
     def prepare(self, texts: Sequence[str], settings: Mapping[str, Any], seed: int) -> Prepared: ...
 
@@ -103,6 +104,8 @@ class TorchBackend:
         self.precision: Precision = precision
         self.translator = load(folder, device=device)
         self.kind: str = self.translator.kind
+        pair = self.translator.languages.pair
+        self.languages = None if pair is None else "-".join(pair)
         self.translator.model_at(precision)  # the bf16/int8 copy now, not at first request
 
     def prepare(self, texts: Sequence[str], settings: Mapping[str, Any], seed: int) -> Prepared:
@@ -135,6 +138,7 @@ class Ct2Backend:
     (:mod:`gmlm.export.ctranslate2`); PaDIR has no CTranslate2 form."""
 
     kind = "ctranslate2"
+    languages: str | None = None  # an export records no pair (gmlm.json: the model's limits)
 
     def __init__(self, name: str, folder: str, precision: str, threads: int):
         from gmlm.export.ctranslate2 import INFO_FILE, Ct2ModelInfo

@@ -147,6 +147,7 @@ def _translate_file(
         mine = my_chunks(len(chunks), shard)
         todo = [i for i in mine if read_chunk(chunk_path(work, i), len(chunks[i])) is None]
         resumed = len(mine) - len(todo)
+        say(f"{checkpoint}: {translator.describe()}")
         say(
             f"translating {len(lines):,} lines of {origin} in {len(chunks)} chunks of up to "
             f"{size} lines"

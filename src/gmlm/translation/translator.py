@@ -65,6 +65,7 @@ from typing import Any, Literal, NamedTuple
 import torch
 from torch import Tensor
 
+from gmlm.checkpoint.languages import NOT_GIVEN, Languages
 from gmlm.checkpoint.loading import load_for_inference
 from gmlm.config import BATCH_SIZE, MAX_TOKENS, SEED, check_value
 from gmlm.data.batching import cut_batches
@@ -124,7 +125,9 @@ class Translator:
     model's own. The model is put in eval mode and stays on its device. `defaults`: decoding
     settings that replace the options class's defaults (a checkpoint's decoding.json, see
     :mod:`gmlm.checkpoint.decoding_defaults`); explicit settings still win. `cuda_graphs`:
-    the model runs by CUDA graphs (see the module docstring; it must be on a GPU)."""
+    the model runs by CUDA graphs (see the module docstring; it must be on a GPU).
+    `languages`: what it translates, as its checkpoint records it (:func:`load` reads it);
+    informational, since text carries no language tag to check it against."""
 
     def __init__(
         self,
@@ -134,6 +137,7 @@ class Translator:
         config: ModelConfig | None = None,
         defaults: dict[str, Any] | None = None,
         cuda_graphs: bool = False,
+        languages: Languages = NOT_GIVEN,
     ) -> None:
         expected = {"ar": AutoregressiveModel, "padir": PadirModel}.get(kind)
         if expected is None:
@@ -149,6 +153,7 @@ class Translator:
                 f"has {config.vocab_size}; they do not belong together"
             )
         self.kind: ModelKind = kind
+        self.languages = languages
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.config = config
@@ -174,6 +179,11 @@ class Translator:
     @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
+
+    def describe(self) -> str:
+        """What this model is and translates, for messages: "padir model, languages de-en,
+        as its meta.json records"."""
+        return f"{self.kind} model, languages {self.languages.describe()}"
 
     def model_at(self, precision: Precision) -> AutoregressiveModel | PadirModel:
         """The model at `precision`: the fp32 model itself, or its bf16 or int8 copy, made on
@@ -576,7 +586,13 @@ def load(checkpoint: str | Path, device: str = "auto", cuda_graphs: bool = False
     if not isinstance(model, (AutoregressiveModel, PadirModel)):
         raise GmlmError(f"{checkpoint}: holds a {type(model).__name__}, not a translation model")
     return Translator(
-        loaded.kind, model, loaded.tokenizer, loaded.model_config, loaded.decoding, cuda_graphs
+        loaded.kind,
+        model,
+        loaded.tokenizer,
+        loaded.model_config,
+        loaded.decoding,
+        cuda_graphs,
+        loaded.languages,
     )
 
 
