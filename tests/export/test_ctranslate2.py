@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import gzip
+import json
 import os
 import sys
 from pathlib import Path
@@ -27,7 +28,7 @@ from tests.helpers.corpora import MULTI30K
 
 pytest.importorskip("ctranslate2", reason="the optional extra gmlm[ctranslate2] is not installed")
 
-from gmlm.export.ctranslate2 import INFO_FILE, export_ctranslate2
+from gmlm.export.ctranslate2 import INFO_FILE, Ct2ModelInfo, export_ctranslate2
 from gmlm.export.ctranslate2_runtime import Ct2Translator, length_limit
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -180,6 +181,17 @@ def test_search_equals_gmlm_on_the_released_ar(tmp_path: Path, count: int) -> No
     assert ct2.translate(texts[:2], SearchOptions(beam=5)) == translator.translate(
         texts[:2], beam=5
     )
+
+
+@pytest.mark.skipif(not (RELEASED_AR / "model.safetensors").is_file(), reason="no released AR")
+def test_an_export_records_the_language_pair_of_its_checkpoint(tmp_path: Path) -> None:
+    path = export_ctranslate2(RELEASED_AR, tmp_path / "ct2") / INFO_FILE
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert Ct2ModelInfo.from_json(data, str(path)).languages == "de-en"  # its meta.json's
+    del data["languages"]  # an export written before gmlm recorded the pair still loads
+    assert Ct2ModelInfo.from_json(data, str(path)).languages is None
+    with pytest.raises(GmlmError, match="not a gmlm CTranslate2 export"):
+        Ct2ModelInfo.from_json({**data, "extra": 1}, str(path))
 
 
 def test_export_folder_and_text_translation(

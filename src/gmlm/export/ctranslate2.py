@@ -66,6 +66,8 @@ class Ct2ModelInfo:
     max_source_len, max_target_len: the model's limits in tokens, EOS counted.
     eos_id: the end-of-sentence id; refused_ids: the other special ids, never output.
     exported_from: the checkpoint folder; versions: gmlm and ctranslate2 at export.
+    languages: the pair the checkpoint records ("de-en"), None where it records none (and in
+    exports written before gmlm recorded it, which lack the key).
     """
 
     max_source_len: int
@@ -74,21 +76,18 @@ class Ct2ModelInfo:
     refused_ids: tuple[int, ...]
     exported_from: str
     versions: dict[str, str]
+    languages: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"format": FORMAT, **asdict(self), "refused_ids": list(self.refused_ids)}
 
     @classmethod
     def from_json(cls, data: Any, origin: str) -> Ct2ModelInfo:
-        fields = set(cls.__dataclass_fields__)
+        fields = {"format", *cls.__dataclass_fields__}
         if (
             not isinstance(data, dict)
             or data.get("format") != FORMAT
-            or set(data)
-            != {
-                "format",
-                *fields,
-            }
+            or set(data) not in (fields, fields - {"languages"})
         ):
             raise GmlmError(
                 f"{origin}: not a gmlm CTranslate2 export; write one with "
@@ -221,6 +220,7 @@ def export_ctranslate2(source: str | Path, out: str | Path, *, force: bool = Fal
         eos_id=config.eos_id,
         refused_ids=tuple(i for i in range(config.n_special) if i != config.eos_id),
         exported_from=str(loaded.path),
+        languages=None if loaded.languages.pair is None else "-".join(loaded.languages.pair),
         versions={
             "gmlm": provenance.gmlm_version(),
             "ctranslate2": provenance.package_version("ctranslate2"),

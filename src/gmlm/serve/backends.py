@@ -138,7 +138,6 @@ class Ct2Backend:
     (:mod:`gmlm.export.ctranslate2`); PaDIR has no CTranslate2 form."""
 
     kind = "ctranslate2"
-    languages: str | None = None  # an export records no pair (gmlm.json: the model's limits)
 
     def __init__(self, name: str, folder: str, precision: str, threads: int):
         from gmlm.export.ctranslate2 import INFO_FILE, Ct2ModelInfo
@@ -158,6 +157,7 @@ class Ct2Backend:
             max_source_len=self.info.max_source_len,
             max_target_len=self.info.max_target_len,
         )
+        self.languages = self.info.languages
         self.worker = Ct2Worker(path, threads, "int8" if precision == "int8" else "fp32")
         self.lock = threading.Lock()  # one request at a time on the worker's pipe
 
