@@ -53,7 +53,7 @@ SETTINGS: tuple[type, ...] = (
 )
 
 # Numeric flags shared by several commands, spelled once in gmlm.cli.flags (add_seed,
-# add_batch_size, add_batching): each takes the command's default.
+# add_batching): each takes the command's default.
 SHARED_NUMERIC = {"--seed", "--batch-size", "--max-tokens"}
 
 # Numeric flags still written by hand, by command: to be derived from a settings class as the

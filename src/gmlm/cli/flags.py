@@ -197,15 +197,6 @@ def add_seed(parser: argparse.ArgumentParser, help: str, default: int = 0) -> No
     )
 
 
-def add_batch_size(parser: argparse.ArgumentParser, default: int, help: str) -> None:
-    parser.add_argument(
-        "--batch-size",
-        type=number(int, BATCH_SIZE),
-        default=default,
-        help=f"{help} (default: {default})",
-    )
-
-
 def add_batching(parser: argparse.ArgumentParser, default_tokens: int, why: str) -> None:
     """--max-tokens and --batch-size of a translation (both None unless given): what bounds
     each decoder batch (gmlm.translation.translator, "Batches"); neither given means

@@ -9,8 +9,7 @@ into argparse flags:
 Literal choices, tuple[int, ...] as a comma-separated list, a tuple of Literal values as
 comma-separated choices, a Path, bool as a switch that sets the opposite of the default), a
 number checked against the field's declared range as it is parsed, and the help with the real
-default read from the dataclass. :func:`setting_type` gives the same `type` for a flag written
-by hand from any settings dataclass's field. A field without that metadata is an error when
+default read from the dataclass. A field without that metadata is an error when
 the parser is built, so no setting can be added without reaching the command line (or saying,
 with ``cli=False``, why it does not).
 
@@ -74,13 +73,6 @@ def argument_kwargs(cls: type, f: dataclasses.Field[Any]) -> dict[str, Any]:
         example = "-1,1" if empty else show(f.default)
         return {"type": comma_list(item, what, example, allow_empty=empty)}
     raise TypeError(f"{cls.__name__}.{f.name}: no command-line form for a field of type {tp}")
-
-
-def setting_type(cls: type, name: str) -> Any:
-    """The argparse `type` of the field `name` of the settings dataclass `cls`: its number (or
-    comma-separated numbers) checked against the field's declared range."""
-    (f,) = (f for f in dataclasses.fields(cls) if f.name == name)
-    return argument_kwargs(cls, f)["type"]
 
 
 def add_option_flags(

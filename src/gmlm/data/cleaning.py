@@ -18,7 +18,6 @@ counted under the first reason that applies.
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Iterable
 
 import numpy as np
 
@@ -31,10 +30,6 @@ def normalize(text: str) -> str:
     if not text.isascii() and not unicodedata.is_normalized("NFC", text):
         text = unicodedata.normalize("NFC", text)
     return " ".join(text.split())
-
-
-def normalize_all(texts: Iterable[str]) -> list[str]:
-    return [normalize(t) for t in texts]
 
 
 def filter_pairs(
