@@ -134,6 +134,7 @@ def test_demo_without_the_test_set_then_with_it(
     ref = out / "eval" / "reference.txt"
     assert ref.read_text(encoding="utf-8").splitlines() == references[:SCORED]
     report = (out / "REPORT.md").read_text()
+    assert f"\nData: multi30k:{folder}, translating de-en.\n" in report  # the manifest's pair
     assert "No test set here" not in report and "## Example translations" not in report
     quality = report.split("## Translation quality")[1].split("\n## ")[0]
     assert f"The first {SCORED} of the test split's {len(sources)} sentences, decoded" in quality

@@ -57,11 +57,15 @@ def chosen_checkpoints(cfg: ReproduceConfig, out: Path, runs: list[str]) -> list
     return chosen
 
 
-def header(cfg: ReproduceConfig) -> list[str]:
+def header(cfg: ReproduceConfig, direction: str | None) -> list[str]:
+    """Title, description, the corpus and direction, and when and on what it was written."""
+    data = f"Data: {cfg.data.corpus}" + (f", translating {direction}" if direction else "")
     return [
         f"{TITLE}`{cfg.preset}`",
         "",
         cfg.description,
+        "",
+        f"{data}.",
         "",
         f"Written {dt.datetime.now():%Y-%m-%d %H:%M}. Hardware: {provenance.hardware()}. "
         "Software: " + ", ".join(f"{k} {v}" for k, v in provenance.software().items()) + ".",
@@ -100,12 +104,13 @@ def write_report(cfg: ReproduceConfig, out: Path) -> Path:
         name: StageRecord.read_if_present(out / "stages" / f"{name}.json") for name in STAGES
     }
 
-    lines = header(cfg)
+    direction = _direction(out / "data")
+    lines = header(cfg, direction)
     lines += summary.summary_section(summary.headline(cfg, out, scores, bench, attention))
     lines += sections.targets_section(cfg.targets, scores, bench)
     if scores is not None:
         plot = plots.plot_bleu_vs_steps(scores, figures / "bleu_vs_steps.png")
-        lines += sections.quality_section(scores, link(plot), _direction(out / "data"))
+        lines += sections.quality_section(scores, link(plot), direction)
     if examples is not None:
         lines += sections.examples_section(examples, (sections.AR_SYSTEM, sections.PADIR_SYSTEM))
     if bench is not None:
