@@ -32,10 +32,20 @@ class Languages:
     pair: tuple[str, str] | None
     how: str
 
+    @property
+    def name(self) -> str | None:
+        """The pair as "de-en", or None where it is not known."""
+        return None if self.pair is None else pair_name(self.pair)
+
     def describe(self) -> str:
-        if self.pair is None:
+        if self.name is None:
             return f"not checked: {self.how}"
-        return f"{self.pair[0]}-{self.pair[1]}, as {self.how} records"
+        return f"{self.name}, as {self.how} records"
+
+
+def pair_name(pair: tuple[str, str]) -> str:
+    """("de", "en") as "de-en", the form meta.json's readers and messages use."""
+    return f"{pair[0]}-{pair[1]}"
 
 
 # What code that was handed no checkpoint knows of its languages (a Translator built in Python).
@@ -88,7 +98,7 @@ def check_languages(what: str, folder: Path, wanted: tuple[str, str], fix: str) 
     checkpoint's pair, "{wanted}" for `wanted`)."""
     found = checkpoint_languages(folder)
     if found.pair is not None and found.pair != wanted:
-        pair, want = f"{found.pair[0]}-{found.pair[1]}", f"{wanted[0]}-{wanted[1]}"
+        pair, want = pair_name(found.pair), pair_name(wanted)
         raise GmlmError(
             f"{what}: {folder} translates {pair} ({found.how} says so), not {want}; "
             + fix.format(pair=pair, wanted=want)

@@ -220,7 +220,7 @@ def export_ctranslate2(source: str | Path, out: str | Path, *, force: bool = Fal
         eos_id=config.eos_id,
         refused_ids=tuple(i for i in range(config.n_special) if i != config.eos_id),
         exported_from=str(loaded.path),
-        languages=None if loaded.languages.pair is None else "-".join(loaded.languages.pair),
+        languages=loaded.languages.name,
         versions={
             "gmlm": provenance.gmlm_version(),
             "ctranslate2": provenance.package_version("ctranslate2"),

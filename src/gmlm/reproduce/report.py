@@ -24,6 +24,7 @@ from gmlm.analysis.results import (
 )
 from gmlm.bench.plots import plot_tradeoffs
 from gmlm.bench.result import BenchResult
+from gmlm.checkpoint.languages import pair_name, pair_of
 from gmlm.data.binarized import load_dataset
 from gmlm.errors import GmlmError
 from gmlm.evaluation.results import EvaluationScores
@@ -80,8 +81,8 @@ def _direction(data: Path) -> str | None:
         manifest = load_dataset(data).manifest
     except (OSError, GmlmError):
         return None
-    src, tgt = manifest.get("src_lang"), manifest.get("tgt_lang")
-    return f"{src}-{tgt}" if src and tgt else None
+    pair = pair_of(manifest)
+    return None if pair is None else pair_name(pair)
 
 
 def write_report(cfg: ReproduceConfig, out: Path) -> Path:

@@ -104,8 +104,7 @@ class TorchBackend:
         self.precision: Precision = precision
         self.translator = load(folder, device=device)
         self.kind: str = self.translator.kind
-        pair = self.translator.languages.pair
-        self.languages = None if pair is None else "-".join(pair)
+        self.languages = self.translator.languages.name
         self.translator.model_at(precision)  # the bf16/int8 copy now, not at first request
 
     def prepare(self, texts: Sequence[str], settings: Mapping[str, Any], seed: int) -> Prepared:
