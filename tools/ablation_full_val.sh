@@ -2,8 +2,9 @@
 # The training ablation's variants scored on the whole validation split (docs/RESULTS.md,
 # "The training ablation"): the `multi30k-ablation` reproduction's PaDIR run and each variant
 # under train_ablation/, their `last` checkpoints (all at the same step, checked), translated in
-# fp32 with the validation's decoding (4 refinement steps, 5 lengths, the class defaults), then
-# scored by the `sacrebleu` command with paired bootstrap resampling against the PaDIR run.
+# fp32 with the validation's decoding (the run's `valid_steps` refinement steps, 5 lengths, the
+# class defaults), then scored by the `sacrebleu` command with paired bootstrap resampling
+# against the PaDIR run.
 # The training's own check decodes only the first 200 pairs (about +-1 BLEU between checkpoints).
 #   bash tools/ablation_full_val.sh RUN_DIR OUT_DIR     (PY=python, THREADS=1)
 # OUT_DIR must not exist yet (nothing is overwritten); it gets one .hyp per model,
@@ -26,6 +27,9 @@ done
 mkdir -p "$OUT"
 step_of() { "$PY" -c "import json, sys; print(json.load(open(sys.argv[1]))['step'])" "$1/meta.json"; }
 want=$(step_of "$RUN/padir/last")
+# The training check's refinement steps, as the baseline's run recorded them.
+steps=$("$PY" -c "import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))['valid_steps'])" \
+  "$RUN/padir/last/config.yaml")
 names=(baseline)
 checkpoints=("$RUN/padir/last")
 for dir in "$RUN"/train_ablation/*/; do
@@ -44,7 +48,7 @@ for i in "${!names[@]}"; do
   echo "${names[$i]} ${want}" >> "$OUT/steps.txt"
   echo "translating $(wc -l < "$SRC") validation lines with ${names[$i]}" >&2
   OMP_NUM_THREADS=$THREADS "$PY" -m gmlm translate --checkpoint "${checkpoints[$i]}" \
-    --input "$SRC" --output "$OUT/${names[$i]}.hyp" --steps 4 --precision fp32
+    --input "$SRC" --output "$OUT/${names[$i]}.hyp" --steps "$steps" --precision fp32
   hyps+=("$OUT/${names[$i]}.hyp")
 done
 "$PY" -m sacrebleu "$REF" -i "${hyps[@]}" -m bleu --paired-bs --paired-bs-n 1000 --format json \
