@@ -85,6 +85,9 @@ FIVE = "test_the_five_commands_run_on_tiny_data"
 COVERED = {
     f"gmlm translate --checkpoint {PADIR}": "test_the_readme_translates_as_it_says",
     f"gmlm translate --checkpoint {AR} --beam 5": "test_the_readme_translates_as_it_says",
+    "gmlm translate --checkpoint checkpoints/multi30k-en-de/padir": (
+        "test_the_readme_translates_as_it_says"
+    ),
     "gmlm data prepare --corpus multi30k:../shared/data/multi30k --out runs/data/multi30k": FIVE,
     "gmlm train --config small-ar data=runs/data/multi30k out=runs/teacher": FIVE,
     "gmlm distill --teacher runs/teacher --data runs/data/multi30k --out runs/data/distilled": FIVE,
@@ -146,9 +149,9 @@ def test_the_readme_translates_as_it_says(tmp_path: Path) -> None:
     from gmlm.cli.main import main
 
     shown = re.findall(r'^echo "(.+)" \| gmlm translate (.+)\n# -> (.+?)\s*$', README, re.M)
-    assert len(shown) >= 2
+    assert len(shown) >= 3  # both directions
     for number, (source, flags, expected) in enumerate(shown):
-        source_file, output = tmp_path / f"{number}.de", tmp_path / f"{number}.en"
+        source_file, output = tmp_path / f"{number}.src", tmp_path / f"{number}.tgt"
         source_file.write_text(source + "\n", encoding="utf-8")
         argv = ["translate", *flags.split(), "--input", str(source_file), "--output", str(output)]
         assert main([*argv, "--device", "cpu"]) == 0

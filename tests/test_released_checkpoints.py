@@ -45,6 +45,8 @@ RELEASED_FOLDERS = {
     "multi30k-de-en/ar": ("ar", ("de", "en"), {}),
     "multi30k-de-en/ar1": ("ar", ("de", "en"), {}),
     "multi30k-de-en/padir": ("padir", ("de", "en"), {"length_shift": 1}),
+    "multi30k-en-de/ar": ("ar", ("en", "de"), {}),
+    "multi30k-en-de/padir": ("padir", ("en", "de"), {"length_shift": 1}),
 }
 
 
@@ -76,7 +78,8 @@ def test_released_checkpoints_fit_the_budget(pair: str) -> None:
 
 
 # What the released weights gave for tests/helpers/released_golden.py's token ids, printed by
-# `python -m tests.helpers.released_golden` in the commit that shipped the multi30k run's models:
+# `python -m tests.helpers.released_golden` in the commits that shipped the multi30k and the
+# multi30k-en-de runs' models:
 # the log-probability of each target token, teacher-forced (AR) or decoded in
 # parallel from the targets themselves (PaDIR), and PaDIR's length log-probability of each target
 # length. Later code must keep these outputs: the tolerance covers other CPUs' float rounding
@@ -97,9 +100,20 @@ GOLDEN_TOKEN_LOG_PROBS = {
         [-9.4304, -5.7213, -14.1405, -11.2413, -0.0735, -9.6826, -9.636],
         [-9.8654, -9.9765, -6.6427, -7.907, -11.0203, -11.3467, -0.0772],
     ],
+    "multi30k-en-de/ar": [
+        [-12.2009, -9.9263, -10.2098, -9.1438, -11.5446, -10.2381, -9.9436],
+        [-12.2854, -10.599, -13.9225, -14.4418, -13.0636, -10.3005, -10.6357],
+        [-11.6572, -9.7454, -10.1627, -9.595, -12.4524, -13.5436, -9.6395],
+    ],
+    "multi30k-en-de/padir": [
+        [-7.4431, -12.418, -10.2413, -12.3328, -9.0063, -11.5116, -0.0689],
+        [-8.8094, -9.0899, -9.3705, -11.9841, -0.0731, -9.4748, -9.6118],
+        [-12.1592, -9.6951, -8.955, -8.4081, -10.4467, -11.0923, -0.0786],
+    ],
 }
 GOLDEN_LENGTH_LOG_PROBS = {
     "multi30k-de-en/padir": [-9.1946, -7.941, -1.4816],
+    "multi30k-en-de/padir": [-7.113, -7.5277, -2.5936],
 }
 
 

@@ -236,6 +236,42 @@ def test_a_given_checkpoint_of_the_wrong_kind_or_depth(
     }
 
 
+def test_the_en_de_demo_translates_english_without_the_test_set(tmp_path: Path) -> None:
+    """`make demo-en-de`'s preset, cut down, without Multi30k: the released English-German
+    models translate gmlm's English example sentences into German, and the report and the
+    last lines say how to rerun that demo once the test set is there."""
+    cfg = load_reproduce_config("demo-en-de")
+    root = RELEASED.parents[1]
+    en_de = root / "checkpoints" / "multi30k-en-de"
+    assert (cfg.ar.checkpoint, cfg.padir.checkpoint) == (
+        "checkpoints/multi30k-en-de/ar",
+        "checkpoints/multi30k-en-de/padir",
+    )
+    assert cfg.data.tokenizer == "checkpoints/multi30k-en-de/ar/tokenizer"
+    assert not cfg.theory.enabled and (en_de / "ar" / "tokenizer").is_dir()
+    folder = tmp_path / "raw"  # not there
+    overrides = [*demo_overrides(folder), f"data.corpus=multi30k:{folder}:en-de"]
+    overrides += [
+        f"data.tokenizer={en_de / 'ar' / 'tokenizer'}",
+        f"ar.checkpoint={en_de / 'ar'}",
+        f"padir.checkpoint={en_de / 'padir'}",
+    ]
+    cfg = load_reproduce_config("demo-en-de", overrides)
+    out = tmp_path / "demo-en-de"
+    run_reproduce(cfg, out, progress=False, log=lambda _m: None)
+    translated = ExampleTranslations.read(out / "eval" / "examples.json")
+    _german, english = examples()
+    assert translated.source_lang == "en" and translated.sources == tuple(english)
+    for system in ("ar-beam5", "padir-T4-B5"):
+        output = " ".join(translated.translations[system]).lower()
+        found = [w for w in ("mann", "hunde", "schnee", "frau", "hut", "kinder") if w in output]
+        assert len(found) >= 5, (system, translated.translations[system][:3])
+    report = (out / "REPORT.md").read_text()
+    assert "| English |" in report and "make demo-en-de MULTI30K=DIR" in report
+    last = final_lines(cfg, out)[-1]
+    assert "`make demo-en-de` again" in last and "data.corpus=multi30k:DIR:en-de`" in last
+
+
 def test_a_given_checkpoint_of_the_other_direction_is_refused(tmp_path: Path) -> None:
     """English-German text (here gmlm's examples, reversed, standing in for a missing
     Multi30k) with the German-English checkpoints: refused before any translation."""

@@ -109,7 +109,9 @@ def test_a_result_missing_a_key_is_an_error_naming_the_file_and_the_key(
     assert not (out / "REPORT.md").exists()
 
 
-@pytest.mark.parametrize("preset", ["smoke", "demo", "bible-tiny", "laptop", "multi30k"])
+@pytest.mark.parametrize(
+    "preset", ["smoke", "demo", "demo-en-de", "bible-tiny", "laptop", "multi30k"]
+)
 def test_every_command_of_the_reproduce_section_parses(preset: str) -> None:
     """The Reproduce section's commands are what the stages ran, flag for flag: each one is
     accepted by gmlm's own parser (a renamed or missing flag fails here)."""

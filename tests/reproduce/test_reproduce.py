@@ -70,6 +70,7 @@ def test_unknown_preset_stage_and_key():
     [
         "smoke",
         "demo",
+        "demo-en-de",
         "bible-tiny",
         "laptop",
         "multi30k",
@@ -656,6 +657,7 @@ def test_the_bench_stage_is_the_bench_settings_each_preset_times_with(name, warm
     [
         ("bible-tiny", 96),
         ("demo", 128),
+        ("demo-en-de", 128),
         ("laptop", 128),
         ("multi30k", 128),
         ("multi30k-en-de", 128),

@@ -3,6 +3,7 @@ returns the path it wrote, or None when there is nothing to draw."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +28,11 @@ def plot_bleu_vs_steps(scores: EvaluationScores, path: Path) -> Path | None:
     for b in sorted({beam for beam, _, _ in padir}):
         pts = sorted((steps, bleu) for beam, steps, bleu in padir if beam == b)
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"PaDIR B={b}")
-    styles = iter(["--", ":", "-.", (0, (5, 1))])
+    # One line style per AR system (up to 6 differ: teacher and student, greedy and beam, ar1).
+    styles = itertools.cycle(["--", ":", "-.", (0, (3, 1, 1, 1, 1, 1)), (0, (1, 4)), (0, (8, 3))])
     for r in scores.systems:
         if r.run != "padir":
-            ax.axhline(r.quality.bleu, linestyle=next(styles, "--"), color="gray", label=r.label)
+            ax.axhline(r.quality.bleu, linestyle=next(styles), color="gray", label=r.label)
     ax.set_xlabel("refinement steps T")
     ax.set_ylabel(f"BLEU ({scores.split})")
     ax.set_xscale("log")

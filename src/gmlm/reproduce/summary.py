@@ -96,6 +96,7 @@ class Headline:
     stutter: Stutter | None
     attention: str | None
     stand_in: str | None  # why the examples stood in for the test set
+    rerun: str  # how to rerun once the test set is there (rerun_hint)
 
 
 def headline(
@@ -132,6 +133,7 @@ def headline(
         stutter=stutter,
         attention=attention_sentence(attention),
         stand_in=stand_in_reason(out),
+        rerun=rerun_hint(cfg.preset),
     )
 
 
@@ -253,13 +255,21 @@ def _stutter_text(s: Stutter) -> str:
     )
 
 
-def rerun_hint() -> str:
+# The Makefile targets that run the preset of their name on MULTI30K, and the direction each
+# adds to the corpus.
+MAKE_TARGETS = {"demo": "", "demo-en-de": ":en-de"}
+
+
+def rerun_hint(preset: str) -> str:
+    """What to do once the test set is there: the make target of `preset` (`make demo` for a
+    preset without one)."""
+    target = preset if preset in MAKE_TARGETS else "demo"
     return (
         f"get test_2016_flickr.de.gz and test_2016_flickr.en.gz from {MULTI30K_SOURCE}, put "
-        "them in ../shared/data/multi30k (or any folder DIR) and run `make demo` again "
-        "(`make demo MULTI30K=DIR`; or `gmlm reproduce --preset demo --out runs/demo "
-        "data.corpus=multi30k:DIR`): the run then scores the test set and redoes the stages "
-        "that need it"
+        f"them in ../shared/data/multi30k (or any folder DIR) and run `make {target}` again "
+        f"(`make {target} MULTI30K=DIR`; or `gmlm reproduce --preset {target} --out "
+        f"runs/{target} data.corpus=multi30k:DIR{MAKE_TARGETS[target]}`): the run then scores "
+        "the test set and redoes the stages that need it"
     )
 
 
@@ -284,7 +294,7 @@ def summary_section(h: Headline) -> list[str]:
         lines += [
             f"- **No test set here** ({h.stand_in}): translation quality (BLEU, chrF, "
             "stutter) and the attention and length analyses need the Multi30k test set; "
-            f"{rerun_hint()}. The models translated gmlm's own example sentences instead "
+            f"{h.rerun}. The models translated gmlm's own example sentences instead "
             "(below), and the speed figures time those.",
         ]
     for label, text, more in _numbers(h):
@@ -310,5 +320,5 @@ def final_lines(cfg: ReproduceConfig, out: Path) -> list[str]:
         if more:
             lines.append(f"{'':<10}{more}")
     if h.stand_in:
-        lines.append(f"quality not measured ({h.stand_in}): {rerun_hint()}")
+        lines.append(f"quality not measured ({h.stand_in}): {h.rerun}")
     return lines
