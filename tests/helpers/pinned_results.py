@@ -53,6 +53,7 @@ SYSTEMS: dict[str, tuple[str, dict[str, Any]]] = {
     "de-en/ar1-beam5": ("multi30k-de-en/ar1", {"beam": 5}),
     "de-en/padir-T4-B5": ("multi30k-de-en/padir", {"steps": 4, "length_beam": 5}),
     "en-de/ar-beam5": ("multi30k-en-de/ar", {"beam": 5}),
+    "en-de/ar1-beam5": ("multi30k-en-de/ar1", {"beam": 5}),
     "en-de/padir-T4-B5": ("multi30k-en-de/padir", {"steps": 4, "length_beam": 5}),
 }
 
