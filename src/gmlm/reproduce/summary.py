@@ -24,6 +24,7 @@ from pathlib import Path
 
 from gmlm.analysis.results import GROUPS, AttentionResult, MeanStd
 from gmlm.bench.result import BenchResult, speedup
+from gmlm.data.corpora import multi30k_pair
 from gmlm.errors import GmlmError
 from gmlm.evaluation.results import EvaluationScores
 from gmlm.reproduce.config import ReproduceConfig
@@ -96,7 +97,7 @@ class Headline:
     stutter: Stutter | None
     attention: str | None
     stand_in: str | None  # why the examples stood in for the test set
-    rerun: str  # how to rerun once the test set is there (rerun_hint)
+    rerun: str | None  # with stand_in: how to rerun once the test set is there (rerun_hint)
 
 
 def headline(
@@ -127,13 +128,14 @@ def headline(
             ar.quality.stutter_per_100_words,
             scores.reference_repeats_per_100_words,
         )
+    stand_in = stand_in_reason(out)
     return Headline(
         quality=quality,
         speed=_speed(bench),
         stutter=stutter,
         attention=attention_sentence(attention),
-        stand_in=stand_in_reason(out),
-        rerun=rerun_hint(cfg.preset),
+        stand_in=stand_in,
+        rerun=rerun_hint(cfg) if stand_in else None,
     )
 
 
@@ -255,21 +257,22 @@ def _stutter_text(s: Stutter) -> str:
     )
 
 
-# The Makefile targets that run the preset of their name on MULTI30K, and the direction each
-# adds to the corpus.
-MAKE_TARGETS = {"demo": "", "demo-en-de": ":en-de"}
+# The Makefile targets that run the preset of their name on MULTI30K.
+MAKE_TARGETS = ("demo", "demo-en-de")
 
 
-def rerun_hint(preset: str) -> str:
-    """What to do once the test set is there: the make target of `preset` (`make demo` for a
-    preset without one)."""
-    target = preset if preset in MAKE_TARGETS else "demo"
+def rerun_hint(cfg: ReproduceConfig) -> str:
+    """What to do once the test set is there: the make target of `cfg`'s preset (`make demo`
+    for a preset without one), and the command with the direction of its corpus."""
+    target = cfg.preset if cfg.preset in MAKE_TARGETS else "demo"
+    src, tgt = multi30k_pair(cfg.data.corpus)
+    direction = "" if (src, tgt) == ("de", "en") else f":{src}-{tgt}"
     return (
         f"get test_2016_flickr.de.gz and test_2016_flickr.en.gz from {MULTI30K_SOURCE}, put "
         f"them in ../shared/data/multi30k (or any folder DIR) and run `make {target}` again "
         f"(`make {target} MULTI30K=DIR`; or `gmlm reproduce --preset {target} --out "
-        f"runs/{target} data.corpus=multi30k:DIR{MAKE_TARGETS[target]}`): the run then scores "
-        "the test set and redoes the stages that need it"
+        f"runs/{target} data.corpus=multi30k:DIR{direction}`): the run then scores the test set "
+        "and redoes the stages that need it"
     )
 
 
