@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo demo-en-de test test-slow verify-results lint bench speed speed-gpu batch-rates table1 serve-load serve-overload mutate mutation clean
+.PHONY: install demo demo-en-de gpu-check gpu-check-data gpu-wheels test test-slow verify-results lint bench speed speed-gpu batch-rates table1 serve-load serve-overload mutate mutation clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -87,6 +87,25 @@ speed-gpu: $(STAMP)
 	$(BIN)/gmlm bench $(SPEED_GPU_SETTINGS) --cuda-graphs --output runs/speed-gpu/bench-graphs.json \
 	  --markdown runs/speed-gpu/bench-graphs.md --plots runs/speed-gpu/graphs
 
+# `make gpu-check` (tools/gpu_check.py; docs/GPU.md): on a machine with one GPU and a CUDA torch,
+# the eager and CUDA-graph decoding rows, the service under open-loop load in fp32 and bf16 and
+# training throughput of the small and base configs, as one Markdown table in runs/gpu-check/
+# (under 8 minutes). Its data is the Multi30k corpus prepared with the shipped de-en tokenizer
+# (gpu-check-data, a second on the CPU). gpu-wheels saves, in .whl/, the service's packages that
+# the lent GPU machines' image lacks (for Python 3.12; docs/GPU.md says how to carry them).
+GPU_CHECK_DATA ?= runs/gpu-check/data
+gpu-check-data: $(STAMP)
+	$(BIN)/gmlm data prepare --corpus multi30k:$(MULTI30K) \
+	  --tokenizer checkpoints/multi30k-de-en/padir/tokenizer --out $(GPU_CHECK_DATA) --no-progress
+gpu-check: gpu-check-data
+	$(BIN)/python tools/gpu_check.py --data $(GPU_CHECK_DATA) --out runs/gpu-check
+GPU_WHEELS = fastapi==0.165.0 starlette==1.10.0 pydantic==2.14.4 pydantic-core==2.50.5 \
+	uvicorn==0.54.0 annotated-types==0.8.0 annotated-doc==0.0.7 typing-inspection==0.4.5 \
+	opentelemetry-api==1.45.2
+gpu-wheels: $(STAMP)
+	$(BIN)/pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+	  --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+	  --platform manylinux2014_x86_64 -d .whl $(GPU_WHEELS)
 # File translation by batch setting (docs/RESULTS.md, "Batches by tokens"): the shipped PaDIR
 # (T=4 B=5) and AR (beam 5) in one process, BATCH_LINES lines of test_2016_flickr, BATCH_THREADS
 # threads, every configuration interleaved for 3 rounds, outputs checked equal.

@@ -113,3 +113,16 @@ def test_bench_with_cuda_graphs(word_task_data: Path, tmp_path: Path) -> None:
     assert settings.gpu and settings.cuda_graphs and "graphs captured" in settings.cuda_graphs
     assert settings.warmup == 3  # every timed sentence
     assert {r.system for r in result.results} == {"padir T=4 B=5", "ar greedy", "ar beam5"}
+
+
+def test_no_cudnn_attention_in_a_bf16_decode() -> None:
+    """cuDNN's attention plans per shape (nn/attention.py GPU_KERNELS): a bf16 decode of
+    batches of several shapes runs none of its kernels even where torch would pick it."""
+    torch.backends.cuda.enable_cudnn_sdp(True)
+    padir = gmlm.load(RELEASED / "padir", device="cuda")
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        for size in (1, 3, 6):
+            padir.translate(SOURCES[:size], precision="bf16")
+    names = {event.name for event in prof.key_averages()}
+    assert not [n for n in names if "cudnn_attention" in n], sorted(names)
+    assert any("scaled_dot_product" in n for n in names)

@@ -13,15 +13,21 @@ if TYPE_CHECKING:
 __version__ = VERSION
 
 
-def load(checkpoint: str | Path, device: str = "auto", cuda_graphs: bool = False) -> Translator:
+def load(
+    checkpoint: str | Path,
+    device: str = "auto",
+    cuda_graphs: bool | None = None,
+    fixed_shapes: bool | None = None,
+) -> Translator:
     """A Translator for a trained checkpoint: ``gmlm.load(path).translate(["Hallo Welt."])``;
-    `cuda_graphs`: the encoder and decoder by CUDA graphs, on a GPU (:class:`gmlm.Translator`).
+    `cuda_graphs`, `fixed_shapes`: PaDIR's GPU decoding, by CUDA graphs at bucketed shapes
+    with no host sync inside the passes; None: on for PaDIR on a GPU (:class:`gmlm.Translator`).
 
     Imports torch and the models on first use, so ``import gmlm`` stays light.
     """
     from gmlm.translation.translator import load as load_translator
 
-    return load_translator(checkpoint, device, cuda_graphs)
+    return load_translator(checkpoint, device, cuda_graphs, fixed_shapes)
 
 
 # The names `gmlm.NAME` gives besides load and __version__, and their modules: the decoding

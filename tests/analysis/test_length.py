@@ -17,7 +17,7 @@ from gmlm.analysis.results import LengthResult
 from gmlm.cli.main import main
 from gmlm.data.binarized import load_dataset
 from gmlm.decoding.options import RefinementOptions
-from gmlm.decoding.refinement import refine, sentence_generators
+from gmlm.decoding.refinement import refine
 from gmlm.errors import GmlmError
 from gmlm.evaluation.bleu import corpus_scores
 from gmlm.evaluation.summary import quality_row
@@ -123,10 +123,10 @@ def test_the_oracle_row_decodes_the_reference_lengths(
     assert isinstance(options, RefinementOptions)
     hypotheses = []
     with torch.no_grad():
-        for line, (source, reference) in enumerate(zip(sources, references, strict=True)):
+        for source, reference in zip(sources, references, strict=True):
             src = translator.source_tensor([translator.tokenizer.encode(source)])
             length = torch.tensor([[len(translator.tokenizer.encode(reference)) + 1]])
-            (refined,) = refine(model, src, options, sentence_generators(0, [line]), length)
+            (refined,) = refine(model, src, options, 0, length)
             assert refined.length == int(length)
             hypotheses.append(translator.text(refined.tokens))
     rows = {row.decoding: row for row in result.decoding}

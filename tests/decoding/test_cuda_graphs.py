@@ -16,7 +16,8 @@ from gmlm.data.tokenizer import Tokenizer
 from gmlm.decoding import RefinementOptions
 from gmlm.decoding.autoregressive import SearchOptions, beam_search, greedy_search
 from gmlm.decoding.cuda_graphs import graph_count, graphed
-from gmlm.decoding.refinement import refine, sentence_generators
+from gmlm.decoding.fixed import refine_fixed
+from gmlm.decoding.refinement import refine
 from gmlm.errors import GmlmError
 from gmlm.models import AutoregressiveModel, PadirModel
 from gmlm.translation.translator import Translator
@@ -26,8 +27,7 @@ from tests.helpers.reversal import CONFIG
 
 def _refined(model: PadirModel, src: torch.Tensor, **settings: object) -> list[list[int]]:
     options = RefinementOptions(**settings)  # type: ignore[arg-type]
-    generators = sentence_generators(0, range(src.shape[0]))
-    return [r.raw for r in refine(model, src, options, generators)]
+    return [r.raw for r in refine(model, src, options, 0)]
 
 
 @pytest.mark.parametrize("multiple", [1, 5, 8])
@@ -136,3 +136,27 @@ def test_cli_cuda_graphs_on_a_cpu_is_a_clean_error(
     err = capsys.readouterr().err
     assert err.startswith("gmlm: error: CUDA graphs need a model on a CUDA device")
     assert err.count("\n") == 1
+
+
+def test_fixed_shape_decodes_of_every_batch_size_share_a_few_graphs(
+    trained_padir: PadirModel, reversal: tuple[torch.Tensor, torch.Tensor]
+) -> None:
+    """What a GPU translator runs (fixed shapes, the graphed copy): the eager outputs, and
+    batches of 1 to 16 sentences met by a handful of signatures (rows, widths and source
+    widths bucketed), not one per batch."""
+    src, _ = reversal
+    copy = graphed(trained_padir, capture=False)
+    options = RefinementOptions(length_beam=3)
+    alone = [r.raw for r in refine(trained_padir, src, options, 0)]
+    for size in range(1, 17):
+        for start in range(0, src.shape[0], size):
+            rows = src[start : start + size]
+            rows = rows[:, : int((rows != CONFIG.pad_id).sum(1).max())]
+            got = refine_fixed(copy, rows, options, 0)
+            assert [r.raw for r in got] == alone[start : start + size]
+    # 16 batch sizes: the row buckets 1, 2, 3, 4, 6, 8, 12, 16, each one encoder and one
+    # decoder signature (these sentences' widths all round to 8)
+    runner = copy.graphs  # type: ignore[attr-defined]
+    encoders = sorted(key[1] for key in runner.recordings if key[0] == "encode")
+    assert encoders == [1, 2, 3, 4, 6, 8, 12, 16]
+    assert graph_count([copy]) == 16

@@ -4,6 +4,7 @@ batch, stutter remasking and the post-processing filters, candidate selection.""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import itertools
 import math
 import random
@@ -11,11 +12,21 @@ import random
 import pytest
 import torch
 
+from gmlm.decoding.draws import (
+    CANDIDATE,
+    MASK,
+    POSITION,
+    keyed_tokens,
+    mix,
+    seed_word,
+    sentence_keys,
+)
 from gmlm.decoding.options import MAX_STEPS, MAX_STUTTER_NGRAM, RefinementOptions
 from gmlm.decoding.refinement import (
     PaddingStats,
     RefinementState,
     candidate_lengths,
+    candidate_scores,
     drop_repeats,
     first_identical,
     least_confident,
@@ -28,8 +39,6 @@ from gmlm.decoding.refinement import (
     refinement_step,
     remask_counts,
     repeated_ngram_positions,
-    sentence_generators,
-    sentence_seed,
     width_groups,
 )
 from gmlm.decoding.scores import length_penalty
@@ -51,13 +60,8 @@ PLAIN = RefinementOptions(
 )
 
 
-def seeded(src: torch.Tensor, seed: int = 0) -> list[torch.Generator]:
-    """One generator per sentence of src (B, S), as `gmlm translate` makes them."""
-    return sentence_generators(seed, range(src.shape[0]))
-
-
 def run(model: PadirModel, src: torch.Tensor, options: RefinementOptions, **kw) -> RefinementState:  # type: ignore[no-untyped-def]
-    state = refinement_init(model, src, options, seeded(src), **kw)
+    state = refinement_init(model, src, options, 0, **kw)
     while state.rows.numel():
         state = refinement_step(model, state, options)
     return state
@@ -482,7 +486,7 @@ def test_random_starts_differ_and_share_the_encoding(
     trained_padir: PadirModel, reversal: tuple[torch.Tensor, torch.Tensor]
 ) -> None:
     options = RefinementOptions(length_beam=2, random_starts=3)
-    state = refinement_init(trained_padir, reversal[0][:2], options, seeded(reversal[0][:2]))
+    state = refinement_init(trained_padir, reversal[0][:2], options, 0)
     assert state.candidates == 6 and state.initial.shape[0] == 12
     per_length = state.lengths.view(2, 2, 3)
     assert torch.equal(per_length, per_length[..., :1].expand(-1, -1, 3))  # 3 starts a length
@@ -498,47 +502,76 @@ def test_random_starts_differ_and_share_the_encoding(
             assert torch.equal(keys[i], keys[j]) == same
 
 
-def test_sentence_seeds_follow_the_documented_rule() -> None:
-    # Golden values of the rule in the module docstring (hashlib's BLAKE2b, 8-byte digest of
-    # "seed,line,piece", little-endian): changing them changes every PaDIR output.
-    assert sentence_seed(0, 0) == 18339399129536151103
-    assert sentence_seed(0, 1) == 13601480684788047312
-    assert sentence_seed(1, 0) == 8881223392398374980  # not seed + line: != (0, 1)
-    assert sentence_seed(0, 0, 1) == 15361804988134424298
-    assert sentence_seed(-3, 12, 2) == 2364962959684042166
-    (g,) = sentence_generators(0, [1])
-    assert g.initial_seed() == sentence_seed(0, 1)
-    with pytest.raises(GmlmError, match="2 line indices but 1 piece"):
-        sentence_generators(0, [1, 2], [0])
-    with pytest.raises(GmlmError, match=r"integers, got seed=0, line=1.0"):
-        sentence_seed(0, 1.0)  # type: ignore[arg-type]  # "1.0" would silently be another seed
+def _mix_reference(x: int) -> int:
+    """lowbias32 on Python integers (an independent implementation of draws.mix)."""
+    x ^= x >> 16
+    x = (x * 0x7FEB352D) & 0xFFFFFFFF
+    x ^= x >> 15
+    x = (x * 0x846CA68B) & 0xFFFFFFFF
+    return x ^ (x >> 16)
+
+
+def test_keyed_draw_follows_the_documented_rule() -> None:
+    # The rule of gmlm.decoding.draws, recomputed on Python integers: changing it changes
+    # every PaDIR output.
+    words = torch.tensor([0, 1, 2**31, 2**32 - 1, 0x12345678])
+    assert mix(words).tolist() == [_mix_reference(int(w)) for w in words]
+    assert seed_word(0) == int.from_bytes(
+        hashlib.blake2b(b"0", digest_size=8).digest()[:4], "little"
+    )
+    src = torch.tensor([[17, 9, 4, EOS], [9, 17, EOS, PAD]])
+    keys = sentence_keys(src, PAD, seed=7)
+    for row, key in zip(src.tolist(), keys.tolist(), strict=True):
+        total = sum(
+            _mix_reference(_mix_reference((j + POSITION) & MASK) ^ t)
+            for j, t in enumerate(row)
+            if t != PAD
+        )
+        assert key == _mix_reference((total & MASK) ^ seed_word(7))
+    tokens = keyed_tokens(keys, 3, 5, CONFIG).view(2, 3, 5)
+    span = CONFIG.vocab_size - CONFIG.n_special
+    for b, key in enumerate(keys.tolist()):
+        for k in range(3):
+            row = _mix_reference(key ^ _mix_reference(k + CANDIDATE))
+            expected = [
+                CONFIG.n_special
+                + _mix_reference((row + _mix_reference(i + POSITION)) & MASK) % span
+                for i in range(5)
+            ]
+            assert tokens[b, k].tolist() == expected
+    # A key is the sentence's own: not its padding, its row, or the seed's neighbours.
+    wider = torch.nn.functional.pad(src, (0, 3), value=PAD)
+    assert torch.equal(sentence_keys(wider, PAD, 7), keys)
+    assert torch.equal(sentence_keys(src.flip(0), PAD, 7), keys.flip(0))
+    assert len(set(sentence_keys(src, PAD, 8).tolist()) | set(keys.tolist())) == 4
 
 
 def test_a_sentence_draws_its_initial_tokens_alone(
     trained_padir: PadirModel, reversal: tuple[torch.Tensor, torch.Tensor]
 ) -> None:
-    # Whatever the batch, its width or the order: the same generator and candidate lengths
-    # give the same initial hypotheses (lengths are given, so no float is involved).
-    src = reversal[0][:6]
-    lengths = torch.tensor([[3, 6], [2, 2], [7, 4], [5, 1], [4, 4], [6, 7]])
+    # Whatever the batch, its width or the order: the same sentence and candidate lengths
+    # give the same initial hypotheses (lengths are given, so no float is involved), and a
+    # repeated sentence draws the same ones.
+    src = reversal[0][:6].clone()
+    src[4] = src[1]
+    lengths = torch.tensor([[3, 6], [2, 5], [7, 4], [5, 1], [2, 5], [6, 7]])
     options = RefinementOptions(length_beam=2, random_starts=2)
-    batch = refinement_init(trained_padir, src, options, sentence_generators(9, range(6)), lengths)
+    batch = refinement_init(trained_padir, src, options, 9, lengths)
     initial = batch.initial.view(6, 4, -1)
     for i in range(6):
-        alone = refinement_init(
-            trained_padir, src[i : i + 1], options, sentence_generators(9, [i]), lengths[i : i + 1]
-        )
+        alone = refinement_init(trained_padir, src[i : i + 1], options, 9, lengths[i : i + 1])
         width = int(lengths[i].max())
         assert alone.initial.shape == (4, width)
         assert torch.equal(initial[i, :, :width], alone.initial)
         assert (initial[i, :, width:] == PAD).all()
-    order = [5, 2, 0, 4, 1, 3]
-    shuffled = refinement_init(
-        trained_padir, src[order], options, sentence_generators(9, order), lengths[order]
+    assert torch.equal(initial[1], initial[4])
+    assert not torch.equal(
+        initial[1],
+        refinement_init(trained_padir, src, options, 10, lengths).initial.view(6, 4, -1)[1],
     )
+    order = [5, 2, 0, 4, 1, 3]
+    shuffled = refinement_init(trained_padir, src[order], options, 9, lengths[order])
     assert torch.equal(shuffled.initial.view(6, 4, -1), initial[order])
-    with pytest.raises(GmlmError, match="2 generators for 6 sentences"):
-        refinement_init(trained_padir, src, options, sentence_generators(9, [0, 1]), lengths)
 
 
 def test_remask_schedules() -> None:
@@ -595,10 +628,10 @@ def test_mask_start_and_option_errors(
     trained_padir: PadirModel, reversal: tuple[torch.Tensor, torch.Tensor]
 ) -> None:
     src = reversal[0][:2]
-    state = refinement_init(trained_padir, src, RefinementOptions(init="mask"), seeded(src))
+    state = refinement_init(trained_padir, src, RefinementOptions(init="mask"), 0)
     content = (state.initial != PAD) & (state.initial != EOS)
     assert (state.initial[content] == CONFIG.mask_id).all()
-    results = refine(trained_padir, src, RefinementOptions(init="mask"), seeded(src))
+    results = refine(trained_padir, src, RefinementOptions(init="mask"), 0)
     assert all(CONFIG.n_special <= t < CONFIG.vocab_size for r in results for t in r.tokens)
     bad = [
         (RefinementOptions(init="mask", random_starts=2), "random_starts"),
@@ -611,7 +644,7 @@ def test_mask_start_and_option_errors(
     ]
     for options, message in bad:
         with pytest.raises(GmlmError, match=message):
-            refine(trained_padir, src, options, seeded(src))
+            refine(trained_padir, src, options, 0)
 
 
 @pytest.mark.parametrize(
@@ -642,16 +675,11 @@ def test_same_seed_same_output_and_scores_are_log_probabilities(
 ) -> None:
     src = reversal[0][:6]
     options = RefinementOptions(return_steps=True)
-    a = refine(trained_padir, src, options, seeded(src, 5))
-    b = refine(trained_padir, src, options, seeded(src, 5))
+    a = refine(trained_padir, src, options, 5)
+    b = refine(trained_padir, src, options, 5)
     assert [(r.tokens, r.steps) for r in a] == [(r.tokens, r.steps) for r in b]
-    other = refine(trained_padir, src, options, seeded(src, 6))
+    other = refine(trained_padir, src, options, 6)
     assert all(r.steps[0] != o.steps[0] for r, o in zip(a, other, strict=True))
-    # Without generators: torch's global one, sentence by sentence.
-    torch.manual_seed(5)
-    c = refine(trained_padir, src, options)
-    torch.manual_seed(5)
-    assert [r.steps for r in refine(trained_padir, src, options)] == [r.steps for r in c]
     assert all(r.score <= 0 and math.isfinite(r.score) for r in a)
     assert all(len(r.candidate_scores) == 5 for r in a)
 
@@ -689,7 +717,7 @@ def test_pruning_keeps_the_best_candidates_and_runs_only_them(
     pruning = dataclasses.replace(base, prune_after=after, prune_keep=keep)
     k = 6
     # The unpruned run, stopped by hand after `after` passes: what pruning ranks.
-    state = refinement_init(trained_padir, src, base, seeded(src))
+    state = refinement_init(trained_padir, src, base, 0)
     for _ in range(after):
         state = refinement_step(trained_padir, state, base)
     survivors = expected_survivors(state, pruning, keep)
@@ -712,14 +740,16 @@ def test_pruning_keeps_the_best_candidates_and_runs_only_them(
     passes = pruned.passes.tolist()
     assert rows == [sum(p > t for p in passes) for t in range(max(passes))]
     assert all(count <= keep * src.shape[0] for count in rows[after:])
-    # The choice: the best survivor, scored as unpruned.
-    for sentence, (a, b) in enumerate(
-        zip(refinement_finish(pruned, pruning), refinement_finish(full, base), strict=True)
-    ):
+    # The choice: the best survivor, scored as unpruned (survivors that end identical are
+    # one candidate at the lowest index; pruned candidates never merge with them).
+    raw = candidate_scores(full.tokens, full.token_log_probs, full, base).tolist()
+    for sentence, a in enumerate(refinement_finish(pruned, pruning)):
         assert a.candidate in survivors[sentence]
-        best = max(survivors[sentence], key=lambda i: (b.candidate_scores[i], -i))
-        assert a.candidate == best
-        assert a.score == b.candidate_scores[best]
+        rows = {i: full.tokens[sentence * k + i].tolist() for i in survivors[sentence]}
+        first = {i: min(j for j in rows if rows[j] == rows[i]) for i in rows}
+        best = max(rows, key=lambda i: (raw[sentence * k + first[i]], -first[i]))
+        assert a.candidate == first[best]
+        assert a.score == raw[sentence * k + first[best]]
         assert all(
             math.isinf(a.candidate_scores[i]) for i in range(k) if kept[sentence * k + i] == 0
         )
@@ -733,7 +763,7 @@ def test_pruning_in_stages_prunes_the_survivors_again(
     src, k = reversal[0], 6
     one = RefinementOptions(steps=4, length_beam=3, random_starts=2, prune_after=1, prune_keep=4)
     two = dataclasses.replace(one, prune_keep=(4, 2))
-    state = refinement_init(trained_padir, src, one, seeded(src))
+    state = refinement_init(trained_padir, src, one, 0)
     for _ in range(2):
         state = refinement_step(trained_padir, state, one)
     second = expected_survivors(state, one, 2)
@@ -894,7 +924,7 @@ def test_decoding_beyond_the_free_memory_is_refused_before_its_first_pass(
         r"\(vocabulary 20\) needs about [\d.]+ GiB of memory, but 1\.0 GiB is available; "
         r"lower --length-beam, --random-starts or the batch \(--max-tokens, --batch-size\)$",
     ):
-        refine(trained_padir, src, options, seeded(src))
+        refine(trained_padir, src, options, 0)
     assert passes == []
 
 
@@ -909,9 +939,9 @@ def test_split_passes_decode_as_one_pass_does_with_less_padding(
     split = dataclasses.replace(base, split_overhead=0)
     stats = {"whole": PaddingStats(), "split": PaddingStats()}
     calls = record_decode_rows(trained_padir, monkeypatch)
-    one = refine(trained_padir, src, whole, seeded(src), stats=stats["whole"])
+    one = refine(trained_padir, src, whole, 0, stats=stats["whole"])
     passes = len(calls)
-    many = refine(trained_padir, src, split, seeded(src), stats=stats["split"])
+    many = refine(trained_padir, src, split, 0, stats=stats["split"])
     assert len(calls) - passes > passes  # the same passes, as several calls each
     assert [r.tokens for r in many] == [r.tokens for r in one]
     assert [r.candidate for r in many] == [r.candidate for r in one]

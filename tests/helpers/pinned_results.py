@@ -19,10 +19,11 @@ change meant to change the outputs (say why in its commit), regenerate the file 
 
 Float rounding differs between CPU models and thread counts, and moves an output only where two
 scores nearly tie; BLEU to two decimals on these 100 sentences did not move with the batch size
-(1, 8 or 64: the same output for every sentence, on the AMD EPYC the file was written on),
-which changes the rounding as much. On the whole test set this protocol gave AR beam 5 39.11
-and PaDIR T=4 B=5 38.22 there (docs/RESULTS.md: 39.08 and 38.27, from the fp32 originals of
-these bf16 weights, before PaDIR's pruning default changed).
+(1, 8 or 64: the same output for every sentence), which changes the rounding as much.
+PaDIR's BLEU moves with the draw of its initial random tokens about as much as with the seed
+(docs/RESULTS.md, "Table 1, our version": a range of 0.50 BLEU over five seeds into English,
+0.16 into German, on the whole test set); the file was last written after the draw became
+keyed by each sentence's own ids (gmlm.decoding.draws), on an Intel Xeon with AMX.
 """
 
 from __future__ import annotations

@@ -36,9 +36,7 @@ class GatedBackend:
             raise GmlmError("text: BAD is refused")
         return Prepared(SearchOptions(**settings), seed, len(texts), len(texts))
 
-    def translate(
-        self, texts: Sequence[str], lines: Sequence[int], prepared: Prepared
-    ) -> list[str]:
+    def translate(self, texts: Sequence[str], prepared: Prepared) -> list[str]:
         if not self.gate.wait(timeout=30):
             raise RuntimeError("gate never opened")
         self.batches.append(list(texts))

@@ -25,9 +25,11 @@ from gmlm.distributed import process_device
 from gmlm.errors import GmlmError
 from gmlm.provenance import cpu_model
 from gmlm.training import checkpoint as ckpt
+from gmlm.training import trainer as trainer_module
 from gmlm.training.config import OptimConfig, load_train_config
 from gmlm.training.objective import LossModule
 from gmlm.training.optim import lr_at
+from gmlm.training.precision import precision_name
 from gmlm.training.throughput import ThroughputReport, measure_throughput, precision_verdict
 from gmlm.training.throughput_settings import ThroughputSettings
 from gmlm.training.trainer import Trainer
@@ -848,3 +850,53 @@ def test_each_process_of_a_cuda_run_needs_a_gpu_of_its_own(monkeypatch):
         process_device(torch.device("cuda:0"))
     monkeypatch.setenv("WORLD_SIZE", "1")
     assert process_device(torch.device("cuda:0")) == torch.device("cuda:0")
+
+
+@pytest.mark.parametrize(("bf16_seconds", "chosen"), [(0.25, "bf16"), (2.0, "fp32"), (1.0, "bf16")])
+def test_auto_precision_follows_a_measurement(
+    word_task_data, tmp_path, monkeypatch, bf16_seconds, chosen
+):  # type: ignore[no-untyped-def]
+    """Where bf16 is an option (a bf16 GPU; made so here by resolve_precision), precision=auto
+    trains in what a few timed steps of each show to be faster (a tie: bf16), on the run's own
+    batches and copies of its model, and records it: a fake clock moves 1 s per fp32 forward
+    and `bf16_seconds` per bf16 one."""
+    forward = LossModule.forward
+    now = [0.0]
+
+    def timed(module, src, tgt, generator):  # type: ignore[no-untyped-def]
+        out = forward(module, src, tgt, generator)
+        now[0] += bf16_seconds if torch.is_autocast_enabled("cpu") else 1.0
+        return out
+
+    monkeypatch.setattr(LossModule, "forward", timed)
+    monkeypatch.setattr(trainer_module, "resolve_precision", lambda cfg, device: torch.bfloat16)
+    real = trainer_module.measured_precision
+    monkeypatch.setattr(
+        trainer_module,
+        "measured_precision",
+        lambda cfg, model, batches: real(cfg, model, batches, clock=lambda: now[0]),
+    )
+    common = [f"data={word_task_data}", f"out={tmp_path / 'run'}", "threads=1", "device=cpu"]
+    cfg = load_train_config("tiny-ar", [*common, "precision=auto"])
+    before = [p.detach().clone() for p in Trainer(cfg, progress=False).model.parameters()]
+    trainer = Trainer(cfg, progress=False, log=lambda _msg: None)
+    assert precision_name(trainer.dtype) == chosen
+    assert set(trainer.precision_rates) == {"fp32", "bf16"}
+    # The measurement trained copies: the run's model starts where it would have.
+    for a, b in zip(before, trainer.model.parameters(), strict=True):
+        assert torch.equal(a, b)
+    # precision=fp32 or bf16 as asked: no measurement.
+    asked = load_train_config("tiny-ar", [*common, "precision=fp32"])
+    assert Trainer(asked, progress=False).precision_rates == {}
+
+
+def test_model_flop_utilisation_and_peaks() -> None:
+    from gmlm.training.throughput import PEAKS, model_flop_utilisation, peak_tflops
+
+    # 6 x 15M parameters x 250k tokens/s = 22.5 TFLOP/s: 2.3% of an H100's bf16 peak.
+    assert model_flop_utilisation(15_000_000, 250_000, 989.4) == pytest.approx(22.5 / 989.4)
+    assert model_flop_utilisation(15_000_000, 250_000, None) is None
+    assert peak_tflops(torch.device("cpu")) is None
+    # A PCIe H100 is found before the SXM entry that its name also contains.
+    names = [key for key, _ in PEAKS]
+    assert names.index("H100 PCIe") < names.index("H100")

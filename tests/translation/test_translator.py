@@ -78,14 +78,15 @@ def test_padir_seed_makes_runs_repeatable(translators: dict[str, Translator]) ->
 def test_padir_line_depends_only_on_the_line_and_the_seed(
     pruning: dict[str, int], learned_checkpoints: dict[str, Path], word_task_data: Path
 ) -> None:
-    """Not on the batch size, the other lines or the order: each line has its own generator,
-    and pruning ranks a sentence's own candidates only. The learned PaDIR model (tests/helpers/
-    learned.py) predicts different lengths for different sentences, so a batch's candidates
-    have different widths (random tokens drawn at the batch's width would differ with the
-    batch), and its output depends on the random tokens. On these 64 sentences (32 seen in
-    training, 32 not), T=4, the top 4 lengths, measured on one CPU: the smallest top-2 gap of
-    a token's logits was 4e-4, of a sentence's candidate scores 1e-4 and of the length logits
-    at ranks 1-5 8e-4, against about 1e-6 of rounding noise from a sentence's batch."""
+    """Not on the batch size, the other lines, the order or the line's place: each line's random
+    tokens are keyed by its own ids, and pruning ranks a sentence's own candidates only. The
+    learned PaDIR model (tests/helpers/learned.py) predicts different lengths for different
+    sentences, so a batch's candidates have different widths (random tokens drawn at the batch's
+    width would differ with the batch), and its output depends on the random tokens. On these 64
+    sentences (32 seen in training, 32 not), T=4, the top 4 lengths, measured on one CPU: the
+    smallest top-2 gap of a token's logits was 4e-4, of a sentence's candidate scores 1e-4 and
+    of the length logits at ranks 1-5 8e-4, against about 1e-6 of rounding noise from a
+    sentence's batch."""
     translator = gmlm.load(learned_checkpoints["padir"], device="cpu")
     lines = load_dataset(word_task_data).read_text("test", "src")[:64]
     model = translator.model
@@ -106,12 +107,13 @@ def test_padir_line_depends_only_on_the_line_and_the_seed(
     assert translate(lines, max_tokens=600, batch_size=3) == whole
     assert translate(lines[:20], batch_size=32) == whole[:20]
     order = random.Random(0).sample(range(len(lines)), len(lines))
-    shuffled = translate([lines[i] for i in order], batch_size=7, lines=order)
+    shuffled = translate([lines[i] for i in order], batch_size=7)
     assert [shuffled[order.index(i)] for i in range(len(lines))] == whole
-    assert translate(lines[40:50], lines=range(40, 50)) == whole[40:50]
-    # The line index is part of the key: the same sentence at another line, or another
-    # seed, starts from other random tokens (and this model's output depends on them).
-    assert translate(lines[1:21]) != whole[1:21]
+    assert translate(lines[40:50]) == whole[40:50]
+    # A repeated line translates alike wherever it stands; another seed starts from other
+    # random tokens (and this model's output depends on them).
+    doubled = translate([*lines[:16], *lines[:16][::-1]], batch_size=5)
+    assert doubled == [*whole[:16], *whole[:16][::-1]]
     assert translate(lines, seed=1) != whole
 
 
@@ -296,29 +298,17 @@ def test_bad_batch_size_and_seed_are_clear_errors(translators: dict[str, Transla
             translators["ar"].translate(["der Hund.", LONG], **settings)  # type: ignore[arg-type]
 
 
-def test_pieces_of_a_split_line_have_their_own_random_tokens(
-    translators: dict[str, Translator], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_split_line_translates_as_its_pieces_do_alone(translators: dict[str, Translator]) -> None:
     translator = translators["padir"]
     text = " ".join(sentences(12, seed=6))
-    count = len(translator.split(text, 24))
-    keys = []
-    original = Translator.translate_ids
-
-    def spy(self, sources, options, **kw):  # type: ignore[no-untyped-def]
-        keys.append((kw["lines"], kw["pieces"]))
-        return original(self, sources, options, **kw)
-
-    monkeypatch.setattr(Translator, "translate_ids", spy)
     lines = ["der Hund.", text, "", "die Katze."]
-    out = translator.translate(lines, on_over_length="split", lines=[10, 11, 12, 13], steps=2)
-    assert keys == [([10, *[11] * count, 13], [0, *range(count), 0])]
-    alone = translator.translate([text], on_over_length="split", lines=[11], steps=2)
+    out = translator.translate(lines, on_over_length="split", steps=2)
+    alone = translator.translate([text], on_over_length="split", steps=2)
     assert alone == [out[1]]
-    with pytest.raises(GmlmError, match="2 line indices for 4 sentences"):
-        translator.translate(lines, lines=[0, 1])
-    with pytest.raises(GmlmError, match="1 sources but 2 line and 1 piece indices"):
-        original(translator, [[7, 8]], translator.options(), lines=[0, 1])
+    pieces = translator.translate_ids(translator.split(text, 24), translator.options(steps=2))
+    assert out[1] == " ".join(t for t in (translator.text(p) for p in pieces) if t)
+    with pytest.raises(GmlmError, match=r"unknown.*lines"):
+        translator.translate(lines, lines=[0, 1, 2, 3])
 
 
 def test_over_length_report_leaves_the_line_empty_with_a_warning(

@@ -210,7 +210,7 @@ def collect_pairs(
         progress=progress,
     )
     for batch in batches:
-        for result in refine(model, batch.src, decoding, batch.generators()):
+        for result in refine(model, batch.src, decoding, batch.seed):
             assert result.self_attention is not None and result.cross_attention is not None
             stutter, self_m, cross_m = pair_metrics(
                 result.raw, result.self_attention, result.cross_attention
@@ -240,8 +240,8 @@ def attention_analysis(
 
     Decoding: `options` (default: those of ``gmlm translate``, T = 4 passes, B = 5
     lengths) with field `overrides` (``steps=10``, as :meth:`Translator.translate` takes
-    them), in batches of `batch_size` sorted by length, each line's initial tokens from
-    its own generator keyed by (`seed`, line index) as in ``gmlm translate``, optionally
+    them), in batches of `batch_size` sorted by length, each line's initial tokens keyed
+    by `seed` and its own ids as in ``gmlm translate``, optionally
     with bf16 weights and activations (``Translator.model_at("bf16")``). Sources empty or longer
     than the model's max_source_len are skipped and counted. n/a statistics are None.
     """

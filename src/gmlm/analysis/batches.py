@@ -2,9 +2,9 @@
 `gmlm.analysis.length`): a split's sources in batches, as ``gmlm translate`` batches them.
 
 Sources are taken longest first (a stable sort, as :meth:`Translator.translate_ids` orders
-them), `batch_size` at a time, and each batch's initial tokens come from one generator per
-sentence keyed by (seed, its line in the split), so an analysis decodes every sentence exactly
-as ``gmlm translate`` of the split's source file does.
+them), `batch_size` at a time; PaDIR's initial tokens are keyed by the seed and each
+sentence's own ids (:mod:`gmlm.decoding.draws`), so an analysis decodes every sentence as
+``gmlm translate`` of the split's source file does.
 """
 
 from __future__ import annotations
@@ -12,11 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-import torch
 from torch import Tensor
 from tqdm import tqdm
 
-from gmlm.decoding.refinement import sentence_generators
 from gmlm.translation.translator import Translator
 
 
@@ -30,10 +28,6 @@ class SourceBatch:
     lines: list[int]
     src: Tensor
     seed: int
-
-    def generators(self) -> list[torch.Generator]:
-        """Fresh generators of the batch's sentences (one decoding's worth)."""
-        return sentence_generators(self.seed, self.lines)
 
 
 def source_batches(

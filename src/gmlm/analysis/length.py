@@ -21,10 +21,10 @@ back. This analysis separates that cost from the rest:
   the references, and for (b) how often the selected candidate has the reference length.
 
 Pairs are decoded as ``gmlm translate`` does (longest source first, batches of `batch_size`,
-each line's initial tokens from its own generator keyed by `seed` and its line index in the
-split, afresh for each configuration), so rows (a) and (b) are the translations of ``gmlm
-translate --steps T --length-beam B`` of the split's source file (exactly so when no pair is
-skipped: skipping changes the batches, hence the float rounding at near-ties).
+each line's initial tokens keyed by `seed` and the line's own ids,
+:mod:`gmlm.decoding.draws`), so rows (a) and (b) are the translations of ``gmlm translate
+--steps T --length-beam B`` of the split's source file (exactly so when no pair is skipped:
+skipping changes the batches, hence the float rounding at near-ties).
 Pairs with an empty side, a source over max_source_len or a reference over max_target_len are
 skipped and counted. Note that a model trained on distilled targets learns the lengths of the
 teacher's translations, not of human references; the oracle row measures the headroom left by
@@ -165,7 +165,7 @@ def decode_pairs(
         rank[rows] = (logits > target_logit).sum(1) + 1
         for c in runs:
             lengths = targets.unsqueeze(1).to(batch.src.device) if c.oracle else None
-            results = refine(model, batch.src, options[c.name], batch.generators(), lengths)
+            results = refine(model, batch.src, options[c.name], batch.seed, lengths)
             for i, r in zip(batch.rows, results, strict=True):
                 hypotheses[c.name][i] = translator.text(r.tokens)
                 if c.name in chosen_is_reference:

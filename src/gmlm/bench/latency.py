@@ -153,9 +153,7 @@ def _measure(
     """Every system of `active` timed at `precision`: its rows, the speed-ups by source length
     and the signature of the BLEU scores."""
     lines, ids = timed.lines, timed.ids
-    measured = measure_latency(
-        active, timed.texts, lines, ids, precision, warmup, timed.tick, timed.clock
-    )
+    measured = measure_latency(active, timed.texts, ids, precision, warmup, timed.tick, timed.clock)
     kinds = {system.name: system.kind for system in active}
     grouped = length_speedups(precision, kinds, measured, [len(x) for x in ids["ar"]])
     throughput: dict[int, dict[str, Rates]] = {}
@@ -168,7 +166,7 @@ def _measure(
         else:
             say(f"{precision}: throughput at batch size {size}")
             throughput[size] = measure_throughput(
-                active, lines, ids, size, max_tokens, precision, timed.tick, timed.clock
+                active, ids, size, max_tokens, precision, timed.tick, timed.clock
             )
     bleu = {
         name: corpus_scores(translations, timed.references)["bleu"]

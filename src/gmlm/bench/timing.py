@@ -51,7 +51,6 @@ class Latencies:
 def measure_latency(
     systems: list[System],
     texts: list[str],
-    lines: list[int],
     ids: dict[str, list[list[int]]],
     precision: Precision,
     warmup: int,
@@ -60,9 +59,8 @@ def measure_latency(
 ) -> Latencies:
     """Per-sentence batch-1 seconds, model-only and end-to-end, output tokens and the
     end-to-end translations; `tick` is called after each sentence of the warm-up (its first
-    `warmup` sentences) and of the timed pass. texts[i] is line lines[i] of the split, which
-    keys PaDIR's initial tokens, so both ways and the throughput batches decode the same
-    thing."""
+    `warmup` sentences) and of the timed pass. PaDIR's initial tokens are keyed by a
+    sentence's own ids, so both ways and the throughput batches decode the same thing."""
     model: dict[str, list[float]] = {s.name: [] for s in systems}
     e2e: dict[str, list[float]] = {s.name: [] for s in systems}
     translations: dict[str, list[str]] = {s.name: [] for s in systems}
@@ -73,9 +71,9 @@ def measure_latency(
                 system.worker.time([ids[system.model][i]], texts[i], system.options)
                 continue
             system.translator.translate_ids(
-                [ids[system.model][i]], system.options, precision=precision, lines=[lines[i]]
+                [ids[system.model][i]], system.options, precision=precision
             )
-            _translate_text(system, texts[i], lines[i], precision)
+            _translate_text(system, texts[i], precision)
         tick()
     with garbage_collector_off():
         for i, text in enumerate(texts):
@@ -89,21 +87,19 @@ def measure_latency(
                     translations[system.name].append(timing.translation or "")
                     continue
                 start = clock()
-                out = system.translator.translate_ids(
-                    source, system.options, precision=precision, lines=[lines[i]]
-                )
+                out = system.translator.translate_ids(source, system.options, precision=precision)
                 model[system.name].append(clock() - start)
                 tokens[system.name] += len(out[0])
                 start = clock()
-                translation = _translate_text(system, text, lines[i], precision)
+                translation = _translate_text(system, text, precision)
                 e2e[system.name].append(clock() - start)
                 translations[system.name].append(translation[0])
             tick()
     return Latencies(model, e2e, tokens, translations)
 
 
-def _translate_text(system: System, text: str, line: int, precision: Precision) -> list[str]:
-    return system.translator.translate([text], system.options, precision=precision, lines=[line])
+def _translate_text(system: System, text: str, precision: Precision) -> list[str]:
+    return system.translator.translate([text], system.options, precision=precision)
 
 
 @contextlib.contextmanager
@@ -120,7 +116,6 @@ def garbage_collector_off() -> Iterator[None]:
 
 def measure_throughput(
     systems: list[System],
-    lines: list[int],
     ids: dict[str, list[list[int]]],
     batch_size: int,
     max_tokens: int | None,
@@ -128,10 +123,10 @@ def measure_throughput(
     tick: Callable[[], object],
     clock: Clock,
 ) -> dict[str, Rates]:
-    """Sentences/s and output tokens/s of each system over all sentences (ids[role][i] is
-    line lines[i]) in batches of `batch_size` (longest sources first), interleaved batch by
-    batch, each decoded in decoder batches of `max_tokens` padded tokens at most (None: whole);
-    `tick` after each. PaDIR's rates carry the padded share of its passes."""
+    """Sentences/s and output tokens/s of each system over all sentences in batches of
+    `batch_size` (longest sources first), interleaved batch by batch, each decoded in
+    decoder batches of `max_tokens` padded tokens at most (None: whole); `tick` after each.
+    PaDIR's rates carry the padded share of its passes."""
     count = len(next(iter(ids.values())))
     order = sorted(range(count), key=lambda i: -len(ids["padir"][i]))
     seconds = {s.name: 0.0 for s in systems}
@@ -156,7 +151,6 @@ def measure_throughput(
                     batch_size=batch_size,
                     max_tokens=max_tokens,
                     precision=precision,
-                    lines=[lines[i] for i in rows],
                 )
                 seconds[system.name] += clock() - start
                 tokens[system.name] += sum(len(o) for o in out)

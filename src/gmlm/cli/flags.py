@@ -165,10 +165,14 @@ def add_device(parser: argparse.ArgumentParser, default: str = "auto") -> None:
     )
 
 
-def add_cuda_graphs(parser: argparse.ArgumentParser, help: str) -> None:
+def add_cuda_graphs(
+    parser: argparse.ArgumentParser, help: str, default: bool | None = False
+) -> None:
+    """--cuda-graphs; with `default` None also --no-cuda-graphs, unset meaning automatic."""
     parser.add_argument(
         "--cuda-graphs",
-        action="store_true",
+        action="store_true" if default is False else argparse.BooleanOptionalAction,
+        default=default,
         help="replay the encoder and each decoder pass or step as CUDA graphs (needs --device "
         f"cuda; one graph per shape, captured the first time it is met) {help}",
     )

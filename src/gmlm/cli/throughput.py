@@ -33,7 +33,12 @@ def run(args: argparse.Namespace) -> int:
     report = measure_throughput(cfg, settings_from_args(ThroughputSettings, args))
     print("settings: " + json.dumps(report.settings))
     for name, rate in report.tokens_per_s.items():
-        print(f"{args.config:14s} {name}: {rate:10,.0f} target tokens/s (median)")
+        mfu = report.flop_utilisation.get(name)
+        print(
+            f"{args.config:14s} {name}: {rate:10,.0f} target tokens/s (median), "
+            f"{report.model_tflops[name]:.2f} model TFLOP/s (6 x parameters x tokens/s), MFU "
+            + ("n/a (peak unknown)" if mfu is None else f"{mfu:.1%}")
+        )
     if report.speedup_median is not None:
         print(f"bf16 / fp32 speed-up: {report.speedup_median:.2f}x (median of interleaved pairs)")
     print(precision_verdict(report))

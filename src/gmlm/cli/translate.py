@@ -61,9 +61,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_device(p)
     add_cuda_graphs(
         p,
-        "- it pays where shapes repeat, e.g. one sentence at a time "
-        "(--batch-size 1; on an H100 2.5-3.3x faster than eager once warm, docs/RESULTS.md), not "
-        "on a short file whose batches each meet new shapes",
+        "- default: on for a PaDIR model on a GPU (its batches are padded to a few bucketed "
+        "shapes), off for AR (a graph per batch shape and step: it pays where shapes repeat, "
+        "e.g. --batch-size 1, not on a short file whose batches each meet new shapes)",
+        default=None,
     )
     add_precision(
         p,
@@ -73,8 +74,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     add_seed(
         p,
-        "seed of PaDIR's initial random tokens; each line draws its own from (seed, line "
-        "number), so its output does not depend on --batch-size or the other lines",
+        "seed of PaDIR's initial random tokens; a line's are keyed by the seed and the line "
+        "itself, so its output does not depend on --batch-size, its place in the file or "
+        "the other lines (a repeated line translates alike)",
     )
     p.add_argument(
         "--over-length",

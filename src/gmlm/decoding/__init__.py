@@ -2,11 +2,12 @@
 PaDIR's iterative refinement. Each is a pure init / step / finish trio plus a driver::
 
     from gmlm.decoding import SearchOptions, beam_search, RefinementOptions, refine
-    from gmlm.decoding import sentence_generators
 
-    nbest = beam_search(ar_model, src, SearchOptions(beam=5))        # per sentence, best first
-    generators = sentence_generators(seed=0, lines=range(len(src)))  # one per sentence
-    results = refine(padir_model, src, RefinementOptions(steps=4), generators)
+    nbest = beam_search(ar_model, src, SearchOptions(beam=5))      # per sentence, best first
+    results = refine(padir_model, src, RefinementOptions(steps=4), seed=0)  # per sentence
+
+PaDIR's initial random tokens are keyed by the seed and each sentence's own ids
+(:mod:`gmlm.decoding.draws`), so a sentence's result does not depend on its batch.
 
 Sources are (B, S) right-padded id tensors with EOS, as the data pipeline makes them; raw text
 goes through :class:`gmlm.translation.Translator`. The settings of both decoders are declared
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
         greedy_step,
         max_lengths,
     )
+    from gmlm.decoding.draws import sentence_keys
     from gmlm.decoding.options import DecodingOptions, RefinementOptions, SearchOptions
     from gmlm.decoding.refinement import (
         Refined,
@@ -46,8 +48,6 @@ if TYPE_CHECKING:
         refinement_finish,
         refinement_init,
         refinement_step,
-        sentence_generators,
-        sentence_seed,
     )
     from gmlm.decoding.scores import length_penalty
 
@@ -75,8 +75,7 @@ _HOMES: dict[str, str] = {
     "refinement_finish": "gmlm.decoding.refinement",
     "refinement_init": "gmlm.decoding.refinement",
     "refinement_step": "gmlm.decoding.refinement",
-    "sentence_generators": "gmlm.decoding.refinement",
-    "sentence_seed": "gmlm.decoding.refinement",
+    "sentence_keys": "gmlm.decoding.draws",
 }
 
 __all__ = [
@@ -102,8 +101,7 @@ __all__ = [
     "refinement_finish",
     "refinement_init",
     "refinement_step",
-    "sentence_generators",
-    "sentence_seed",
+    "sentence_keys",
 ]
 
 

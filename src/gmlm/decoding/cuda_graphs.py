@@ -12,8 +12,9 @@ stays eager, so the decoding rules are those of :mod:`gmlm.decoding.refinement` 
 A graph has fixed shapes and addresses. Each runner keeps one graph per *signature* and
 copies a call's tensors into that graph's static input buffers before the replay:
 
-* encoder: (rows, source width rounded up to a multiple of ``multiple``, default 8), the
-  extra positions padding (masked keys, outputs cut off); the source's padding mask is made
+* encoder: (rows rounded up to a bucket of :mod:`gmlm.decoding.buckets`, source width rounded
+  up to a multiple of ``multiple``, default 8), the extra rows and positions padding (masked
+  keys, outputs cut off); the source's padding mask is made
   and checked eagerly first (the check reads it on the host, which a graph cannot);
 * PaDIR pass: (rows, width, source width, dtype), with the hypothesis width and the source
   width each rounded up to a multiple of ``multiple`` (a width is never rounded past the
@@ -52,6 +53,7 @@ from typing import Any, Generic, TypeVar
 import torch
 from torch import Tensor
 
+from gmlm.decoding.buckets import bucket
 from gmlm.errors import GmlmError
 from gmlm.models.autoregressive import AutoregressiveModel, DecoderCache
 from gmlm.models.padir import DecoderPositions, PadirEncoderOutput, PadirModel
@@ -184,20 +186,25 @@ class _Runner(Generic[Model]):
         return max(width, min(_rounded(width, self.multiple), limit))
 
     def encode(self, src: Tensor) -> EncoderOutput:
-        """The model's ``encode`` of src (B, S), by graph (module docstring)."""
+        """The model's ``encode`` of src (B, S), by graph (module docstring): B rounded up to
+        a bucket (:mod:`gmlm.decoding.buckets`; the extra rows padding, their outputs cut
+        off), so batches of every size share a few graphs."""
         config = self.model.config
         mask = source_padding_mask(src, config.pad_id)
         rows, width = src.shape
         padded = self.padded(width, config.max_source_len)
-        key = ("encode", rows, padded)
-        recording = self.recording(key, lambda: self._encoder(rows, padded, src.device))
+        count = bucket(rows)
+        key = ("encode", count, padded)
+        recording = self.recording(key, lambda: self._encoder(count, padded, src.device))
         static_src, static_mask = recording.inputs
-        _put(static_src, src, config.pad_id)
-        _put(static_mask, mask, True)
+        _put(static_src[:rows], src, config.pad_id)
+        _put(static_mask[:rows], mask, True)
+        static_src[rows:].fill_(config.pad_id)
+        static_mask[rows:].fill_(True)
         memory, *length_state = recording.run()
         if length_state:
-            return PadirEncoderOutput(memory[:, :width], mask, length_state[0])
-        return EncoderOutput(memory[:, :width], mask)
+            return PadirEncoderOutput(memory[:rows, :width], mask, length_state[0][:rows])
+        return EncoderOutput(memory[:rows, :width], mask)
 
     def _encoder(self, rows: int, width: int, device: torch.device) -> _Recording:
         src = torch.full((rows, width), self.model.config.pad_id, device=device)

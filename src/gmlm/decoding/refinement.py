@@ -2,8 +2,7 @@
 
 Pure ``init`` / ``step`` / ``finish`` functions over a small frozen state, plus a driver::
 
-    generators = sentence_generators(seed, lines=range(len(src)))  # one per sentence
-    state = refinement_init(model, src, options, generators)  # encode once, C candidates
+    state = refinement_init(model, src, options, seed=0)      # encode once, C candidates
     while state.rows.numel():                                  # candidates still refining
         state = refinement_step(model, state, options)         # one decoder pass over them
     results = refinement_finish(state, options)                # post-process, pick the best
@@ -14,20 +13,13 @@ Candidates: the top ``length_beam`` predicted lengths N of each sentence (each f
 [MASK] tokens); K = length_beam * (1 + len(length_offsets)) * random_starts candidates per
 sentence, sharing the encoding.
 
-Randomness, so that a sentence's result never depends on its batch: each sentence has its
-own generator, and its K initial hypotheses are drawn from it alone, as one draw
-``torch.randint(n_special, vocab_size, (K, N_max), generator=...)`` at the width N_max of
-its own longest candidate (row k: candidate k, EOS and padding then set by its length),
-padded to the batch's width. So they
-depend on the generator and the sentence's candidate lengths only, not on the other rows,
-the batch width or the order in which sentences are decoded. Files are decoded with one CPU
-``torch.Generator`` per line, seeded with ``sentence_seed(seed, line, piece)``: the BLAKE2b
-digest of 8 bytes (``hashlib.blake2b(text, digest_size=8)``) of the ASCII text
-``f"{seed},{line},{piece}"``, read as an unsigned little-endian integer, where ``line`` is
-the 0-based line index in the input and ``piece`` the 0-based piece of a line split because
-it is too long (0 otherwise). (A proper mix, unlike seed + line, under which seed 1 line 0
-would be seed 0 line 1.) What can still differ with the batch is float rounding (padding
-changes the width of every matrix product), which moves an argmax only at a near-tie.
+Randomness, so that a sentence's result never depends on where it stands: candidate k's
+initial tokens are a counter-based draw keyed by the run's seed and the sentence's own source
+ids (:mod:`gmlm.decoding.draws`), made on the model's device. They depend on the seed, the
+sentence, k and the position only: not on the other rows, the batch width, the line of a
+file or the order in which sentences are decoded, so a sentence repeated in a file translates
+alike. What can still differ with the batch is float rounding (padding changes the width of
+every matrix product), which moves an argmax only at a near-tie.
 
 A pass feeds a hypothesis x_t to the decoder and takes the argmax y_t at every position:
 positions past the length stay pad, the last one stays EOS, the others take the best
@@ -87,25 +79,22 @@ and stutter n-grams of up to 4 tokens: why, and the evidence, in docs/DESIGN.md 
 
 from __future__ import annotations
 
-import hashlib
 import math
-import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 import torch
 from torch import Tensor
 
+from gmlm.decoding.draws import keyed_tokens, sentence_keys
 from gmlm.decoding.options import RefinementOptions
 from gmlm.decoding.scores import length_penalty
-from gmlm.errors import GmlmError
 from gmlm.memory import check_memory
 from gmlm.models.padir import (
     DecoderPositions,
     PadirEncoderOutput,
     PadirModel,
-    initial_hypothesis,
     ordinary_argmax,
 )
 from gmlm.nn.attention import KVCache
@@ -234,55 +223,31 @@ def width_groups(lengths: Sequence[int], overhead: int) -> list[tuple[int, int]]
     return groups[::-1]
 
 
-def sentence_seed(seed: int, line: int, piece: int = 0) -> int:
-    """The seed (0 .. 2**64 - 1) of the initial random tokens of piece `piece` of line `line`
-    (both 0-based) under the run's `seed` (see the module docstring for the rule)."""
-    try:
-        seed, line, piece = (operator.index(value) for value in (seed, line, piece))
-    except TypeError:
-        raise GmlmError(
-            f"sentence_seed needs integers, got seed={seed!r}, line={line!r}, piece={piece!r}"
-        ) from None
-    text = f"{seed},{line},{piece}".encode("ascii")
-    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little")
-
-
-def sentence_generators(
-    seed: int, lines: Sequence[int], pieces: Sequence[int] | None = None
-) -> list[torch.Generator]:
-    """One CPU generator per sentence, seeded with ``sentence_seed(seed, line, piece)`` for
-    its line (and piece, default 0)."""
-    pieces = [0] * len(lines) if pieces is None else pieces
-    if len(pieces) != len(lines):
-        raise GmlmError(f"{len(lines)} line indices but {len(pieces)} piece indices")
-    return [
-        torch.Generator().manual_seed(sentence_seed(seed, line, piece))
-        for line, piece in zip(lines, pieces, strict=True)
-    ]
-
-
 def initial_hypotheses(
     lengths: Tensor,
     config: ModelConfig,
-    generators: Sequence[torch.Generator] | None,
+    keys: Tensor,
     mode: Literal["random", "mask"] | None,
+    width: int | None = None,
 ) -> Tensor:
-    """Candidate lengths (B, K) -> initial hypotheses (B * K, W), W the longest length.
+    """Candidate lengths (B, K) -> initial hypotheses (B * K, W), W the longest length (or
+    `width`, at least that): row b * K + k holds lengths[b, k] - 1 tokens, EOS, padding.
 
-    Sentence b's K rows are one `initial_hypothesis` draw from generators[b] (None: torch's
-    global generator, sentence by sentence) at that sentence's own width, padded to W.
+    The tokens are [MASK] (`mode` "mask"), or (`mode` "random"; None: the config's
+    ``init_hypothesis``) candidate k's keyed draw for sentence b (`keys` (B,), see
+    :mod:`gmlm.decoding.draws`), which depends on the key, k and the position only.
     """
-    if generators is not None and len(generators) != lengths.shape[0]:
-        raise GmlmError(
-            f"{len(generators)} generators for {lengths.shape[0]} sentences; give one per "
-            "sentence (see sentence_generators)"
-        )
-    width = int(lengths.max())
-    rows = []
-    for b, own in enumerate(lengths):
-        hyp = initial_hypothesis(own, config, None if generators is None else generators[b], mode)
-        rows.append(torch.nn.functional.pad(hyp, (0, width - hyp.shape[1]), value=config.pad_id))
-    return torch.cat(rows)
+    mode = config.init_hypothesis if mode is None else mode
+    flat = lengths.flatten()
+    width = int(lengths.max()) if width is None else width
+    if mode == "random":
+        hyp = keyed_tokens(keys, lengths.shape[1], width, config)
+    else:
+        hyp = torch.full((flat.shape[0], width), config.mask_id, device=lengths.device)
+    positions = torch.arange(width, device=lengths.device)
+    last = (flat - 1).unsqueeze(1)
+    hyp = hyp.masked_fill(positions == last, config.eos_id)
+    return hyp.masked_fill(positions > last, config.pad_id)
 
 
 def candidate_lengths(lengths: Tensor, options: RefinementOptions, config: ModelConfig) -> Tensor:
@@ -330,7 +295,7 @@ def refinement_init(
     model: PadirModel,
     src: Tensor,
     options: RefinementOptions,
-    generators: Sequence[torch.Generator] | None = None,
+    seed: int = 0,
     lengths: Tensor | None = None,
     encoded: PadirEncoderOutput | None = None,
 ) -> RefinementState:
@@ -341,9 +306,8 @@ def refinement_init(
 
     lengths: (B, L) target lengths (EOS counted) to decode instead of the predicted top
     ``length_beam``, e.g. the reference lengths for an oracle-length experiment.
-    generators: one per sentence, drawing its initial random tokens (on the generator's own
-    device, see `random_tokens`); None draws from torch's global generator. See the module
-    docstring and `sentence_generators`.
+    seed: keys the initial random tokens with each sentence's own ids (see the module
+    docstring and :mod:`gmlm.decoding.draws`).
     """
     config = model.config
     options.validate(config)
@@ -366,7 +330,8 @@ def refinement_init(
     # similar length (width_groups) over contiguous slices of the rows and their memory.
     order = flat.argsort(stable=True)
     memory = model.cross_memory(enc).select(sentence[order])
-    initial = initial_hypotheses(per_sentence, config, generators, options.init)
+    keys = sentence_keys(src, config.pad_id, seed)
+    initial = initial_hypotheses(per_sentence, config, keys, options.init)
     count = flat.numel()
     attention_shape = (count, config.n_heads, initial.shape[1])
     return RefinementState(
@@ -656,8 +621,20 @@ def merge_identical(
     return scores.view(-1, k).gather(1, first_identical(tokens, k, eligible))
 
 
+class Scoring(Protocol):
+    """What the selection score reads of a state besides the tokens: (C,) lengths, (C, W)
+    initial hypotheses, (C,) length log-probabilities (a :class:`RefinementState` is one)."""
+
+    @property
+    def lengths(self) -> Tensor: ...
+    @property
+    def initial(self) -> Tensor: ...
+    @property
+    def length_log_probs(self) -> Tensor: ...
+
+
 def candidate_scores(
-    tokens: Tensor, token_log_probs: Tensor, state: RefinementState, options: RefinementOptions
+    tokens: Tensor, token_log_probs: Tensor, state: Scoring, options: RefinementOptions
 ) -> Tensor:
     """(C,) the selection score of candidates with last argmax `tokens` (C, W) and their
     log-probabilities (C, W) (0 at padding): the token part by ``selection``, divided by the
@@ -724,7 +701,7 @@ def refine(
     model: PadirModel,
     src: Tensor,
     options: RefinementOptions | None = None,
-    generators: Sequence[torch.Generator] | None = None,
+    seed: int = 0,
     lengths: Tensor | None = None,
     stats: PaddingStats | None = None,
     encoded: PadirEncoderOutput | None = None,
@@ -732,7 +709,7 @@ def refine(
     """PaDIR decoding of src (B, S): one result per sentence (see :func:`refinement_init`);
     `stats`, when given, adds the row-positions the passes computed and their content."""
     options = options or RefinementOptions()
-    state = refinement_init(model, src, options, generators, lengths, encoded)
+    state = refinement_init(model, src, options, seed, lengths, encoded)
     while state.rows.numel():
         state = refinement_step(model, state, options)
     if stats is not None:

@@ -5,8 +5,8 @@ bench runs it: CTranslate2's OpenMP runtime and torch's fight over the cores in 
 A backend checks a request before it is queued (:meth:`Backend.prepare`: the decoding settings,
 each line's length, the rows it would decode) and translates a batch when the batcher calls
 :meth:`Backend.translate`, on the batcher's worker thread. A line's translation is the one
-`gmlm translate` gives it in a file of the request's lines: PaDIR's random tokens are keyed by
-(seed, the line's number in its request), never by its place in a batch.
+`gmlm translate` gives it in any file: PaDIR's random tokens are keyed by the seed and the
+line's own ids (:mod:`gmlm.decoding.draws`), never by its place in a request or a batch.
 """
 
 from __future__ import annotations
@@ -56,9 +56,7 @@ class Backend(Protocol):
 
     def prepare(self, texts: Sequence[str], settings: Mapping[str, Any], seed: int) -> Prepared: ...
 
-    def translate(
-        self, texts: Sequence[str], lines: Sequence[int], prepared: Prepared
-    ) -> list[str]: ...
+    def translate(self, texts: Sequence[str], prepared: Prepared) -> list[str]: ...
 
     def close(self) -> None: ...
 
@@ -115,16 +113,13 @@ class TorchBackend:
         )
         return Prepared(options, seed, tokens, rows_per_sentence(options) * len(texts))
 
-    def translate(
-        self, texts: Sequence[str], lines: Sequence[int], prepared: Prepared
-    ) -> list[str]:
+    def translate(self, texts: Sequence[str], prepared: Prepared) -> list[str]:
         return self.translator.translate(
             texts,
             prepared.options,
             batch_size=max(1, len(texts)),
             seed=prepared.seed,
             precision=self.precision,
-            lines=lines,
         )
 
     def close(self) -> None:
@@ -166,9 +161,7 @@ class Ct2Backend:
         tokens, _ = check_lines(self.tokenizer, texts, self.info.max_source_len)
         return Prepared(options, seed, tokens, rows_per_sentence(options) * len(texts))
 
-    def translate(
-        self, texts: Sequence[str], lines: Sequence[int], prepared: Prepared
-    ) -> list[str]:
+    def translate(self, texts: Sequence[str], prepared: Prepared) -> list[str]:
         with self.lock:
             return self.worker.translate_texts(list(texts), prepared.options)
 

@@ -157,11 +157,9 @@ class Batcher:
     async def _decode(self, batch: list[Job]) -> None:
         start = time.monotonic()
         texts: list[str] = []
-        lines: list[int] = []
         for job in batch:
             job.started = start
             texts.extend(job.texts)
-            lines.extend(range(job.sentences))
             self.metrics.queue_wait.labels(self.backend.name).observe(start - job.arrived)
         name = self.backend.name
         self.metrics.batch_sentences.labels(name).observe(len(texts))
@@ -170,7 +168,7 @@ class Batcher:
         loop = asyncio.get_running_loop()
         try:
             outputs = await loop.run_in_executor(
-                self.executor, self.backend.translate, texts, lines, batch[0].prepared
+                self.executor, self.backend.translate, texts, batch[0].prepared
             )
         except Exception as err:  # a failing batch fails its own requests only
             for job in batch:

@@ -60,7 +60,7 @@ def warm_up(backends: Mapping[str, Backend]) -> None:
     for backend in backends.values():
         prepared = backend.prepare(list(WARMUP), {}, 0)
         for _ in range(2):
-            backend.translate(list(WARMUP), list(range(len(WARMUP))), prepared)
+            backend.translate(list(WARMUP), prepared)
 
 
 def bind(host: str, port: int) -> socket.socket:

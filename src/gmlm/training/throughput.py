@@ -14,7 +14,7 @@ import copy
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -26,13 +26,10 @@ from gmlm.models import build_model
 from gmlm.nn.layers import count_parameters
 from gmlm.provenance import cpu_model, torch_threads, torch_version
 from gmlm.training.config import TrainConfig, use_vocab_size
-from gmlm.training.objective import LossModule, objective
-from gmlm.training.optim import build_optimizer
-from gmlm.training.precision import autocast, resolve_precision
+from gmlm.training.precision import resolve_precision
+from gmlm.training.step_timing import time_steps
 from gmlm.training.throughput_settings import ThroughputSettings
 from gmlm.training.trainer import check_data_fits
-
-TRAINING_PRECISIONS = {"fp32": None, "bf16": torch.bfloat16}  # name -> autocast dtype
 
 
 @dataclass
@@ -42,6 +39,10 @@ class ThroughputReport:
     # Median over interleaved pairs of the bf16 / fp32 rate; None unless both were timed.
     speedup_median: float | None
     rates: dict[str, list[float]]
+    # Per precision: 6 x parameters x median target tokens/s, in TFLOP/s, and that over the
+    # device's peak (None where unknown: a CPU, an unlisted GPU).
+    model_tflops: dict[str, float] = field(default_factory=dict)
+    flop_utilisation: dict[str, float | None] = field(default_factory=dict)
 
 
 def measure_throughput(
@@ -80,37 +81,14 @@ def measure_throughput(
             break
     auto = copy.deepcopy(cfg)
     auto.precision = "auto"
-    runs = {}
-    for name in dict.fromkeys(precisions):
-        model = copy.deepcopy(base)
-        runs[name] = (
-            LossModule(model, cfg),
-            build_optimizer(model, cfg.optim),
-            TRAINING_PRECISIONS[name],
-        )
-    noise = torch.Generator(device=device)
-    rates: dict[str, list[float]] = {name: [] for name in runs}
-    for i, batch in enumerate(batches):
-        for name, (module, optimizer, dtype) in runs.items():
-            module.train()
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            start = clock()
-            with autocast(device, dtype):
-                token_sum, length_sum = module(batch.src, batch.tgt, noise)
-            objective(token_sum / batch.tgt_tokens, length_sum / batch.size, cfg).backward()
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            if i >= warmup:
-                rates[name].append(batch.tgt_tokens / (clock() - start))
+    rates = time_steps(cfg, base, batches, precisions, warmup, clock)
     pairs = None
     if len(rates) == 2:
         pairs = [b / f for f, b in zip(rates["fp32"], rates["bf16"], strict=True)]
-    recorded = {
+    parameters = count_parameters(base)
+    recorded: dict[str, Any] = {
         "kind": cfg.kind,
-        "parameters": count_parameters(base),
+        "parameters": parameters,
         "device": str(device),
         "cpu": cpu_model(),
         "auto_precision": "fp32" if resolve_precision(auto, device) is None else "bf16",
@@ -122,12 +100,51 @@ def measure_throughput(
         "torch": torch_version(),
         "stages": cfg.padir.stages if cfg.kind == "padir" else None,
     }
+    medians = {k: statistics.median(v) for k, v in rates.items()}
+    if resolve_precision(auto, device) is not None and len(medians) == 2:
+        # where bf16 is an option, precision=auto trains in the faster (step_timing)
+        recorded["auto_precision"] = "bf16" if medians["bf16"] >= medians["fp32"] else "fp32"
+    peaks = peak_tflops(device)
+    recorded["peak_tflops"] = peaks
+    utilisation = {
+        name: model_flop_utilisation(parameters, rate, peaks.get(name) if peaks else None)
+        for name, rate in medians.items()
+    }
     return ThroughputReport(
         recorded,
-        {k: statistics.median(v) for k, v in rates.items()},
+        medians,
         None if pairs is None else statistics.median(pairs),
         rates,
+        {name: 6 * parameters * rate / 1e12 for name, rate in medians.items()},
+        utilisation,
     )
+
+
+# Dense peak TFLOP/s by GPU name (the first that the name contains) and precision: bf16 tensor
+# cores, and fp32 without TF32 (torch's default for matrix products). NVIDIA's data sheets.
+PEAKS = (
+    ("H100 PCIe", {"bf16": 756.0, "fp32": 51.2}),
+    ("H100", {"bf16": 989.4, "fp32": 66.9}),
+    ("H200", {"bf16": 989.4, "fp32": 66.9}),
+    ("A100", {"bf16": 312.0, "fp32": 19.5}),
+)
+
+
+def peak_tflops(device: torch.device) -> dict[str, float] | None:
+    """The device's peak dense TFLOP/s by precision, where known (a GPU of PEAKS), else None
+    (a CPU: its peak depends on its vector and matrix units, not read here)."""
+    if device.type != "cuda":
+        return None
+    name = torch.cuda.get_device_name(device)
+    return next((dict(peaks) for key, peaks in PEAKS if key in name), None)
+
+
+def model_flop_utilisation(
+    parameters: int, tokens_per_s: float, peak: float | None
+) -> float | None:
+    """6 x parameters x target tokens/s (forward and backward, the usual estimate) over the
+    peak TFLOP/s; None where the peak is unknown."""
+    return None if peak is None else 6 * parameters * tokens_per_s / (peak * 1e12)
 
 
 def precision_verdict(report: ThroughputReport, margin: float = 0.05) -> str:

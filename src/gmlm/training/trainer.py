@@ -76,6 +76,7 @@ from gmlm.training.precision import (
     precision_name,
     resolve_precision,
 )
+from gmlm.training.step_timing import measured_precision
 from gmlm.training.stopping import StopRequests
 from gmlm.training.validation import validate, validation_pairs
 from gmlm.translation.translator import Translator
@@ -158,6 +159,9 @@ class Trainer:
             rank=self.dist.rank,
             world_size=self.dist.world_size,
         )
+        self.precision_rates: dict[str, float] = {}
+        if cfg.precision == "auto" and self.dtype is not None and not self.dist.active:
+            self._measure_precision()
         self.step = 0
         self.best: dict[str, Any] = {}
         self.elapsed = 0.0
@@ -167,6 +171,27 @@ class Trainer:
         self._last_state: dict[str, Any] = {}
         self._validation_pending = False
         self._saved_at = time.monotonic()
+
+    def _measure_precision(self) -> None:
+        """precision=auto where bf16 is an option: a few steps of each precision on copies of
+        the model and the run's first batches (gmlm.training.step_timing), bf16 only where it
+        trained at least as fast. One process only (under torchrun every rank must agree: the
+        device's default, bf16, stands)."""
+        cfg = self.cfg
+        iterator = BatchIterator(
+            self.train_set, cfg.max_tokens, seed=cfg.seed, max_sentences=cfg.max_sentences or None
+        )
+        batches = [batch.to(self.device) for _, batch in zip(range(4), iterator, strict=False)]
+        if not batches:
+            return
+        devices = [self.device] if self.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices):  # the run's random draws stay its own
+            self.dtype, self.precision_rates = measured_precision(cfg, self.model, batches)
+        rates = ", ".join(f"{k} {v:,.0f}" for k, v in self.precision_rates.items())
+        self.log(
+            f"precision=auto: {precision_name(self.dtype)} (target tokens/s over "
+            f"{len(batches) - 1} timed steps each: {rates})"
+        )
 
     # ----------------------------------------------------------------------------- state
     def _prepare_run_dir(self) -> bool:

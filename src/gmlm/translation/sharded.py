@@ -5,8 +5,8 @@
 The input is cut into chunks of consecutive lines (:class:`ShardSettings`); process r of W
 translates the chunks i with i % W == r, each saved on its own in ``OUTPUT.chunks/``
 (:mod:`gmlm.translation.chunks`), and rank 0 writes OUTPUT in input order once every chunk is
-there, then removes the folder. Each line keeps its line index as its seed key
-(``Translator.translate(lines=...)``), so the output is the one process's, byte for byte.
+there, then removes the folder. A line's random tokens are keyed by its own ids, not by where
+it stands (:mod:`gmlm.decoding.draws`), so the output is the one process's, byte for byte.
 The same command run again after an interruption resumes from the chunks saved; chunks made
 with another checkpoint, input or decoding settings are discarded. Rank 0 holds the folder's
 lock: a second job writing the same OUTPUT fails at once. A process that fails stops the
@@ -87,7 +87,7 @@ def translate_file(
     origin: str,
     sharding: ShardSettings = DEFAULT_SHARDING,
     device: str = "auto",
-    cuda_graphs: bool = False,
+    cuda_graphs: bool | None = None,
     say: Log = print,
     **translate_args: Any,
 ) -> ShardedRun | None:
@@ -122,7 +122,7 @@ def _translate_file(
     origin: str,
     sharding: ShardSettings,
     device: str,
-    cuda_graphs: bool,
+    cuda_graphs: bool | None,
     say: Log,
     shard: DistInfo,
     translate_args: dict[str, Any],
@@ -160,7 +160,7 @@ def _translate_file(
                 chunk = chunks[index]
                 chunk_start = time.perf_counter()
                 outputs = translator.translate(
-                    [lines[i] for i in chunk], origin=origin, lines=chunk, **translate_args
+                    [lines[i] for i in chunk], origin=origin, **translate_args
                 )
                 write_chunk(work, index, outputs, time.perf_counter() - chunk_start)
             return sum(len(chunks[i]) for i in todo)

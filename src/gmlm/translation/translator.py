@@ -17,11 +17,11 @@ words, then between tokens, so that no text is ever left out; ``"report"`` leave
 empty and names it in a warning.
 
 A line's translation depends only on the line, the checkpoint, the seed and the decoding
-settings, not on the batch size or the other lines of the input: PaDIR draws each line's
-initial random tokens from its own generator, seeded from (seed, line index, piece of a
-split line) by :func:`gmlm.decoding.refinement.sentence_seed` (the rule is in that module's
-docstring). Batching can still change float rounding (padding widens the matrix products),
-which moves an output only where two tokens' scores nearly tie.
+settings, not on the batch size, its place in the input or the other lines: PaDIR's initial
+random tokens are a draw keyed by the seed and the sentence's own source ids
+(:mod:`gmlm.decoding.draws`), so a sentence repeated in a file translates alike. Batching
+can still change float rounding (padding widens the matrix products), which moves an output
+only where two tokens' scores nearly tie.
 
 Batches: by default, and with ``max_tokens``, a batch is bounded by its padded size in
 decoder row-positions, its rows times its widest row (as fairseq's ``--max-tokens`` and
@@ -47,9 +47,16 @@ checkpoint's kind; a name neither kind has is one that lists the valid names.
 
 ``precision`` ("fp32", "bf16" or "int8", :mod:`gmlm.translation.precision`) picks the arithmetic;
 the bf16 and int8 copies of the model are made on first use and kept. Decoding runs under
-``torch.inference_mode``. ``cuda_graphs=True`` (a model on a CUDA device) replays the encoder
-and each decoder pass or step as CUDA graphs (:mod:`gmlm.decoding.cuda_graphs`; the first
-sentence of each new shape pays for its capture).
+``torch.inference_mode``.
+
+On a GPU, PaDIR decodes at fixed shapes (``fixed_shapes``, :mod:`gmlm.decoding.fixed`): every
+candidate in every pass at bucketed widths and batch sizes, with no host sync inside the
+passes, so the host queues a whole decode without waiting; and its encoder and decoder passes
+replay CUDA graphs (``cuda_graphs``, :mod:`gmlm.decoding.cuda_graphs`; the first batch of each
+new bucket pays for its capture). Both default to on for a PaDIR model on a CUDA device and
+off elsewhere (on a CPU the eager loop, which retires finished candidates, is faster); the
+outputs are the same up to float rounding. An AR model's steps are not bucketed, so its
+graphs (one per batch shape and step) stay opt-in.
 """
 
 from __future__ import annotations
@@ -57,7 +64,6 @@ from __future__ import annotations
 import re
 import warnings
 import weakref
-from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
@@ -74,6 +80,7 @@ from gmlm.data.lengths import SHOWN, encode_inputs
 from gmlm.data.tokenizer import Tokenizer
 from gmlm.decoding.autoregressive import beam_search, greedy_search
 from gmlm.decoding.cuda_graphs import graph_count, graphed
+from gmlm.decoding.fixed import refine_fixed
 from gmlm.decoding.options import (
     MAX_TOKENS_DEFAULT,
     OPTIONS,
@@ -88,7 +95,6 @@ from gmlm.decoding.refinement import (
     PaddingStats,
     candidate_lengths,
     refine,
-    sentence_generators,
 )
 from gmlm.errors import GmlmError
 from gmlm.models import AutoregressiveModel, ModelKind, PadirModel
@@ -127,7 +133,8 @@ class Translator:
     :mod:`gmlm.checkpoint.decoding_defaults`); explicit settings still win. `cuda_graphs`:
     the model runs by CUDA graphs (see the module docstring; it must be on a GPU).
     `languages`: what it translates, as its checkpoint records it (:func:`load` reads it);
-    informational, since text carries no language tag to check it against."""
+    informational, since text carries no language tag to check it against. `fixed_shapes`:
+    PaDIR decodes at fixed shapes (see the module docstring); None: on a CUDA device."""
 
     def __init__(
         self,
@@ -136,8 +143,9 @@ class Translator:
         tokenizer: Tokenizer,
         config: ModelConfig | None = None,
         defaults: dict[str, Any] | None = None,
-        cuda_graphs: bool = False,
+        cuda_graphs: bool | None = None,
         languages: Languages = NOT_GIVEN,
+        fixed_shapes: bool | None = None,
     ) -> None:
         expected = {"ar": AutoregressiveModel, "padir": PadirModel}.get(kind)
         if expected is None:
@@ -162,8 +170,10 @@ class Translator:
         # Row-positions of every PaDIR pass so far, and how many were padding (the cost that
         # grouping candidates by length saves; `gmlm translate --timing` reports it).
         self.padding = PaddingStats()
-        self.cuda_graphs = cuda_graphs
-        if cuda_graphs and self.device.type != "cuda":
+        on_gpu = self.device.type == "cuda"
+        self.cuda_graphs = on_gpu and kind == "padir" if cuda_graphs is None else cuda_graphs
+        self.fixed_shapes = on_gpu if fixed_shapes is None else fixed_shapes
+        if self.cuda_graphs and not on_gpu:
             raise GmlmError(
                 f"CUDA graphs need a model on a CUDA device, but it is on {self.device}; use "
                 '--device cuda (Python: gmlm.load(..., device="cuda")), or leave them out'
@@ -240,7 +250,6 @@ class Translator:
         precision: Precision = "fp32",
         on_over_length: OverLengthPolicy = "error",
         origin: str = "input",
-        lines: Sequence[int] | None = None,
         **overrides: Any,
     ) -> list[str]:
         """Detokenized translations of raw `sentences` (a list, or any iterable, of str), one
@@ -253,9 +262,6 @@ class Translator:
         quantised Linear layers, CPU only); see the module docstring.
         on_over_length: "error", "split" or "report" (see the module docstring).
         origin: names the input (a file) in error messages; lines are counted from 1.
-        lines: each sentence's 0-based line index in its file, which keys its random tokens
-        (default 0, 1, ...): give it when translating part of a file, so that each line gets
-        what it gets when the whole file is translated.
         options, overrides: the decoding settings, an options object of this model's kind
         and/or overrides of its fields by name, e.g. ``steps=10`` (see :meth:`options`).
         """
@@ -271,18 +277,7 @@ class Translator:
         SEED.check(seed, "seed")
         check_precision(precision)
         options = self.options(options, **overrides)
-        if lines is not None and len(lines) != len(texts):
-            raise GmlmError(
-                f"lines: {len(lines)} line indices for {len(texts)} sentences; give one "
-                "per sentence"
-            )
         segments, owners = self._segments(texts, on_over_length, origin)
-        numbers = range(len(texts)) if lines is None else lines
-        seen: Counter[int] = Counter()
-        piece_numbers = []
-        for owner in owners:  # a split line's pieces are 0, 1, ...
-            piece_numbers.append(seen[owner])
-            seen[owner] += 1
         outputs = self.translate_ids(
             segments,
             options,
@@ -290,8 +285,6 @@ class Translator:
             max_tokens=max_tokens,
             seed=seed,
             precision=precision,
-            lines=[numbers[owner] for owner in owners],
-            pieces=piece_numbers,
         )
         pieces: list[list[str]] = [[] for _ in texts]
         for owner, ids in zip(owners, outputs, strict=True):
@@ -312,31 +305,21 @@ class Translator:
         max_tokens: int | None = None,
         seed: int = 0,
         precision: Precision = "fp32",
-        lines: Sequence[int] | None = None,
-        pieces: Sequence[int] | None = None,
     ) -> list[list[int]]:
         """Output ids (no EOS) of source ids (no EOS, each non-empty and within
         max_source_len - 1), in order; the best hypothesis of each sentence.
 
         Sources are decoded widest first in batches bounded by `max_tokens` and/or
-        `batch_size` (see the module docstring). PaDIR's initial tokens of source i come from
-        ``sentence_seed(seed, lines[i], pieces[i])`` (defaults: i, 0), whatever its batch
-        (see the module docstring). `precision`: see :meth:`translate`.
+        `batch_size` (see the module docstring). PaDIR's initial tokens of a source are keyed
+        by `seed` and its ids, whatever its batch (see the module docstring). `precision`:
+        see :meth:`translate`.
         """
         model = self.model_at(precision)
         batch_size, max_tokens = batch_limits(batch_size, max_tokens)
-        lines = range(len(sources)) if lines is None else lines
-        pieces = [0] * len(sources) if pieces is None else pieces
-        if not len(lines) == len(pieces) == len(sources):
-            raise GmlmError(
-                f"{len(sources)} sources but {len(lines)} line and {len(pieces)} piece "
-                "indices; give one of each per source"
-            )
         outputs: list[list[int]] = [[] for _ in sources]
         for batch, planned in self._batches(model, sources, options, batch_size, max_tokens):
             src = self.source_tensor([sources[i] for i in batch])
-            keys = [lines[i] for i in batch], [pieces[i] for i in batch]
-            decoded = self._decode(model, src, options, seed, *keys, planned)
+            decoded = self._decode(model, src, options, seed, planned)
             for i, ids in zip(batch, decoded, strict=True):
                 outputs[i] = ids
         return outputs
@@ -422,15 +405,13 @@ class Translator:
         src: Tensor,
         options: DecodingOptions,
         seed: int,
-        lines: Sequence[int],
-        pieces: Sequence[int],
         planned: Planned | None,
     ) -> list[list[int]]:
         if isinstance(options, RefinementOptions):
             assert isinstance(model, PadirModel)
-            generators = sentence_generators(seed, lines, pieces)
             lengths, encoded = (None, None) if planned is None else planned
-            refined = refine(model, src, options, generators, lengths, self.padding, encoded)
+            decode = refine_fixed if self.fixed_shapes else refine
+            refined = decode(model, src, options, seed, lengths, self.padding, encoded)
             return [r.tokens for r in refined]
         assert isinstance(model, AutoregressiveModel)
         if options.beam == 1:
@@ -578,9 +559,14 @@ def resolve_device(name: str) -> torch.device:
     raise GmlmError(f"device {name!r}: choose auto, cpu, cuda or cuda:N")
 
 
-def load(checkpoint: str | Path, device: str = "auto", cuda_graphs: bool = False) -> Translator:
+def load(
+    checkpoint: str | Path,
+    device: str = "auto",
+    cuda_graphs: bool | None = None,
+    fixed_shapes: bool | None = None,
+) -> Translator:
     """A :class:`Translator` for a checkpoint folder (or a run folder's best checkpoint);
-    `cuda_graphs`: see :class:`Translator`."""
+    `cuda_graphs`, `fixed_shapes`: see :class:`Translator` (None: on for PaDIR on a GPU)."""
     loaded = load_for_inference(checkpoint, device=resolve_device(device))
     model = loaded.model
     if not isinstance(model, (AutoregressiveModel, PadirModel)):
@@ -593,6 +579,7 @@ def load(checkpoint: str | Path, device: str = "auto", cuda_graphs: bool = False
         loaded.decoding,
         cuda_graphs,
         loaded.languages,
+        fixed_shapes,
     )
 
 

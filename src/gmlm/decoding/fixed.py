@@ -1,0 +1,231 @@
+"""PaDIR refinement at fixed shapes: no host sync inside the passes, shapes from a few buckets.
+
+The rules are :mod:`gmlm.decoding.refinement`'s, and the result is the same up to float
+rounding; only the bookkeeping differs, for a GPU:
+
+* every candidate runs in every pass, at one width: the batch's longest candidate rounded up
+  to a bucket (:mod:`gmlm.decoding.buckets`), the extra positions padding. A candidate that
+  stopped early (its next input equals its last) or was pruned is masked instead of leaving
+  the batch: its tokens, log-probabilities and pass count stay as they were, which is what
+  the eager loop keeps for it. So no pass reads anything on the host (no ``.item()``,
+  ``.tolist()``, ``nonzero`` or shape that depends on data): the host queues the T passes
+  without waiting, and a graph can record them (:func:`fixed_passes`);
+* the sentences are padded to a bucket too (copies of the last one, dropped at the end), and
+  the source width as well (masked keys), so a few signatures cover every batch;
+* the host reads the device twice per decode: the candidate lengths once (to choose the
+  width bucket; none when they come planned on the CPU, as :class:`gmlm.translation.Translator`
+  plans them), and every pass's outcome once at the end, in one copy; the selection then runs
+  on the CPU (:func:`gmlm.decoding.refinement.refinement_finish`, a few hundred ids).
+
+What it costs: the passes after every candidate has stopped still run, and padding is
+computed; on a CPU, where a pass costs its arithmetic, the eager loop is faster, so
+``gmlm translate`` uses this on CUDA devices only (``Translator(fixed_shapes=...)``).
+Attention weights (``return_attention``) are the eager loop's alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from gmlm.decoding.buckets import bucket
+from gmlm.decoding.draws import sentence_keys
+from gmlm.decoding.options import RefinementOptions
+from gmlm.decoding.refinement import (
+    PaddingStats,
+    Refined,
+    RefinementState,
+    candidate_lengths,
+    candidate_scores,
+    check_refinement_memory,
+    initial_hypotheses,
+    log_probs_of,
+    next_input,
+    prune_losers,
+    pruning_keep,
+    refinement_finish,
+)
+from gmlm.errors import GmlmError
+from gmlm.models.padir import DecoderPositions, PadirEncoderOutput, PadirModel, ordinary_argmax
+from gmlm.nn.attention import KVCache
+
+
+@dataclass(frozen=True)
+class Passes:
+    """What :func:`fixed_passes` leaves of C candidates at width W: tokens (C, W), their
+    log-probabilities (C, W), passes run (C,), pruned (C,), and with return_steps the tokens
+    after each pass (T, C, W)."""
+
+    tokens: Tensor
+    token_log_probs: Tensor
+    passes: Tensor
+    pruned: Tensor
+    history: Tensor | None
+
+
+@dataclass(frozen=True)
+class _Scoring:
+    lengths: Tensor
+    initial: Tensor
+    length_log_probs: Tensor
+
+
+def fixed_passes(
+    model: PadirModel,
+    memory: KVCache,
+    positions: DecoderPositions,
+    initial: Tensor,
+    lengths: Tensor,
+    length_log_probs: Tensor,
+    candidates: int,
+    options: RefinementOptions,
+) -> Passes:
+    """The options.steps passes over the candidates with initial hypotheses `initial` (C, W)
+    of `lengths` (C,), K = `candidates` per sentence, their cross-attention `memory` (C rows)
+    and the decoder `positions` of width W: no host sync, fixed shapes (module docstring)."""
+    config = model.config
+    width = initial.shape[1]
+    index = torch.arange(width, device=initial.device)
+    padding = index >= lengths.unsqueeze(1)
+    is_eos = index == (lengths - 1).unsqueeze(1)
+    content = ~padding & ~is_eos
+    scoring = _Scoring(lengths, initial, length_log_probs)
+    inputs, tokens = initial, initial
+    token_log_probs = torch.zeros(initial.shape, device=initial.device)
+    active = torch.ones(lengths.shape, dtype=torch.bool, device=initial.device)
+    passes = torch.zeros(lengths.shape, dtype=torch.long, device=initial.device)
+    pruned = torch.zeros_like(active)
+    stoppable = options.early_stop and options.remask != "linear"
+    history = []
+    for step in range(1, options.steps + 1):
+        out = model.decode(memory, inputs, padding_mask=padding, positions=positions)
+        best = ordinary_argmax(out.logits, content, is_eos, config).to(inputs.dtype)
+        chosen = log_probs_of(out.logits, best).masked_fill(padding, 0.0)
+        running = active.unsqueeze(1)
+        tokens = torch.where(running, best, tokens)
+        token_log_probs = torch.where(running, chosen, token_log_probs)
+        passes = passes + active.long()
+        if options.return_steps:
+            history.append(tokens)
+        if step == options.steps:
+            break
+        nxt = next_input(best, chosen, inputs, initial, content, step, options)
+        done = (nxt == inputs).all(1) & stoppable
+        survivors = pruning_keep(step, options)
+        if survivors is not None and survivors < candidates:
+            scores = candidate_scores(tokens, token_log_probs, scoring, options)
+            pruned = pruned | prune_losers(scores, tokens, pruned, candidates, survivors)
+            done = done | pruned
+        active = active & ~done
+        inputs = torch.where(active.unsqueeze(1), nxt, inputs)
+    return Passes(
+        tokens,
+        token_log_probs,
+        passes,
+        pruned,
+        torch.stack(history) if options.return_steps else None,
+    )
+
+
+@torch.no_grad()
+def refine_fixed(
+    model: PadirModel,
+    src: Tensor,
+    options: RefinementOptions | None = None,
+    seed: int = 0,
+    lengths: Tensor | None = None,
+    stats: PaddingStats | None = None,
+    encoded: PadirEncoderOutput | None = None,
+) -> list[Refined]:
+    """:func:`gmlm.decoding.refinement.refine` at fixed shapes (module docstring): the same
+    arguments and results (one per sentence of src (B, S)); `stats` adds the row-positions
+    the passes computed (every candidate, every pass, at the bucketed width)."""
+    options = options or RefinementOptions()
+    if options.return_attention:
+        raise GmlmError(
+            "return_attention: the fixed-shape decoder returns no attention weights; use "
+            "gmlm.decoding.refine"
+        )
+    config = model.config
+    options.validate(config)
+    enc = model.encode(src) if encoded is None else encoded
+    if lengths is None:
+        lengths = model.predict_lengths(enc, options.length_beam) + options.length_shift
+    # The host's one look at the lengths (none when they were planned on the CPU).
+    planned = candidate_lengths(lengths.cpu(), options, config)
+    check_refinement_memory(config, planned, src)
+    count, k = planned.shape
+    width = bucket(int(planned.max()), config.max_target_len)
+    rows = bucket(count)
+    device = src.device
+    pick = torch.tensor([*range(count), *[count - 1] * (rows - count)], device=device)
+    source_width = bucket(enc.memory.shape[1], config.max_source_len)
+    extra = source_width - enc.memory.shape[1]
+    enc = PadirEncoderOutput(
+        torch.nn.functional.pad(enc.memory, (0, 0, 0, extra)).index_select(0, pick),
+        torch.nn.functional.pad(enc.padding_mask, (0, extra), value=True).index_select(0, pick),
+        enc.length_state.index_select(0, pick),
+    )
+    per_sentence = planned.to(device).index_select(0, pick)
+    flat = per_sentence.flatten()
+    sentence = torch.arange(rows, device=device).repeat_interleave(k)
+    if options.length_weight:
+        length_log_probs = model.length_logits(enc).float().log_softmax(-1)
+        length_log_probs = length_log_probs[sentence, flat - 1]
+    else:
+        length_log_probs = torch.zeros(flat.shape, device=device)
+    keys = sentence_keys(src.index_select(0, pick), config.pad_id, seed)
+    initial = initial_hypotheses(per_sentence, config, keys, options.init, width)
+    memory = model.cross_memory(enc).select(sentence)
+    positions = model.positions(width, project=True)
+    done = fixed_passes(model, memory, positions, initial, flat, length_log_probs, k, options)
+    # The copy back, in two transfers (integers, floats): the real sentences' candidates,
+    # to select on the CPU.
+    real = count * k
+    steps = options.steps if done.history is not None else 0
+    integers = torch.cat(
+        [
+            done.tokens[:real].flatten(),
+            initial[:real].flatten(),
+            done.passes[:real],
+            done.pruned[:real].long(),
+            flat[:real],
+            (src != config.pad_id).sum(1).repeat_interleave(k),
+            *(() if done.history is None else (done.history[:, :real].flatten(),)),
+        ]
+    ).cpu()
+    floats = torch.cat([done.token_log_probs[:real].flatten(), length_log_probs[:real]]).cpu()
+    grid = real * width
+    tokens, start, passes, pruned, cand, source, history = integers.split(
+        [grid, grid, real, real, real, real, steps * grid]
+    )
+    log_probs, length_lp = floats.split([grid, real])
+    tokens, start, log_probs = (t.view(real, width) for t in (tokens, start, log_probs))
+    if stats is not None:
+        stats.computed += options.steps * rows * k * width
+        stats.content += int((passes * cand).sum())
+    state = RefinementState(
+        step=options.steps,
+        candidates=k,
+        rows=torch.zeros(0, dtype=torch.long),
+        memory=KVCache([], [], None),
+        inputs=tokens,
+        lengths=cand,
+        source_lengths=source,
+        length_log_probs=length_lp,
+        initial=start,
+        tokens=tokens,
+        token_log_probs=log_probs,
+        passes=passes,
+        pruned=pruned.bool(),
+        history=tuple(history.view(steps, real, width)) if steps else (),
+        self_attention=None,
+        cross_attention=None,
+        positions={},
+    )
+    return refinement_finish(state, options)
+
+
+__all__ = ["Passes", "fixed_passes", "refine_fixed"]

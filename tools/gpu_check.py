@@ -1,0 +1,284 @@
+"""`make gpu-check`: what gmlm does on one GPU, as a user runs it, in one Markdown table.
+
+    python tools/gpu_check.py --data runs/gpu-check/data --out runs/gpu-check
+
+Run it first whenever a GPU is at hand (docs/GPU.md says how, on the device tool too). It
+needs a CUDA torch, gmlm importable (PYTHONPATH=src), the shipped German-English checkpoints,
+and a prepared Multi30k dataset made with their tokenizer (`make gpu-check-data`, which the
+Makefile's gpu-check runs first). Sections, each with its own time budget; a section that
+fails is a row saying why, and the others still run:
+
+1. eager: ``Translator.translate`` of PaDIR T=4 B=5 and AR beam 5, fp32 and bf16, batch 1 / 8
+   / 32, each call on new test sentences (new shapes, as a service meets them): median ms
+   of 12 calls (the rows of ../shared/tools/gpu_diag.py, for comparison row by row);
+2. graphs: batch 1 with CUDA graphs (``gmlm.load(..., cuda_graphs=True)``), end to end (text
+   in, text out) on --sentences test sentences after one untimed pass over them (capture):
+   p50 / p99 ms and AR beam 5 over PaDIR;
+3. service: ``gmlm loadtest --serve`` (open-loop Poisson, 1-line requests) of PaDIR and AR
+   beam 5 on ``--device cuda`` in fp32 and in bf16: p50 / p99 at each rate and the capacity
+   (highest rate with p99 under 100 ms and no errors);
+4. training: ``gmlm throughput`` of small-padir, small-ar and base-padir, fp32 and bf16
+   autocast: target tokens/s and the bf16 / fp32 ratio.
+
+Writes OUT/gpu-check.md (the table, with the card, torch and the settings) and
+OUT/gpu-check.json, and prints the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+import gmlm  # noqa: E402
+
+CHECKPOINTS = ROOT / "checkpoints" / "multi30k-de-en"
+SYSTEMS = {"padir T=4 B=5": ("padir", {}), "ar beam 5": ("ar", {"beam": 5})}
+Row = dict[str, Any]
+# The subprocesses (gmlm loadtest, gmlm throughput) import gmlm from this checkout.
+ENV = {
+    **os.environ,
+    "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")])),
+}
+
+
+def ms(seconds: float) -> float:
+    return round(1000 * seconds, 2)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))]
+
+
+def synchronized(call: Callable[..., object], *args: Any, **kwargs: Any) -> float:
+    """Seconds of call(*args, **kwargs) with the GPU's queue drained before and after."""
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    call(*args, **kwargs)
+    torch.cuda.synchronize()
+    return time.perf_counter() - start
+
+
+def eager(sentences: list[str]) -> list[Row]:
+    rows = []
+    for system, (name, settings) in SYSTEMS.items():
+        translator = gmlm.load(CHECKPOINTS / name, device="cuda")
+        options = translator.options(**settings)
+        for precision in ("fp32", "bf16"):
+            translator.model_at(precision)  # type: ignore[arg-type]
+            for size in (1, 8, 32):
+                times = []
+                for i in range(13):  # the first call of each size warms up
+                    chunk = sentences[i * size : (i + 1) * size]
+                    times.append(
+                        synchronized(
+                            translator.translate,
+                            chunk,
+                            options,
+                            batch_size=size,
+                            precision=precision,
+                        )
+                    )
+                rows.append(
+                    {
+                        "system": system,
+                        "precision": precision,
+                        "batch": size,
+                        "median_ms": ms(statistics.median(times[1:])),
+                    }
+                )
+                print(f"eager {system} {precision} batch {size}: {rows[-1]['median_ms']} ms")
+    return rows
+
+
+def graphs(sentences: list[str]) -> list[Row]:
+    rows = []
+    for system, (name, settings) in SYSTEMS.items():
+        translator = gmlm.load(CHECKPOINTS / name, device="cuda", cuda_graphs=True)
+        options = translator.options(**settings)
+        for precision in ("fp32", "bf16"):
+            for line in sentences:  # capture every shape first
+                translator.translate([line], options, precision=precision)
+            times = [
+                synchronized(translator.translate, [line], options, precision=precision)
+                for line in sentences
+            ]
+            rows.append(
+                {
+                    "system": system,
+                    "precision": precision,
+                    "p50_ms": ms(percentile(times, 50)),
+                    "p99_ms": ms(percentile(times, 99)),
+                    "graphs": translator.cuda_graph_count(),
+                }
+            )
+            print(f"graphs {system} {precision}: {rows[-1]}")
+    return rows
+
+
+def service(source: Path, out: Path, rates: str, duration: float) -> list[Row]:
+    rows = []
+    for precision in ("fp32", "bf16"):
+        result = out / f"load-{precision}.json"
+        serve = (
+            f"--device cuda --precision {precision} --model padir={CHECKPOINTS / 'padir'} "
+            f"--model ar={CHECKPOINTS / 'ar'}"
+        )
+        command = [
+            sys.executable, "-m", "gmlm", "loadtest", f"--serve={serve}", "--input", str(source),
+            "--rates", rates, "--duration", str(duration), "--p99-limit-ms", "100",
+            "--options", 'ar={"beam": 5}', "--output", str(result),
+            "--markdown", str(out / f"load-{precision}.md"),
+        ]  # fmt: skip
+        subprocess.run(
+            command, check=True, env=ENV, timeout=60 + 6 * duration * len(rates.split(","))
+        )
+        loaded = json.loads(result.read_text(encoding="utf-8"))
+        for point in loaded["points"]:
+            rows.append(
+                {
+                    "precision": precision,
+                    "model": point["model"],
+                    "offered_rps": point["offered_rps"],
+                    "achieved_rps": round(point["achieved_rps"], 1),
+                    "p50_ms": point["p50_ms"],
+                    "p99_ms": point["p99_ms"],
+                    "errors": point["errors"],
+                    "capacity_rps": loaded["capacity_rps"].get(point["model"]),
+                }
+            )
+    return rows
+
+
+def training(data: Path, steps: int) -> list[Row]:
+    rows = []
+    for config in ("small-padir", "small-ar", "base-padir"):
+        command = [
+            sys.executable, "-m", "gmlm", "throughput", "--config", config, "--steps",
+            str(steps), "--warmup", "2", f"data={data}", "device=cuda",
+        ]  # fmt: skip
+        done = subprocess.run(
+            command, check=True, capture_output=True, text=True, env=ENV, timeout=300
+        )
+        report = json.loads(done.stdout.strip().splitlines()[-1])
+        rates = report["tokens_per_s"]
+        rows.append({"config": config, "rates": rates, "bf16_over_fp32": report["speedup_median"]})
+        print(f"training {config}: {rates}")
+    return rows
+
+
+def table(found: dict[str, Any]) -> str:
+    lines = [
+        f"`make gpu-check` on {found['device']}, torch {found['torch']}, "
+        f"{found['when']}; {found['seconds']:.0f} s in all.",
+        "",
+        "| section | what | fp32 | bf16 |",
+        "|---|---|---:|---:|",
+    ]
+    for section, rows in found["sections"].items():
+        if isinstance(rows, str):
+            lines.append(f"| {section} | failed: {rows[:300]} | | |")
+            continue
+        cells: dict[str, dict[str, str]] = {}
+        for row in rows:
+            if section == "eager":
+                what = f"{row['system']}, batch {row['batch']}: median ms"
+                value = f"{row['median_ms']:.1f}"
+            elif section == "graphs":
+                what = f"{row['system']}, batch 1: p50 / p99 ms"
+                value = f"{row['p50_ms']:.1f} / {row['p99_ms']:.1f}"
+            elif section == "service":
+                what = f"{row['model']} at {row['offered_rps']:g}/s: achieved/s, p50 / p99 ms"
+                p50 = "-" if row["p50_ms"] is None else f"{row['p50_ms']:.0f}"
+                p99 = "-" if row["p99_ms"] is None else f"{row['p99_ms']:.0f}"
+                value = f"{row['achieved_rps']:g}, {p50} / {p99}"
+                if row["errors"]:
+                    value += f" ({sum(row['errors'].values())} errors)"
+            else:
+                for precision, rate in row["rates"].items():
+                    cells.setdefault(f"{row['config']}: target tokens/s", {})[precision] = (
+                        f"{rate:,.0f}"
+                    )
+                continue
+            cells.setdefault(what, {})[row.get("precision", "fp32")] = value
+        for what, by in cells.items():
+            lines.append(f"| {section} | {what} | {by.get('fp32', '')} | {by.get('bf16', '')} |")
+        if section == "service":
+            capacity = {
+                (r["precision"], r["model"]): r["capacity_rps"] for r in rows if "model" in r
+            }
+            for model in dict.fromkeys(m for _, m in capacity):
+                values = [capacity.get((p, model)) for p in ("fp32", "bf16")]
+                shown = ["none" if v is None else f"{v:g}/s" for v in values]
+                lines.append(
+                    f"| service | {model}: capacity (p99 < 100 ms, no errors) "
+                    f"| {shown[0]} | {shown[1]} |"
+                )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, required=True, help="prepared Multi30k dataset")
+    parser.add_argument("--out", type=Path, default=Path("runs/gpu-check"))
+    parser.add_argument("--sentences", type=int, default=100, help="graph rows' sentences")
+    parser.add_argument("--rates", default="10,100,400,1000", help="service offered rates")
+    parser.add_argument("--duration", type=float, default=6, help="seconds per service rate")
+    parser.add_argument("--train-steps", type=int, default=6)
+    parser.add_argument(
+        "--sections", default="eager,graphs,service,training", help="which to run, in order"
+    )
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        parser.error("no CUDA device here: run it on a machine with a GPU and a CUDA torch")
+    source = args.data / "test.src.txt"
+    if not source.is_file():
+        parser.error(f"{source}: not found; make the dataset with `make gpu-check-data`")
+    args.out.mkdir(parents=True, exist_ok=True)
+    sentences = source.read_text(encoding="utf-8").splitlines()
+    started = time.perf_counter()
+    found: dict[str, Any] = {
+        "device": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "command": " ".join(sys.argv),
+        "sections": {},
+    }
+    runs: dict[str, Callable[[], list[Row]]] = {
+        "eager": lambda: eager(sentences),
+        "graphs": lambda: graphs(sentences[: args.sentences]),
+        "service": lambda: service(source, args.out, args.rates, args.duration),
+        "training": lambda: training(args.data, args.train_steps),
+    }
+    for section in args.sections.split(","):
+        print(f"== {section} ({time.perf_counter() - started:.0f} s so far)", flush=True)
+        try:
+            found["sections"][section] = runs[section]()
+        except Exception as err:  # a failed section is reported; the others still run
+            found["sections"][section] = f"{type(err).__name__}: {err}"
+            print(f"{section} failed: {err}", file=sys.stderr)
+        found["seconds"] = time.perf_counter() - started
+        text = table(found)
+        (args.out / "gpu-check.md").write_text(text, encoding="utf-8")
+        (args.out / "gpu-check.json").write_text(json.dumps(found, indent=1), encoding="utf-8")
+    print(text)
+    if os.environ.get("OUT"):  # the device tool's folder that comes back
+        for name in ("gpu-check.md", "gpu-check.json"):
+            Path(os.environ["OUT"], name).write_bytes((args.out / name).read_bytes())
+
+
+if __name__ == "__main__":
+    main()
