@@ -22,6 +22,7 @@ class GatedBackend:
     is refused by `prepare`. Records every batch it decodes."""
 
     kind = "fake"
+    device = "cpu"
     source = "memory"
     languages = None
 

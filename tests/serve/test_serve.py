@@ -194,7 +194,16 @@ def test_overload_answers_503_at_once_and_recovers(gated):
     assert 'gmlm_requests_total{model="fake",status="503"} 1.0' in metrics
     assert 'gmlm_requests_total{model="fake",status="200"} 4.0' in metrics
     assert 'gmlm_batch_sentences_count{model="fake"} 4.0' in metrics
+    # sentences, not requests: 2 + 2 + 2 + 1 in 4 requests
+    assert 'gmlm_sentences_total{model="fake"} 7.0' in metrics
     assert "gmlm_request_seconds_bucket" in metrics and "gmlm_queue_wait_seconds_sum" in metrics
+    # The device's busy seconds: the batches' decoding time, summed (the first batch was
+    # held for at least the time the others queued and one was refused).
+    busy = float(
+        re.search(r'^gmlm_device_busy_seconds_total\{device="cpu"\} (\S+)$', metrics, re.M).group(1)
+    )  # type: ignore[union-attr]
+    decoded = _metric(metrics, "gmlm_batch_seconds_sum", "fake")
+    assert busy == pytest.approx(decoded) and busy > 0
 
 
 def test_deadline_gives_504_and_the_expired_work_is_never_decoded(gated):

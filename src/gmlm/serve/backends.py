@@ -51,6 +51,7 @@ class Prepared:
 class Backend(Protocol):
     name: str
     kind: str  # "padir", "ar" or "ctranslate2"
+    device: str  # where its batches run: "cpu", "cuda:0", ...
     source: str  # the folder it serves
     languages: str | None  # "de-en": the pair its checkpoint records, None where it records none
 
@@ -102,6 +103,7 @@ class TorchBackend:
         self.precision: Precision = precision
         self.translator = load(folder, device=device)
         self.kind: str = self.translator.kind
+        self.device = str(self.translator.device)
         self.languages = self.translator.languages.name
         self.translator.model_at(precision)  # the bf16/int8 copy now, not at first request
 
@@ -132,6 +134,7 @@ class Ct2Backend:
     (:mod:`gmlm.export.ctranslate2`); PaDIR has no CTranslate2 form."""
 
     kind = "ctranslate2"
+    device = "cpu"
 
     def __init__(self, name: str, folder: str, precision: str, threads: int):
         from gmlm.export.ctranslate2 import INFO_FILE, Ct2ModelInfo

@@ -179,6 +179,7 @@ class Batcher:
             self.running = 0
         seconds = time.monotonic() - start
         self.metrics.decode.labels(name).observe(seconds)
+        self.metrics.device_busy.labels(self.backend.device).inc(seconds)
         self.metrics.sentences.labels(name).inc(len(texts))
         rate = seconds / len(texts)
         self.seconds_per_sentence = (

@@ -71,3 +71,10 @@ class Metrics:
             ["model"],
             registry=self.registry,
         )
+        self.device_busy = Counter(
+            "gmlm_device_busy_seconds",
+            "Seconds the device spent decoding batches (its rate over a window is the share of "
+            "the time the device was busy: every model's batches run on one decode thread)",
+            ["device"],
+            registry=self.registry,
+        )
