@@ -126,3 +126,16 @@ def test_no_cudnn_attention_in_a_bf16_decode() -> None:
     names = {event.name for event in prof.key_averages()}
     assert not [n for n in names if "cudnn_attention" in n], sorted(names)
     assert any("scaled_dot_product" in n for n in names)
+
+
+def test_fixed_shapes_and_whole_refinement_graphs_by_default_on_a_gpu() -> None:
+    """PaDIR on a GPU decodes at fixed shapes with its refinement replayed as one graph per
+    bucket, by default; the outputs are the eager CPU loop's, at every batch size."""
+    cpu = gmlm.load(RELEASED / "padir", device="cpu")
+    gpu = gmlm.load(RELEASED / "padir", device="cuda")
+    assert gpu.fixed_shapes and gpu.cuda_graphs and not cpu.fixed_shapes
+    expected = cpu.translate(SOURCES)
+    for size in (1, 2, 5, 6):
+        for _ in range(2):  # captured, then replayed
+            assert gpu.translate(SOURCES, batch_size=size) == expected
+    assert gpu.cuda_graph_count() <= 2 * 4 * 3  # encoder + refinement, few buckets

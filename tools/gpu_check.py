@@ -8,12 +8,14 @@ and a prepared Multi30k dataset made with their tokenizer (`make gpu-check-data`
 Makefile's gpu-check runs first). Sections, each with its own time budget; a section that
 fails is a row saying why, and the others still run:
 
-1. eager: ``Translator.translate`` of PaDIR T=4 B=5 and AR beam 5, fp32 and bf16, batch 1 / 8
-   / 32, each call on new test sentences (new shapes, as a service meets them): median ms
-   of 12 calls (the rows of ../shared/tools/gpu_diag.py, for comparison row by row);
-2. graphs: batch 1 with CUDA graphs (``gmlm.load(..., cuda_graphs=True)``), end to end (text
-   in, text out) on --sentences test sentences after one untimed pass over them (capture):
-   p50 / p99 ms and AR beam 5 over PaDIR;
+1. default and eager: ``Translator.translate`` of PaDIR T=4 B=5 and AR beam 5, fp32 and
+   bf16, batch 1 / 8 / 32, each call on new test sentences (new shapes, as a service meets
+   them): median ms of 12 calls after one; "default" as ``gmlm.load`` gives it on a GPU
+   (PaDIR at fixed shapes, its refinement by CUDA graphs; AR eager), "eager" with both off
+   (the rows of ../shared/tools/gpu_diag.py, for comparison row by row);
+2. graphs: batch 1 with CUDA graphs (PaDIR's default; AR with ``cuda_graphs=True``), end to
+   end (text in, text out) on --sentences test sentences after one untimed pass over them
+   (capture): p50 / p99 ms;
 3. service: ``gmlm loadtest --serve`` (open-loop Poisson, 1-line requests) of PaDIR and AR
    beam 5 on ``--device cuda`` in fp32 and in bf16: p50 / p99 at each rate and the capacity
    (highest rate with p99 under 100 ms and no errors);
@@ -72,10 +74,11 @@ def synchronized(call: Callable[..., object], *args: Any, **kwargs: Any) -> floa
     return time.perf_counter() - start
 
 
-def eager(sentences: list[str]) -> list[Row]:
+def batches(sentences: list[str], **loading: bool) -> list[Row]:
+    """Median ms per call at batch 1 / 8 / 32 (`loading`: gmlm.load's GPU switches)."""
     rows = []
     for system, (name, settings) in SYSTEMS.items():
-        translator = gmlm.load(CHECKPOINTS / name, device="cuda")
+        translator = gmlm.load(CHECKPOINTS / name, device="cuda", **loading)
         options = translator.options(**settings)
         for precision in ("fp32", "bf16"):
             translator.model_at(precision)  # type: ignore[arg-type]
@@ -100,7 +103,7 @@ def eager(sentences: list[str]) -> list[Row]:
                         "median_ms": ms(statistics.median(times[1:])),
                     }
                 )
-                print(f"eager {system} {precision} batch {size}: {rows[-1]['median_ms']} ms")
+                print(f"{loading or 'default'} {system} {precision} batch {size}: {rows[-1]}")
     return rows
 
 
@@ -108,6 +111,7 @@ def graphs(sentences: list[str]) -> list[Row]:
     rows = []
     for system, (name, settings) in SYSTEMS.items():
         translator = gmlm.load(CHECKPOINTS / name, device="cuda", cuda_graphs=True)
+        assert translator.fixed_shapes == (name == "padir")
         options = translator.options(**settings)
         for precision in ("fp32", "bf16"):
             for line in sentences:  # capture every shape first
@@ -129,13 +133,13 @@ def graphs(sentences: list[str]) -> list[Row]:
     return rows
 
 
-def service(source: Path, out: Path, rates: str, duration: float) -> list[Row]:
+def service(source: Path, out: Path, rates: str, duration: float, flags: str) -> list[Row]:
     rows = []
     for precision in ("fp32", "bf16"):
         result = out / f"load-{precision}.json"
         serve = (
             f"--device cuda --precision {precision} --model padir={CHECKPOINTS / 'padir'} "
-            f"--model ar={CHECKPOINTS / 'ar'}"
+            f"--model ar={CHECKPOINTS / 'ar'} {flags}"
         )
         command = [
             sys.executable, "-m", "gmlm", "loadtest", f"--serve={serve}", "--input", str(source),
@@ -194,7 +198,7 @@ def table(found: dict[str, Any]) -> str:
             continue
         cells: dict[str, dict[str, str]] = {}
         for row in rows:
-            if section == "eager":
+            if section in ("default", "eager"):
                 what = f"{row['system']}, batch {row['batch']}: median ms"
                 value = f"{row['median_ms']:.1f}"
             elif section == "graphs":
@@ -237,9 +241,16 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=100, help="graph rows' sentences")
     parser.add_argument("--rates", default="10,100,400,1000", help="service offered rates")
     parser.add_argument("--duration", type=float, default=6, help="seconds per service rate")
+    parser.add_argument(
+        "--serve-flags",
+        default="--max-batch-sentences 256 --max-batch-tokens 8192 --max-queue-sentences 4096",
+        help="batching flags of the served GPU (the defaults are sized for 2 CPU cores)",
+    )
     parser.add_argument("--train-steps", type=int, default=6)
     parser.add_argument(
-        "--sections", default="eager,graphs,service,training", help="which to run, in order"
+        "--sections",
+        default="default,eager,graphs,service,training",
+        help="which to run, in order",
     )
     args = parser.parse_args()
     if not torch.cuda.is_available():
@@ -258,9 +269,10 @@ def main() -> None:
         "sections": {},
     }
     runs: dict[str, Callable[[], list[Row]]] = {
-        "eager": lambda: eager(sentences),
+        "default": lambda: batches(sentences),
+        "eager": lambda: batches(sentences, cuda_graphs=False, fixed_shapes=False),
         "graphs": lambda: graphs(sentences[: args.sentences]),
-        "service": lambda: service(source, args.out, args.rates, args.duration),
+        "service": lambda: service(source, args.out, args.rates, args.duration, args.serve_flags),
         "training": lambda: training(args.data, args.train_steps),
     }
     for section in args.sections.split(","):

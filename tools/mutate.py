@@ -4,13 +4,16 @@
 
 Each mutant is one small change to the module's syntax tree (a comparison's boundary, an
 arithmetic or boolean operator, a number, True/False, a condition negated, a call statement
-dropped; never a docstring, a type annotation or the text of an error message). The tests run
-once unchanged, recording the module's lines they execute; a mutant on a line they never reach
-survives without being run ("not reached"). Every other mutant runs the tests (`pytest -x`) in a
-child process forked from one that has already imported torch, with the mutated module served by
-an import hook (the source tree is never touched): a failing test kills it, a child past its CPU
-limit (3x the unchanged run's, plus --slack, 10 s) counts as killed by the timeout. One process
-at a time, on one thread: `OMP_NUM_THREADS=1` is set for the children.
+dropped; never a docstring, a decorator, a type annotation or the text of an error message: a
+decorator's arguments declare, e.g. a frozen dataclass, rather than compute). The tests run
+once unchanged, recording the module's lines they execute (in any thread); a mutant on a line
+they never reach survives without being run ("not reached"). Every other mutant runs the tests
+(`pytest -x`) in a child process forked from one that has already imported torch, with the
+mutated module served by an import hook (the source tree is never touched): a failing test kills
+it, a child past its CPU limit (3x the unchanged run's, plus --slack, 10 s) or its wall-clock
+limit (the same of the unchanged run's wall-clock time: a mutant that makes a test wait on a
+lock or a socket uses no CPU) counts as killed by the timeout. One process at a time, on one
+thread: `OMP_NUM_THREADS=1` is set for the children.
 
 Why not mutmut: mutmut 3 copies the whole project into `mutants/`, runs the full test suite
 once to map tests to functions and forks a worker per core; here one module is checked against
@@ -35,6 +38,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -82,8 +86,8 @@ class Outcome:
 
 
 def _skipped_nodes(tree: ast.Module) -> set[int]:
-    """ids of the nodes no mutant touches: docstrings, annotations, error messages, and
-    `if TYPE_CHECKING:` blocks."""
+    """ids of the nodes no mutant touches: docstrings, annotations, decorators, error messages,
+    and `if TYPE_CHECKING:` blocks."""
     skipped: set[int] = set()
 
     def skip(node: ast.AST | None) -> None:
@@ -99,6 +103,9 @@ def _skipped_nodes(tree: ast.Module) -> set[int]:
             skip(node.annotation)
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             skip(node.returns)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            for decorator in node.decorator_list:  # @dataclass(frozen=True), @lru_cache(8)
+                skip(decorator)
         if isinstance(node, ast.Raise | ast.JoinedStr):
             skip(node)
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
@@ -206,10 +213,11 @@ class _Serve(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 def _run_tests(
     name: str, path: Path, code: CodeType, tests: list[str], cpu_limit: float | None,
-    lines: Path | None = None,
+    lines: Path | None = None, wall_limit: float | None = None,
 ) -> tuple[str, float, float]:  # fmt: skip
     """Runs the tests in a forked child with `code` as module `name`; (status, wall-clock
-    seconds, CPU seconds of the child)."""
+    seconds, CPU seconds of the child). A child past `cpu_limit` CPU seconds or `wall_limit`
+    wall-clock seconds is stopped: "timeout"."""
     start = time.monotonic()
     basetemp = Path(tempfile.mkdtemp(prefix="mutate-"))
     pid = os.fork()
@@ -223,9 +231,12 @@ def _run_tests(
                 used = resource.getrusage(resource.RUSAGE_SELF).ru_utime
                 limit = int(used + cpu_limit) + 1
                 resource.setrlimit(resource.RLIMIT_CPU, (limit, limit + 5))
+            if wall_limit is not None:
+                signal.alarm(int(wall_limit) + 1)  # SIGALRM ends the child
             sys.meta_path.insert(0, _Serve(name, path, code))
             executed: set[int] = set()
-            if lines is not None:
+            if lines is not None:  # in this thread and every thread the tests start
+                threading.settrace(_line_tracer(str(path), executed))
                 sys.settrace(_line_tracer(str(path), executed))
             import pytest
 
@@ -235,6 +246,7 @@ def _run_tests(
                 )
             )
             sys.settrace(None)
+            threading.settrace(None)
             if lines is not None:
                 lines.write_text(json.dumps(sorted(executed)))
         finally:
@@ -245,7 +257,8 @@ def _run_tests(
     cpu = usage.ru_utime + usage.ru_stime
     if os.WIFSIGNALED(wait_status):
         signum = os.WTERMSIG(wait_status)
-        status = "timeout" if signum in (signal.SIGXCPU, signal.SIGKILL) else "killed"
+        stopped = (signal.SIGXCPU, signal.SIGKILL, signal.SIGALRM)
+        status = "timeout" if signum in stopped else "killed"
     else:
         status = "survived" if os.WEXITSTATUS(wait_status) == 0 else "killed"
     return status, seconds, cpu
@@ -318,7 +331,10 @@ def run(
             outcome = Outcome(mutant, "not reached", 0.0)
         else:
             code = compile(mutated_tree(source, mutant), str(path.resolve()), "exec")
-            status, seconds, _ = _run_tests(name, path.resolve(), code, tests, 3 * baseline + slack)
+            status, seconds, _ = _run_tests(
+                name, path.resolve(), code, tests, 3 * baseline + slack,
+                wall_limit=3 * wall + slack,
+            )  # fmt: skip
             outcome = Outcome(mutant, status, seconds)
         outcomes.append(outcome)
         log(f"[{number}/{len(found)}] line {mutant.line}: {mutant.what}: {outcome.status}")
@@ -378,7 +394,8 @@ def main(argv: list[str] | None = None) -> int:
         "--slack",
         type=float,
         default=10.0,
-        help="a mutant's CPU limit: 3x the unchanged run's plus this (default %(default)s s)",
+        help="a mutant's CPU and wall-clock limits: 3x the unchanged run's plus this "
+        "(default %(default)s s)",
     )
     parser.add_argument("--json", type=Path, help="write the result here")
     parser.add_argument(

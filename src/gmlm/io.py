@@ -20,8 +20,10 @@ import io
 import json
 import os
 import shutil
+import stat
+import sys
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -56,7 +58,9 @@ class WriteError(GmlmError):
         self.cause = cause
 
 
-def _cause(err: OSError) -> str:
+def failure_cause(err: OSError) -> str:
+    """What failed in a write and what to do: "No space left on device; free some space or
+    choose another path"."""
     fix = _FIXES.get(err.errno or 0, "choose another path")
     return f"{err.strerror or err}; {fix}"
 
@@ -73,7 +77,7 @@ def writing(path: Path) -> Iterator[None]:
             raise
         raise WriteError(path, err.cause) from err
     except OSError as err:
-        raise WriteError(path, _cause(err)) from err
+        raise WriteError(path, failure_cause(err)) from err
 
 
 @contextmanager
@@ -198,8 +202,20 @@ def restore_replaced(target: Path) -> None:
 
 # --- what an output may replace ------------------------------------------------------------
 
-# A command's inputs, by flag: {"--checkpoint": path}; None for one not given.
-Inputs = Mapping[str, "Path | str | None"]
+
+class StandardInput:
+    """Standard input among a command's inputs (:data:`STDIN`): an output may not be the file
+    that the shell redirected into it (``gmlm translate --output x.txt < x.txt``)."""
+
+    def __repr__(self) -> str:
+        return "STDIN"
+
+
+STDIN = StandardInput()
+
+# A command's inputs, by flag: {"--checkpoint": path, "standard input": STDIN}; None for one
+# not given.
+Inputs = Mapping[str, "Path | str | StandardInput | None"]
 
 
 def is_run_folder(folder: Path) -> bool:
@@ -225,19 +241,77 @@ def _named(flag: str, path: Path) -> str:
     return f"{flag}{path}" if flag.endswith("=") else f"{flag} {path}"
 
 
+def _file_stat(path: Path) -> os.stat_result | None:
+    """`path`'s status where it is an existing regular file (a link followed), else None."""
+    try:
+        found = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return found if stat.S_ISREG(found.st_mode) else None
+
+
+def _stdin_stat() -> os.stat_result | None:
+    """The status of the regular file standard input reads (a shell's `< FILE`), else None
+    (a terminal, a pipe, or a stream without a descriptor)."""
+    try:
+        found = os.fstat(sys.stdin.fileno())
+    except (AttributeError, OSError, ValueError):
+        return None
+    return found if stat.S_ISREG(found.st_mode) else None
+
+
+def _linked_inside(folder: Path, target: os.stat_result) -> Path | None:
+    """A file inside `folder` that is the file `target` under another name (a hard link)."""
+    for root, _dirs, names in os.walk(folder):
+        for name in names:
+            path = Path(root) / name
+            try:
+                if os.path.samestat(os.lstat(path), target):
+                    return path
+            except OSError:
+                continue
+    return None
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether the paths `a` and `b` name one file: the same path once links are resolved, or
+    the same existing file under two names (a hard link)."""
+    if Path(a).resolve() == Path(b).resolve():
+        return True
+    found_a, found_b = _file_stat(a), _file_stat(b)
+    return found_a is not None and found_b is not None and os.path.samestat(found_a, found_b)
+
+
 def check_not_protected(path: Path, flag: str, inputs: Inputs | None = None) -> None:
-    """The rule every output obeys: it is none of the command's `inputs`, neither inside one
-    nor holding one, and not inside a checkpoint or training run folder (their writers own
-    every file in them)."""
+    """The rule every output obeys: it is none of the command's `inputs` however it is named
+    (the same path, a symbolic or hard link to it, or the file standard input reads when
+    `inputs` holds :data:`STDIN`), neither inside one nor holding one, and not inside a
+    checkpoint or training run folder (their writers own every file in them)."""
     shown = _named(flag, path)
     target = Path(path).resolve()
+    existing = _file_stat(target)
     for name, given in (inputs or {}).items():
         if given is None:
             continue
+        if isinstance(given, StandardInput):
+            redirected = _stdin_stat()
+            if existing and redirected and os.path.samestat(existing, redirected):
+                raise GmlmError(
+                    f"{shown} is the file this command reads from {name}: the output would "
+                    "replace its input; choose another path"
+                )
+            continue
         source = Path(given).resolve()
-        if target == source:
+        if _same_file(target, source):
             what = "folder" if source.is_dir() else "file"
             raise GmlmError(f"{shown} is the {name} {what} this command reads; choose another path")
+        if existing is not None and existing.st_nlink > 1 and source.is_dir():
+            linked = _linked_inside(source, existing)
+            if linked is not None:
+                raise GmlmError(
+                    f"{shown} is {linked} under another name (a hard link), which {name} "
+                    f"{given} holds and this command reads; choose another path"
+                )
         if source in target.parents or target in source.parents:
             where = "lies inside" if source in target.parents else "holds"
             raise GmlmError(
@@ -292,6 +366,20 @@ def check_output_file(
         ) from None
     os.close(fd)
     os.unlink(probe)
+
+
+def check_output_files(
+    outputs: Iterable[tuple[str, Path | None]], *, inputs: Inputs | None = None
+) -> None:
+    """:func:`check_output_file` for each output file a command was given, as (flag, path),
+    None for one not given; two outputs that name one file (:func:`_same_file`) are refused
+    too, since the second written would replace the first."""
+    given = [(flag, Path(path)) for flag, path in outputs if path is not None]
+    for i, (flag, path) in enumerate(given):
+        for earlier_flag, earlier in given[:i]:
+            if _same_file(path, earlier):
+                raise GmlmError(f"{earlier_flag} and {flag} both name {path}; give two files")
+        check_output_file(path, flag, inputs=inputs)
 
 
 def check_output_folder(

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from gmlm.errors import GmlmError
-from gmlm.io import LOCK_FILE, make_dirs
+from gmlm.io import LOCK_FILE, failure_cause, make_dirs
 
 __all__ = ["LOCK_FILE", "folder_lock"]
 
@@ -49,7 +49,13 @@ def folder_lock(folder: Path, what: str) -> Iterator[Path]:
         return
     created = not folder.exists()
     make_dirs(folder, what)
-    fd = _acquire(folder / LOCK_FILE, what)
+    try:
+        fd = _acquire(folder / LOCK_FILE, what)
+    except GmlmError:
+        if created:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
     _held[key] = [fd, 1]
     try:
         yield folder
@@ -95,8 +101,13 @@ def _acquire(path: Path, what: str) -> int:
             if os.path.samestat(os.fstat(fd), os.stat(path)):
                 break
         os.close(fd)
-    os.ftruncate(fd, 0)
-    os.write(fd, f"{os.getpid()}\n".encode())
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+    except OSError as err:  # a full disk: no lock file is left behind, empty or half-written
+        _release(path, fd)
+        cause = failure_cause(err)
+        raise GmlmError(f"{what}: cannot write the lock file {path}: {cause}") from None
     return fd
 
 

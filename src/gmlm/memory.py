@@ -11,13 +11,16 @@ would need, what there is and which setting to lower, instead of minutes of swap
 kernel's out-of-memory killer.
 
 What there is: on the CPU the kernel's MemAvailable, lowered to the headroom under the
-cgroup's memory limit where one is set (containers); on a GPU what the driver reports free plus
-what torch's caching allocator holds unused. Estimates count the largest tensors alive at once,
-so they are lower bounds of the true peak: a request that fails the check cannot succeed.
+cgroup's memory limit where one is set (containers) and to that under the process's
+address-space limit where one is set (``ulimit -v``, RLIMIT_AS); on a GPU what the driver
+reports free plus what torch's caching allocator holds unused. Estimates count the largest
+tensors alive at once, so they are lower bounds of the true peak: a request that fails the
+check cannot succeed.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from gmlm.errors import GmlmError
@@ -72,6 +75,25 @@ def _cgroup_headroom() -> int | None:
     return None
 
 
+def _address_space_headroom() -> int | None:
+    """Bytes left under this process's address-space limit (RLIMIT_AS, `ulimit -v`), or None
+    without a limit. The limit counts every byte the process has mapped, used or not, so the
+    headroom is the limit less the process's virtual size now."""
+    try:
+        import resource
+    except ImportError:  # not a Unix system
+        return None
+    soft, _hard = resource.getrlimit(resource.RLIMIT_AS)
+    if soft == resource.RLIM_INFINITY or soft < 0:
+        return None
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        pages = 0
+    mapped = pages * os.sysconf("SC_PAGE_SIZE")
+    return max(soft - mapped, 0)
+
+
 def available_bytes(device: str = "cpu") -> int | None:
     """Bytes this process may still allocate on `device` ("cpu", "cuda" or "cuda:N"; see the
     module docstring); None where this platform does not say."""
@@ -84,7 +106,8 @@ def available_bytes(device: str = "cpu") -> int | None:
         index = torch.device(device).index
         unused = torch.cuda.memory_reserved(index) - torch.cuda.memory_allocated(index)
         return int(free + unused)
-    found = [n for n in (_meminfo_available(), _cgroup_headroom()) if n is not None]
+    limits = (_meminfo_available(), _cgroup_headroom(), _address_space_headroom())
+    found = [n for n in limits if n is not None]
     return min(found) if found else None
 
 

@@ -1,4 +1,5 @@
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -54,6 +55,9 @@ def test_seeded_shuffling(train: TranslationDataset) -> None:
     it = BatchIterator(train, max_tokens=300, seed=1)
     epoch0, epoch1 = rows(list(it)), rows(list(it))
     assert epoch0 == a and epoch1 != a and it.epoch == 2
+    # the second epoch is whole: every row once, from its first batch on
+    assert epoch1 == [list(r) for r in it.plan(1)]
+    assert sorted(i for b in epoch1 for i in b) == sorted(i for b in a for i in b)
     ordered = rows(list(BatchIterator(train, max_tokens=300, shuffle=False)))
     assert ordered == rows(list(BatchIterator(train, max_tokens=300, shuffle=False, seed=9)))
 
@@ -162,3 +166,25 @@ def test_cut_batches_bounds_padded_tokens_and_sentences() -> None:
     # an item over the budget alone is a batch of its own; nothing is ever left out
     assert [list(c) for c in cut_batches([50, 3, 3], [1, 1, 1], 10, None)] == [[0], [1, 2]]
     assert cut_batches([], [], 10, None) == []
+
+
+@pytest.mark.parametrize(("n", "kept"), [(8, 8), (9, 8), (10, 10), (11, 11)])
+def test_a_final_batch_is_dropped_only_where_a_rank_would_get_no_row(n: int, kept: int) -> None:
+    # 4 tokens and EOS per side: 2 rows per rank fill max_tokens=10, so a global batch of 2
+    # ranks holds 4 rows and the last one n % 4; it is dropped while shuffling only when it
+    # cannot give each rank a row (1 row for 2 ranks), which would leave the ranks' step
+    # counts unequal.
+    lengths = SimpleNamespace(src_lengths=np.full(n, 4), tgt_lengths=np.full(n, 4))
+    plans = [
+        BatchIterator(lengths, max_tokens=10, seed=1, rank=r, world_size=2).plan(0)  # type: ignore[arg-type]
+        for r in range(2)
+    ]
+    assert len(plans[0]) == len(plans[1]) == -(-kept // 4)
+    covered = np.concatenate([rows for plan in plans for rows in plan])
+    assert len(covered) == len(set(covered.tolist())) == kept
+    # without shuffling (evaluation) every row is kept
+    unshuffled = [
+        BatchIterator(lengths, max_tokens=10, shuffle=False, rank=r, world_size=2).plan(0)  # type: ignore[arg-type]
+        for r in range(2)
+    ]
+    assert sum(len(rows) for plan in unshuffled for rows in plan) == n

@@ -30,3 +30,13 @@ def test_filter_pairs_counts_each_reason_once() -> None:
     assert counts == {"empty": 2, "too_long": 1, "length_ratio": 2}
     keep, counts = filter_pairs(src, tgt, max_len=64, max_ratio=None)
     assert counts["length_ratio"] == 0 and keep.sum() == 4
+
+
+def test_filter_pairs_boundaries() -> None:
+    # max_len 8 holds 7 tokens and the EOS: 7 is kept, 8 on either side is too long
+    src = np.array([7, 8, 7, 1, 1, 2])
+    tgt = np.array([7, 7, 8, 3, 4, 6])
+    keep, counts = filter_pairs(src, tgt, max_len=8, max_ratio=3.0)
+    # the ratio: 3/1 and 6/2 are 3, kept; 4/1 is more than 3, dropped
+    assert keep.tolist() == [True, False, False, True, False, True]
+    assert counts == {"empty": 0, "too_long": 2, "length_ratio": 1}

@@ -154,9 +154,12 @@ def test_fixed_shape_decodes_of_every_batch_size_share_a_few_graphs(
             rows = rows[:, : int((rows != CONFIG.pad_id).sum(1).max())]
             got = refine_fixed(copy, rows, options, 0)
             assert [r.raw for r in got] == alone[start : start + size]
-    # 16 batch sizes: the row buckets 1, 2, 3, 4, 6, 8, 12, 16, each one encoder and one
-    # decoder signature (these sentences' widths all round to 8)
+    # 16 batch sizes: the row buckets 1, 2, 3, 4, 6, 8, 12, 16, each one encoder signature
+    # and one whole-refinement signature per width bucket met (6 or 8 here), 3 rows a sentence
     runner = copy.graphs  # type: ignore[attr-defined]
     encoders = sorted(key[1] for key in runner.recordings if key[0] == "encode")
     assert encoders == [1, 2, 3, 4, 6, 8, 12, 16]
-    assert graph_count([copy]) == 16
+    passes = {key[1:3] for key in runner.recordings if key[0] == "passes"}
+    assert {rows for rows, _ in passes} == {3 * b for b in encoders}
+    assert {width for _, width in passes} <= {6, 8}
+    assert graph_count([copy]) == len(encoders) + len(passes) <= 8 + 16

@@ -3,6 +3,7 @@ agreement with an independent regular-expression count on random word sequences.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 
@@ -11,6 +12,7 @@ import pytest
 from gmlm.evaluation.stutter import (
     NGRAM_ORDERS,
     RepeatReport,
+    repeat_lines,
     repeat_report,
     repeated_ngrams,
     stutter_report,
@@ -103,3 +105,26 @@ def test_agrees_with_brute_force_on_random_sequences() -> None:
         assert g.per_100_words == pytest.approx(100 * sum(counts) / sum(map(len, lines)))
     phrases = sum(any(brute_force(words, n) for n in (2, 3, 4)) for words in lines)
     assert report.phrase_lines == phrases and 0 < phrases < len(lines)
+
+
+def test_repeat_lines_set_hypotheses_beside_references() -> None:
+    report = stutter_report(["in a field in a field"], ["in a field"])
+    none = "0.00% of lines, 0.000 per 100 words"
+    assert repeat_lines(report) == [
+        "repeated n-grams (words[i:i+n] == words[i+n:i+2n]): hypothesis | reference (control)",
+        f"  n=1: {none} | {none}",
+        f"  n=2: {none} | {none}",
+        f"  n=3: 100.00% of lines, 16.667 per 100 words | {none}",  # 1 repeat in 6 words
+        f"  n=4: {none} | {none}",
+        "  lines with a repeated phrase (2-4 words): 1 of 1 lines (100.00%) | 0 of 1 lines (0.00%)",
+    ]
+    # a report written before the n-grams were measured lacks either side: no lines
+    assert repeat_lines(dataclasses.replace(report, reference_ngram_repeats=None)) == []
+    assert repeat_lines(dataclasses.replace(report, hypothesis_ngram_repeats=None)) == []
+
+
+def test_no_words_give_zero_rates() -> None:
+    report = stutter_report([""], [""])
+    assert (report.sentences, report.hypothesis_words) == (1, 0)
+    assert report.stutters_per_100_words == report.hypothesis_repeats_per_100_words == 0.0
+    assert report.reference_repeats_per_100_words == report.sentences_with_stutter == 0.0

@@ -55,6 +55,7 @@ def running(
     settings: ServeSettings | None = None,
     ready_timeout: float = 60.0,
     wait_ready: bool = True,
+    warmup: Callable[[Mapping[str, Backend]], Mapping[str, float] | None] | None = None,
 ) -> Iterator[str]:
     """Serve the app of `load` on 127.0.0.1 at a free port; yields its base URL."""
     import uvicorn
@@ -63,7 +64,7 @@ def running(
     from gmlm.serve.server import bind
 
     settings = settings or ServeSettings()
-    app = create_app(load, settings)
+    app = create_app(load, settings, warmup)
     sock = bind("127.0.0.1", 0)
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     server = uvicorn.Server(uvicorn.Config(app, log_level="error", access_log=False))

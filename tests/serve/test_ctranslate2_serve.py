@@ -36,3 +36,57 @@ def test_ctranslate2_model_serves_gmlm_ar_translations(tiny_models, word_task_da
         bad = {"model": "ct2", "text": ["a"], "options": {"steps": 4}}
         answer = httpx.post(url + "/v1/translate", json=bad, timeout=60)
         assert answer.status_code == 422 and "steps" in answer.json()["detail"]
+
+
+@pytest.mark.parametrize("supervised", [True, False])
+def test_a_killed_worker_is_restarted(tiny_models, tmp_path, monkeypatch, supervised):
+    """kill -9 of the CTranslate2 worker (as the OOM killer would): the supervisor restarts
+    it, /ready saying 503 until it is back; without the supervisor's round, the next request
+    finds it dead, restarts it and is answered 503 (retry), and the one after it works."""
+    import os
+    import signal
+    import time
+
+    import httpx
+
+    from gmlm.export.ctranslate2 import export_ctranslate2
+    from gmlm.serve import app as app_module
+    from gmlm.serve.backends import load_backend
+
+    monkeypatch.setattr(app_module, "SUPERVISE_S", 0.1 if supervised else 3600.0)
+    export = export_ctranslate2(tiny_models["ar"], tmp_path / "ct2")
+    backend = load_backend("ct2", str(export), "fp32", 1)
+    body = {"model": "ct2", "text": ["a b c"]}
+    with running(lambda: {"ct2": backend}) as url:
+        first = httpx.post(url + "/v1/translate", json=body, timeout=60).json()["translations"]
+        os.kill(backend.worker._process.pid, signal.SIGKILL)  # type: ignore[attr-defined]
+        backend.worker._process.wait()  # type: ignore[attr-defined]
+        if supervised:
+            deadline = time.monotonic() + 60
+            while httpx.get(url + "/ready").status_code != 200:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            metrics = httpx.get(url + "/metrics").text
+            assert 'gmlm_worker_restarts_total{model="ct2"} 1.0' in metrics
+        else:
+            ready = httpx.get(url + "/ready")
+            assert ready.status_code == 503 and ready.json()["models"] == ["ct2"]
+            # found dead before the request: restarted first, then it translates
+            answer = httpx.post(url + "/v1/translate", json=body, timeout=60)
+            assert answer.status_code == 200 and answer.json()["translations"] == first
+            # dying during a request: that request is answered 503, the worker restarted
+            dying = backend.worker
+
+            def die(*args):  # type: ignore[no-untyped-def]
+                os.kill(dying._process.pid, signal.SIGKILL)  # type: ignore[attr-defined]
+                dying._process.wait()  # type: ignore[attr-defined]
+                raise BrokenPipeError(32, "Broken pipe")
+
+            dying.translate_texts = die  # type: ignore[method-assign]
+            answer = httpx.post(url + "/v1/translate", json=body, timeout=60)
+            assert answer.status_code == 503 and "restarted: retry" in answer.json()["detail"]
+            assert "status -9" in answer.json()["detail"]
+        again = httpx.post(url + "/v1/translate", json=body, timeout=60)
+        assert again.status_code == 200 and again.json()["translations"] == first
+    assert backend.restarts == (1 if supervised else 2)
+    backend.worker.close()  # closing again, after the service closed it, is quiet

@@ -213,8 +213,11 @@ def test_deadline_gives_504_and_the_expired_work_is_never_decoded(gated):
     _wait_for(lambda: _started(url) == 1)  # its batch has started and holds the thread
     late = post(url, {"model": "fake", "text": ["late"], "timeout_s": 0.2})
     assert late.status_code == 504 and "deadline" in late.json()["detail"]
+    assert _queued(url) == 0  # withdrawn at once, while the first batch still holds the thread
+    assert first[0].is_alive()  # the 504 came at the deadline, not once the first batch ended
     backend.gate.set()
     first[0].join(timeout=30)
+    assert first[1]["answer"].status_code == 200  # type: ignore[attr-defined]
     assert post(url, {"model": "fake", "text": ["b"]}).status_code == 200
     assert ["late"] not in backend.batches and _queued(url) == 0
 

@@ -237,6 +237,7 @@ def checkpoint_step(folder: Path) -> int:
 
 
 def test_checkpoint_averaging(word_task_data, tmp_path):
+    # more kept than averaged: the average is of the newest `average_last`, not the oldest
     train(
         word_task_data,
         tmp_path / "r",
@@ -244,14 +245,18 @@ def test_checkpoint_averaging(word_task_data, tmp_path):
         "max_steps=30",
         "valid_every=10",
         "keep_history=3",
-        "average_last=3",
+        "average_last=2",
     )
     history = sorted((tmp_path / "r" / "history").glob("*.safetensors"))
     assert [p.name for p in history] == [f"step-{s:08d}.safetensors" for s in (10, 20, 30)]
-    parts = [load_file(str(p)) for p in history]
+    newest = [load_file(str(p)) for p in history[1:]]
     averaged = weights(tmp_path / "r" / "averaged")
+    assert set(averaged) == set(newest[0])
     for key, value in averaged.items():
-        torch.testing.assert_close(value, sum(p[key] for p in parts) / 3, rtol=0, atol=1e-6)
+        mean = ((newest[0][key].double() + newest[1][key].double()) / 2).float()
+        assert torch.equal(value, mean), key
+    meta = json.loads((tmp_path / "r" / "averaged" / "meta.json").read_text())
+    assert meta["averaged"] == [p.name for p in history[1:]]
 
 
 def test_vocab_size_comes_from_the_data_and_a_different_one_is_an_error(word_task_data, tmp_path):

@@ -145,7 +145,9 @@ def test_padir_batches_by_tokens_of_its_predicted_candidates(
 
     monkeypatch.setattr(gmlm.translation.translator, "refine", spy)
     budget, beam = 120, 3
-    out = translator.translate(lines, max_tokens=budget, length_beam=beam, length_offsets=(1,))
+    # length_shift 1, as the released PaDIR models decode: the planned lengths carry it
+    settings = {"length_beam": beam, "length_offsets": (1,), "length_shift": 1}
+    out = translator.translate(lines, max_tokens=budget, **settings)
     assert sum(predicted) == sum(encoded) == len(lines)  # once per sentence
     widths = [int(lengths.max()) + 1 for lengths in batches]  # with offset 1
     assert widths == sorted(widths, reverse=True) and len(set(widths)) >= 3
@@ -153,7 +155,6 @@ def test_padir_batches_by_tokens_of_its_predicted_candidates(
     assert all(r * w <= budget for r, w in zip(rows, widths, strict=True) if r > beam * 2)
     assert max(rows) > beam * 2 and len(batches) > 3
     assert sum(lengths.shape[0] for lengths in batches) == len(lines)
-    settings = {"length_beam": beam, "length_offsets": (1,)}
     assert out == translator.translate(lines, batch_size=48, **settings)
     # windows of a few sentences each (the encoder states kept at once): the same outputs
     monkeypatch.setattr(

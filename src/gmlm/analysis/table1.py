@@ -63,7 +63,7 @@ from gmlm.data.textfiles import read_parallel_files
 from gmlm.decoding.options import DecodingOptions
 from gmlm.errors import GmlmError
 from gmlm.evaluation.bleu import default_tokenizer
-from gmlm.io import atomic_write_text, check_output_file
+from gmlm.io import atomic_write_text, check_output_files
 from gmlm.models import ModelKind
 from gmlm.settings import flags_of, to_argv
 from gmlm.translation.translator import Translator, load
@@ -171,16 +171,10 @@ def direction_folders(settings: Table1Settings) -> dict[str, Path]:
 
 def check_outputs(settings: Table1Settings, output: Path | None, markdown: Path | None) -> None:
     """Fail now, before the translations, where --output or --markdown could not be written
-    or must not be replaced (:func:`gmlm.io.check_output_file`), or name the same file."""
-    if (
-        output is not None
-        and markdown is not None
-        and Path(output).resolve() == Path(markdown).resolve()
-    ):
-        raise GmlmError(f"--output and --markdown both name {output}; give two files")
-    for flag, path in (("--output", output), ("--markdown", markdown)):
-        if path is not None:
-            check_output_file(path, flag, inputs=direction_folders(settings))
+    or must not be replaced, or name the same file (:func:`gmlm.io.check_output_files`)."""
+    check_output_files(
+        (("--output", output), ("--markdown", markdown)), inputs=direction_folders(settings)
+    )
 
 
 def table1(

@@ -1,7 +1,7 @@
 """The files `gmlm bench` writes for people besides bench.json: the Markdown report and the
 trade-off plots (:mod:`gmlm.bench.plots`), from a fresh run or from an existing bench.json
 re-rendered without timing (`--replot`). Their paths are checked before the minutes of
-timing (:func:`gmlm.io.check_output_file`), and the Markdown links the plots."""
+timing (:func:`gmlm.io.check_output_files`), and the Markdown links the plots."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from gmlm.bench.plots import PLOT_FILES, plot_tradeoffs
 from gmlm.bench.report import render_markdown
 from gmlm.bench.result import BenchResult
 from gmlm.errors import GmlmError
-from gmlm.io import Inputs, atomic_write_text, check_output_file
+from gmlm.io import Inputs, atomic_write_text, check_output_files
 
 
 def check_outputs(
@@ -23,12 +23,11 @@ def check_outputs(
     inputs: Inputs,
 ) -> None:
     """Fail now where a file of `output` (bench.json), `markdown` or the plots in the folder
-    `plots` could not be written or must not be replaced (`inputs`: the command's)."""
+    `plots` could not be written or must not be replaced, or two of them are one file
+    (`inputs`: the command's; :func:`gmlm.io.check_output_files`)."""
     files = [("--output", output), ("--markdown", markdown)]
     files += [("--plots", None if plots is None else Path(plots) / name) for name in PLOT_FILES]
-    for flag, path in files:
-        if path is not None:
-            check_output_file(path, flag, inputs=inputs)
+    check_output_files(files, inputs=inputs)
 
 
 def write_outputs(result: BenchResult, *, markdown: Path | None, plots: Path | None) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -16,6 +17,7 @@ from gmlm.bench.result import Percentiles, Rates
 from gmlm.bench.systems import System
 from gmlm.decoding.options import Precision
 from gmlm.decoding.refinement import PaddingStats
+from gmlm.translation.translator import EmptyTranslationsWarning
 
 Clock = Callable[[], float]
 
@@ -99,7 +101,11 @@ def measure_latency(
 
 
 def _translate_text(system: System, text: str, precision: Precision) -> list[str]:
-    return system.translator.translate([text], system.options, precision=precision)
+    # One sentence at a time: an empty output is the row's BLEU's business, not a warning
+    # per sentence.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmptyTranslationsWarning)
+        return system.translator.translate([text], system.options, precision=precision)
 
 
 @contextlib.contextmanager

@@ -10,26 +10,39 @@ import torch
 from gmlm.checkpoint.decoding_defaults import DECODING_FILE
 from gmlm.checkpoint.files import (
     CONFIG_FILE,
+    TOKENIZER_KEY,
     load_json,
     save_weights,
     write_checkpoint_dir,
 )
 from gmlm.checkpoint.languages import checkpoint_languages, language_meta
-from gmlm.checkpoint.loading import load_for_inference
+from gmlm.checkpoint.loading import load_for_inference, resolve_checkpoint
+from gmlm.checkpoint.source import ExportSource, check_replaceable
 from gmlm.errors import GmlmError
 from gmlm.io import MODEL_FILE, atomic_write_json, check_output_folder
+
+# The meta.json entries of an export that name its source (gmlm.checkpoint.source).
+EXPORTED_FROM = "exported_from"
+EXPORTED_FINGERPRINT = "exported_from_fingerprint"
 
 
 def is_export(folder: Path) -> bool:
     """Whether `folder` holds a checkpoint that `export_checkpoint` wrote (what `gmlm export
-    --force` may replace): its meta.json records where it was exported from."""
+    --force` may replace, if of the same checkpoint): its meta.json records where it was
+    exported from."""
     meta = folder / "meta.json"
     if not ((folder / MODEL_FILE).is_file() and meta.is_file()):
         return False
     try:
-        return "exported_from" in load_json(meta)
+        return EXPORTED_FROM in load_json(meta)
     except GmlmError:
         return False
+
+
+def recorded_source(folder: Path) -> ExportSource:
+    """The checkpoint that the export in `folder` (:func:`is_export`) was made from."""
+    meta = load_json(folder / "meta.json")
+    return ExportSource(str(meta[EXPORTED_FROM]), meta.get(EXPORTED_FINGERPRINT))
 
 
 def export_checkpoint(
@@ -41,10 +54,11 @@ def export_checkpoint(
 
     Loading casts them back to the model's fp32 parameters, so `gmlm translate` and `gmlm
     bench` take an exported folder like any checkpoint. `out` is written atomically; it must
-    be new or empty, or with `force` an earlier export, and never `source`, inside it or
-    inside a checkpoint or training run folder (`gmlm.io.check_output_folder`)."""
+    be new or empty, or with `force` an earlier export of the same checkpoint
+    (:mod:`gmlm.checkpoint.source`), and never `source`, inside it or inside a checkpoint or
+    training run folder (`gmlm.io.check_output_folder`)."""
     target = Path(out)
-    check_output_folder(
+    earlier = check_output_folder(
         target,
         "--out",
         "a gmlm export",
@@ -52,12 +66,17 @@ def export_checkpoint(
         inputs={"--checkpoint": Path(source)},
         replace=force,
     )
+    if earlier:
+        check_replaceable(target, recorded_source(target), resolve_checkpoint(source))
     loaded = load_for_inference(source)
+    exported_from = ExportSource.of(loaded.path)
     meta = load_json(loaded.path / "meta.json") if (loaded.path / "meta.json").is_file() else {}
     meta = {
         **meta,
         **language_meta(checkpoint_languages(loaded.path).pair),
-        "exported_from": str(loaded.path),
+        EXPORTED_FROM: exported_from.path,
+        EXPORTED_FINGERPRINT: exported_from.fingerprint,
+        TOKENIZER_KEY: loaded.tokenizer.fingerprint,
         "weights_dtype": str(dtype or "fp32"),
     }
 

@@ -28,6 +28,11 @@ from gmlm.errors import GmlmError
 from gmlm.io import MODEL_FILE, atomic_write_json, current_umask, make_dirs, replace_dir, writing
 
 CONFIG_FILE = "config.yaml"
+TOKENIZER_DIR = "tokenizer"
+# The meta.json entry recording the tokenizer the weights were made with (its fingerprint):
+# another tokenizer of the same vocabulary size copied into the folder would load, and
+# translate badly without any other error.
+TOKENIZER_KEY = "tokenizer_sha256"
 
 
 def write_checkpoint_dir(path: Path, fill: Callable[[Path], None]) -> None:
@@ -68,13 +73,34 @@ def fill_inference_files(
     meta: dict[str, Any],
     dtype: torch.dtype | None = None,
 ) -> None:
-    """Write weights, config, tokenizer and meta into the folder `tmp`. `config`: the
-    dataclass saved as config.yaml, the resolved training configuration that made the model
+    """Write weights, config, tokenizer and meta into the folder `tmp`, the meta with the
+    tokenizer's fingerprint (TOKENIZER_KEY). `config`: the dataclass saved as config.yaml,
+    the resolved training configuration that made the model
     (`gmlm.training.config.TrainConfig`), of which inference reads the model part."""
     save_weights(tmp, model, dtype)
     save_config(config, tmp / CONFIG_FILE)
-    tokenizer.save(tmp / "tokenizer")
-    atomic_write_json(tmp / "meta.json", meta)
+    tokenizer.save(tmp / TOKENIZER_DIR)
+    atomic_write_json(tmp / "meta.json", {**meta, TOKENIZER_KEY: tokenizer.fingerprint})
+
+
+def load_checkpoint_tokenizer(folder: Path) -> Tokenizer:
+    """The tokenizer of the checkpoint in `folder`, refused where its meta.json records
+    another (TOKENIZER_KEY; checkpoints written before it was recorded are not checked)."""
+    tokenizer_dir = Path(folder) / TOKENIZER_DIR
+    if not tokenizer_dir.is_dir():
+        raise GmlmError(f"{folder}: missing {TOKENIZER_DIR}/ folder; the checkpoint is incomplete")
+    tokenizer = Tokenizer.load(tokenizer_dir)
+    meta = Path(folder) / "meta.json"
+    recorded = load_json(meta).get(TOKENIZER_KEY) if meta.is_file() else None
+    if recorded is not None and recorded != tokenizer.fingerprint:
+        raise GmlmError(
+            f"{tokenizer_dir}: its tokenizer (sha256 {tokenizer.fingerprint[:12]}...) is not "
+            f"the {str(recorded)[:12]}... that {meta} records, the one the weights were "
+            "trained with: it was copied from another checkpoint or dataset, and would encode "
+            "text into ids this model did not learn; restore this checkpoint's own "
+            f"{TOKENIZER_DIR}/ folder (from the run or dataset that made it)"
+        )
+    return tokenizer
 
 
 def save_weights(tmp: Path, model: nn.Module, dtype: torch.dtype | None = None) -> None:

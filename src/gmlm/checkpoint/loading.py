@@ -12,7 +12,7 @@ from torch import nn
 
 from gmlm.checkpoint.config import CheckpointConfig, read_checkpoint_config
 from gmlm.checkpoint.decoding_defaults import read_decoding_defaults
-from gmlm.checkpoint.files import load_weights
+from gmlm.checkpoint.files import load_checkpoint_tokenizer, load_weights
 from gmlm.checkpoint.languages import NOT_GIVEN, Languages, checkpoint_languages
 from gmlm.data.tokenizer import Tokenizer
 from gmlm.errors import GmlmError
@@ -59,9 +59,7 @@ def load_for_inference(path: str | Path, device: str | torch.device = "cpu") -> 
     """Load a checkpoint (or a run folder's best one) for translation, in eval mode."""
     ckpt = resolve_checkpoint(path)
     cfg = read_checkpoint_config(ckpt)
-    if not (ckpt / "tokenizer").is_dir():
-        raise GmlmError(f"{ckpt}: missing tokenizer/ folder; the checkpoint is incomplete")
-    tokenizer = Tokenizer.load(ckpt / "tokenizer")
+    tokenizer = load_checkpoint_tokenizer(ckpt)
     model = build_model(cfg.kind, cfg.model)
     load_weights(model, ckpt)
     model.to(device).eval()

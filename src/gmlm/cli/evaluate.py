@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from gmlm.data.textfiles import read_lines
@@ -53,6 +54,12 @@ def run(args: argparse.Namespace) -> int:
                 f"line counts differ: {args.src} has {len(srcs):,} lines, "
                 f"{args.ref} has {len(refs):,}"
             )
+    if any(ref.strip() for ref in refs) and not any(hyp.strip() for hyp in hyps):
+        print(
+            f"gmlm: warning: every line of --hyp {args.hyp} is empty: the scores below are "
+            "those of no translation; check how the hypotheses were made",
+            file=sys.stderr,
+        )
     tokenize = args.tokenize or default_tokenizer(args.target_lang)
     scores = corpus_scores(hyps, refs, tokenize)
     stutter = stutter_report(hyps, refs, "zh" if tokenize == "zh" else "13a")

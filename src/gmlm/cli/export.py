@@ -30,8 +30,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--force",
         action="store_true",
-        help="replace an earlier export of the same --format at --out (never anything else: "
-        "a folder holding other files is refused with or without it)",
+        help="replace an earlier export of the same --checkpoint and --format at --out (never "
+        "anything else: an export of another checkpoint, or a folder holding other files, is "
+        "refused with or without it)",
     )
     add_precision(p, "weight type", default="bf16", old_switch=None, choices=FLOAT_PRECISIONS)
     add_alias(p, "--dtype", "precision", "--precision {value}", choices=FLOAT_PRECISIONS)

@@ -88,18 +88,27 @@ def _load(
     )
 
 
+def serve_arguments(text: str) -> list[str]:
+    """The arguments of `gmlm serve` in the --serve string, split as a shell would."""
+    try:
+        return shlex.split(text)
+    except ValueError as err:
+        raise GmlmError(
+            f"--serve {text!r}: cannot split it into arguments as a shell would ({err}); "
+            "close every quote, e.g. --serve='--threads 2 --model padir=FOLDER'"
+        ) from None
+
+
 def run(args: argparse.Namespace) -> int:
     from gmlm.data.textfiles import read_lines
-    from gmlm.io import atomic_write_text, check_output_file
+    from gmlm.io import atomic_write_text, check_output_files
     from gmlm.serve.load_report import markdown, plot
 
-    for path, flag in (
-        (args.output, "--output"),
-        (args.markdown, "--markdown"),
-        (args.plot, "--plot"),
-    ):
-        if path is not None:
-            check_output_file(path, flag)
+    check_output_files(
+        (("--output", args.output), ("--markdown", args.markdown), ("--plot", args.plot)),
+        inputs={"--input": args.input},
+    )
+    serve_args = None if args.serve is None else serve_arguments(args.serve)
     options: dict[str, dict[str, object]] = {}
     for spec in args.options:
         name, sep, text = spec.partition("=")
@@ -111,12 +120,12 @@ def run(args: argparse.Namespace) -> int:
             raise GmlmError(f"--options {spec!r}: expected MODEL=JSON, e.g. ar='{{\"beam\": 5}}'")
         options[name] = value
     texts = read_lines(args.input)
-    if args.serve is None:
+    if serve_args is None:
         result = _load(args, args.url, texts, options)
     else:
         from gmlm.serve.loadtest import spawned_service
 
-        with spawned_service(shlex.split(args.serve)) as url:
+        with spawned_service(serve_args) as url:
             result = _load(args, url, texts, options)
     table = markdown(result)
     print(table)

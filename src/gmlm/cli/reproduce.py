@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = load_reproduce_config(args.preset, args.overrides)
     only = parse_stages(args.stages)
-    redo = parse_stages(args.redo) if args.redo else []
+    redo = [] if args.redo is None else parse_stages(args.redo, "--redo")
     out = args.out or Path("runs") / cfg.preset
     if args.publish is not None:
         check_publish_target(out, args.publish)  # not after hours of work

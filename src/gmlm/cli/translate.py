@@ -32,7 +32,8 @@ from gmlm.decoding.options import (
     SearchOptions,
 )
 from gmlm.errors import GmlmError
-from gmlm.io import atomic_open, check_output_file
+from gmlm.io import STDIN, atomic_open, check_output_file
+from gmlm.translation.language_settings import LanguageCheckSettings
 from gmlm.translation.shard_settings import ShardSettings
 
 # Who each decoding options class serves: the titles of the --help groups of their flags.
@@ -50,7 +51,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "decoding.json, reported on stderr); the flags below override them. Under torchrun "
         "(e.g. torchrun --nproc_per_node 4 -m gmlm translate ... --output OUT), the processes "
         "share the input in chunks of --chunk-lines, saved in OUT.chunks/ as they finish (run "
-        "the same command again to resume); rank 0 writes OUT, the same as one process's.",
+        "the same command again to resume); rank 0 writes OUT, the same as one process's. "
+        "Each line is checked first: one with no letters, or of 3 words or more and "
+        "confidently in another language than the checkpoint's source language, is named in "
+        "a warning on stderr (or, with --strict, refuses the input); a checkpoint whose "
+        "languages are not known (named on stderr) is not checked.",
     )
     add_checkpoint(p, "checkpoint folder (or a run folder)")
     p.add_argument(
@@ -96,6 +101,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     add_option_flags(p, DECODING)
     add_option_flags(p, {"torchrun": ShardSettings})
+    add_option_flags(p, {"input language check": LanguageCheckSettings})
     p.set_defaults(func=run)
 
 
@@ -113,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.output is not None:  # not after the whole translation
         inputs = {"--input": args.input, "--checkpoint": args.checkpoint}
+        inputs["standard input"] = STDIN if args.input is None else None
         check_output_file(args.output, "--output", inputs=inputs)
     elif under_torchrun():
         raise GmlmError(
@@ -120,13 +127,20 @@ def run(args: argparse.Namespace) -> int:
             "(FILE.chunks/) and rank 0 writes it"
         )
     lines, origin = read_input(args.input)
+    if not any(line.strip() for line in lines):
+        _say(
+            f"warning: {origin} holds no non-empty line, so there is nothing to translate "
+            f"({len(lines)} empty output line(s)); give a file of sentences, one per line"
+        )
     batch_size, max_tokens = batch_limits(args.batch_size, args.max_tokens)
+    strict = settings_from_args(LanguageCheckSettings, args).strict
     translate_args = {
         "batch_size": batch_size,
         "max_tokens": max_tokens,
         "seed": args.seed,
         "precision": args.precision,
         "on_over_length": args.over_length,
+        "check_language": "strict" if strict else "warn",
         **option_overrides(args, DECODING.values()),
     }
     limits = [f"max tokens {max_tokens}"] if max_tokens else []

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from gmlm.decoding.cancel import checkpoint
 from gmlm.decoding.options import SearchOptions
 from gmlm.decoding.scores import length_penalty
 from gmlm.memory import check_memory
@@ -203,6 +204,7 @@ def greedy_search(
     options = options or SearchOptions()
     state = greedy_init(model, src, options)
     while state.rows.numel():
+        checkpoint()  # stops here when nobody waits any more (gmlm.decoding.cancel)
         state = greedy_step(model, state, options)
     return greedy_finish(state, options)
 
@@ -367,5 +369,6 @@ def beam_search(
     options = options or SearchOptions(beam=5)
     state = beam_init(model, src, options)
     while state.rows.numel():
+        checkpoint()
         state = beam_step(model, state, options)
     return beam_finish(state)

@@ -24,6 +24,10 @@ copies a call's tensors into that graph's static input buffers before the replay
   wider matrix products may be blocked differently): the same caveat as batching
   (:mod:`gmlm.translation.translator`). The decoder's position information for each padded
   width is made once and kept (the weights of an inference copy never change).
+* PaDIR's whole refinement at fixed shapes (:func:`gmlm.decoding.fixed.fixed_passes`, the T
+  passes and their bookkeeping: stutter remasking, early stopping and pruning as masks): (rows,
+  width, source width rounded up, dtype, K, the options), the rows and width already bucketed by
+  the fixed-shape decoder, so a whole decode is the encoder's graph and this one;
 * AR step: (rows, new tokens, cached positions, source width rounded up, dtype); the cache
   length is exact (it is the causal attention's width), so a graph serves one step index.
   The cross-attention memory's buffers are shared by the graphs of one (rows, source width),
@@ -54,6 +58,9 @@ import torch
 from torch import Tensor
 
 from gmlm.decoding.buckets import bucket
+from gmlm.decoding.cancel import cancellable, checkpoint
+from gmlm.decoding.fixed import Passes, fixed_passes
+from gmlm.decoding.options import RefinementOptions
 from gmlm.errors import GmlmError
 from gmlm.models.autoregressive import AutoregressiveModel, DecoderCache
 from gmlm.models.padir import DecoderPositions, PadirEncoderOutput, PadirModel
@@ -270,6 +277,58 @@ class PadirGraphs(_Runner[PadirModel]):
 
         return _Recording((hyp, padding), call)
 
+    def passes(
+        self,
+        memory: KVCache,
+        positions: DecoderPositions,
+        initial: Tensor,
+        lengths: Tensor,
+        length_log_probs: Tensor,
+        candidates: int,
+        options: RefinementOptions,
+    ) -> Passes:
+        """:func:`gmlm.decoding.fixed.fixed_passes`, all T passes and their bookkeeping, as
+        one graph per signature (candidates' rows and width, padded source width, dtype, K and
+        the options): a whole refinement replayed with one launch. `positions` are made in
+        the recording, at the same width. Cancellation (gmlm.decoding.cancel) is checked
+        before the replay, not between the passes it holds."""
+        del positions  # the recording's own, made once
+        checkpoint()
+        buffers, source_width = self.memory(memory)
+        rows, width = initial.shape
+        dtype = buffers.keys[0].dtype
+        key = ("passes", rows, width, source_width, dtype, candidates, options)
+        recording = self.recording(
+            key, lambda: self._passes(buffers, rows, width, candidates, options)
+        )
+        static_initial, static_lengths, static_scores = recording.inputs
+        static_initial.copy_(initial)
+        static_lengths.copy_(lengths)
+        static_scores.copy_(length_log_probs)
+        tokens, log_probs, passes, pruned, *history = recording.run()
+        return Passes(tokens, log_probs, passes, pruned, history[0] if history else None)
+
+    def _passes(
+        self, buffers: _Memory, rows: int, width: int, candidates: int, options: RefinementOptions
+    ) -> _Recording:
+        device = buffers.padding_mask.device
+        config = self.model.config
+        initial = torch.full((rows, width), config.pad_id, device=device)
+        lengths = torch.ones(rows, dtype=torch.long, device=device)
+        scores = torch.zeros(rows, device=device)
+        positions = self.model.positions(width, project=True)
+        cross = buffers.cache()
+
+        def call() -> tuple[Tensor, ...]:
+            with cancellable(lambda: False):  # never stop inside a capture
+                done = fixed_passes(
+                    self.model, cross, positions, initial, lengths, scores, candidates, options
+                )
+            history = () if done.history is None else (done.history,)
+            return (done.tokens, done.token_log_probs, done.passes, done.pruned, *history)
+
+        return _Recording((initial, lengths, scores), call)
+
 
 class AutoregressiveGraphs(_Runner[AutoregressiveModel]):
     """``decode_step`` of an autoregressive model, by signature (module docstring)."""
@@ -320,6 +379,7 @@ def graphed(model: Model, capture: bool = True, multiple: int = MULTIPLE) -> Mod
     if isinstance(model, PadirModel):
         runner = PadirGraphs(model, capture, multiple)
         setattr(clone, "decode", runner.decode)  # noqa: B010 (an instance attribute)
+        setattr(clone, "fixed_passes", runner.passes)  # noqa: B010 (read by decoding.fixed)
     else:
         runner = AutoregressiveGraphs(model, capture, multiple)
         setattr(clone, "decode_step", runner.decode_step)  # noqa: B010

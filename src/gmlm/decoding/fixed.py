@@ -26,11 +26,13 @@ Attention weights (``return_attention``) are the eager loop's alone.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 from torch import Tensor
 
 from gmlm.decoding.buckets import bucket
+from gmlm.decoding.cancel import checkpoint
 from gmlm.decoding.draws import sentence_keys
 from gmlm.decoding.options import RefinementOptions
 from gmlm.decoding.refinement import (
@@ -100,6 +102,7 @@ def fixed_passes(
     stoppable = options.early_stop and options.remask != "linear"
     history = []
     for step in range(1, options.steps + 1):
+        checkpoint()  # a host flag, not a device read (gmlm.decoding.cancel)
         out = model.decode(memory, inputs, padding_mask=padding, positions=positions)
         best = ordinary_argmax(out.logits, content, is_eos, config).to(inputs.dtype)
         chosen = log_probs_of(out.logits, best).masked_fill(padding, 0.0)
@@ -180,7 +183,9 @@ def refine_fixed(
     initial = initial_hypotheses(per_sentence, config, keys, options.init, width)
     memory = model.cross_memory(enc).select(sentence)
     positions = model.positions(width, project=True)
-    done = fixed_passes(model, memory, positions, initial, flat, length_log_probs, k, options)
+    # A graphed copy (gmlm.decoding.cuda_graphs) replays all the passes as one graph.
+    run = getattr(model, "fixed_passes", None) or partial(fixed_passes, model)
+    done = run(memory, positions, initial, flat, length_log_probs, k, options)
     # The copy back, in two transfers (integers, floats): the real sentences' candidates,
     # to select on the CPU.
     real = count * k

@@ -15,6 +15,7 @@ This module imports neither torch nor the models, so that building the command-l
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 from collections.abc import Mapping
 from dataclasses import field
@@ -367,6 +368,21 @@ def rows_per_sentence(options: DecodingOptions) -> int:
     if isinstance(options, SearchOptions):
         return options.beam
     return options.length_beam * (1 + len(options.length_offsets)) * options.random_starts
+
+
+def decode_work(options: DecodingOptions, source_tokens: int, max_target_len: int) -> int:
+    """What decoding one sentence of `source_tokens` tokens (EOS counted) costs, in decoder
+    row-positions: PaDIR's candidates at about the source's width over its passes
+    (rows_per_sentence x source tokens x steps); an AR search's beams over its longest output
+    (one position per beam a step). A price to compare requests of one model by, and to turn
+    into seconds at the rate its recent batches ran (`gmlm serve`), not a FLOP count."""
+    rows = rows_per_sentence(options)
+    if isinstance(options, SearchOptions):
+        longest = options.max_length or math.floor(
+            options.max_len_a * source_tokens + options.max_len_b
+        )
+        return rows * max(1, min(longest, max_target_len))
+    return rows * min(source_tokens, max_target_len) * options.steps
 
 
 def field_names(cls: type) -> tuple[str, ...]:

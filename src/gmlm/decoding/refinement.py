@@ -87,6 +87,7 @@ from typing import Literal, Protocol
 import torch
 from torch import Tensor
 
+from gmlm.decoding.cancel import checkpoint
 from gmlm.decoding.draws import keyed_tokens, sentence_keys
 from gmlm.decoding.options import RefinementOptions
 from gmlm.decoding.scores import length_penalty
@@ -711,6 +712,7 @@ def refine(
     options = options or RefinementOptions()
     state = refinement_init(model, src, options, seed, lengths, encoded)
     while state.rows.numel():
+        checkpoint()  # stops here when nobody waits any more (gmlm.decoding.cancel)
         state = refinement_step(model, state, options)
     if stats is not None:
         stats.computed += state.computed

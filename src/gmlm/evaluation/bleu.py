@@ -41,6 +41,11 @@ def corpus_scores(
         )
     if not hypotheses:
         raise GmlmError("nothing to score: the hypothesis file is empty")
+    if not any(ref.strip() for ref in references):
+        raise GmlmError(
+            f"nothing to score: all {len(references)} reference line(s) are empty; give the "
+            "references of the hypotheses, one per line"
+        )
     bleu = BLEU(tokenize=tokenize)
     chrf = CHRF()
     refs = [list(references)]

@@ -24,6 +24,7 @@ Folder (written atomically)::
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -66,8 +67,11 @@ class Ct2ModelInfo:
     max_source_len, max_target_len: the model's limits in tokens, EOS counted.
     eos_id: the end-of-sentence id; refused_ids: the other special ids, never output.
     exported_from: the checkpoint folder; versions: gmlm and ctranslate2 at export.
-    languages: the pair the checkpoint records ("de-en"), None where it records none (and in
-    exports written before gmlm recorded it, which lack the key).
+    languages: the pair the checkpoint records ("de-en"), None where it records none.
+    source_fingerprint: the checkpoint's fingerprint (:mod:`gmlm.checkpoint.source`);
+    tokenizer_sha256: the fingerprint of the tokenizer the model was made with, which the
+    folder's tokenizer/ must match. The last three are None in exports written before gmlm
+    recorded them, which lack the keys.
     """
 
     max_source_len: int
@@ -77,6 +81,8 @@ class Ct2ModelInfo:
     exported_from: str
     versions: dict[str, str]
     languages: str | None = None
+    source_fingerprint: str | None = None
+    tokenizer_sha256: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"format": FORMAT, **asdict(self), "refused_ids": list(self.refused_ids)}
@@ -84,10 +90,11 @@ class Ct2ModelInfo:
     @classmethod
     def from_json(cls, data: Any, origin: str) -> Ct2ModelInfo:
         fields = {"format", *cls.__dataclass_fields__}
+        optional = {"languages", "source_fingerprint", "tokenizer_sha256"}
         if (
             not isinstance(data, dict)
             or data.get("format") != FORMAT
-            or set(data) not in (fields, fields - {"languages"})
+            or not fields - optional <= set(data) <= fields
         ):
             raise GmlmError(
                 f"{origin}: not a gmlm CTranslate2 export; write one with "
@@ -95,6 +102,29 @@ class Ct2ModelInfo:
             )
         values = {k: v for k, v in data.items() if k != "format"}
         return cls(**{**values, "refused_ids": tuple(values["refused_ids"])})
+
+    @classmethod
+    def read(cls, folder: Path) -> Ct2ModelInfo:
+        """The gmlm.json of the export in `folder`."""
+        path = Path(folder) / INFO_FILE
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            raise GmlmError(f"{path}: unreadable ({err})") from None
+        return cls.from_json(data, str(path))
+
+    def check_tokenizer(self, tokenizer: Tokenizer, folder: Path) -> Tokenizer:
+        """`tokenizer`, the one in the export `folder`, where it is the one the model was made
+        with (or none was recorded); else a GmlmError."""
+        if self.tokenizer_sha256 is not None and self.tokenizer_sha256 != tokenizer.fingerprint:
+            raise GmlmError(
+                f"{Path(folder) / 'tokenizer'}: its tokenizer (sha256 "
+                f"{tokenizer.fingerprint[:12]}...) is not the {self.tokenizer_sha256[:12]}... "
+                f"that {Path(folder) / INFO_FILE} records, the one the model was made with: it "
+                "would encode text into ids this model did not learn; export the checkpoint "
+                "again (`gmlm export --format ctranslate2`)"
+            )
+        return tokenizer
 
 
 def transformer_spec(model: AutoregressiveModel, tokenizer: Tokenizer) -> Any:
@@ -189,15 +219,17 @@ def is_export(folder: Path) -> bool:
 def export_ctranslate2(source: str | Path, out: str | Path, *, force: bool = False) -> Path:
     """Convert the AR checkpoint `source` (or a run folder's best one) into the CTranslate2
     folder `out` (see the module docstring), written atomically. `out` must be new or empty,
-    or with `force` an earlier CTranslate2 export, and never `source`, inside it or inside a
-    checkpoint or training run folder (`gmlm.io.check_output_folder`)."""
+    or with `force` an earlier CTranslate2 export of the same checkpoint
+    (:mod:`gmlm.checkpoint.source`), and never `source`, inside it or inside a checkpoint or
+    training run folder (`gmlm.io.check_output_folder`)."""
     from gmlm.checkpoint.files import write_checkpoint_dir
-    from gmlm.checkpoint.loading import load_for_inference
+    from gmlm.checkpoint.loading import load_for_inference, resolve_checkpoint
+    from gmlm.checkpoint.source import ExportSource, check_replaceable
     from gmlm.models.autoregressive import AutoregressiveModel
 
     import_ctranslate2()  # not installed: the error names the extra, before any work
     target = Path(out)
-    check_output_folder(
+    earlier = check_output_folder(
         target,
         "--out",
         "a CTranslate2 export",
@@ -205,7 +237,12 @@ def export_ctranslate2(source: str | Path, out: str | Path, *, force: bool = Fal
         inputs={"--checkpoint": Path(source)},
         replace=force,
     )
+    if earlier:
+        recorded = Ct2ModelInfo.read(target)
+        earlier_source = ExportSource(recorded.exported_from, recorded.source_fingerprint)
+        check_replaceable(target, earlier_source, resolve_checkpoint(source))
     loaded = load_for_inference(source)
+    exported_from = ExportSource.of(loaded.path)
     if not isinstance(loaded.model, AutoregressiveModel):
         raise GmlmError(
             f"--checkpoint {source}: is a checkpoint of kind '{loaded.kind}'; the "
@@ -219,8 +256,10 @@ def export_ctranslate2(source: str | Path, out: str | Path, *, force: bool = Fal
         max_target_len=config.max_target_len,
         eos_id=config.eos_id,
         refused_ids=tuple(i for i in range(config.n_special) if i != config.eos_id),
-        exported_from=str(loaded.path),
+        exported_from=exported_from.path,
         languages=loaded.languages.name,
+        source_fingerprint=exported_from.fingerprint,
+        tokenizer_sha256=loaded.tokenizer.fingerprint,
         versions={
             "gmlm": provenance.gmlm_version(),
             "ctranslate2": provenance.package_version("ctranslate2"),

@@ -35,7 +35,6 @@ returned.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -133,12 +132,8 @@ class Ct2Translator:
                 f"{folder}: not a CTranslate2 export (it needs {INFO_FILE} and "
                 f"{', '.join(CT2_FILES)}); write one with `gmlm export --format ctranslate2`"
             )
-        try:
-            data = json.loads((folder / INFO_FILE).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as err:
-            raise GmlmError(f"{folder / INFO_FILE}: unreadable ({err})") from None
-        info = Ct2ModelInfo.from_json(data, str(folder / INFO_FILE))
-        tokenizer = Tokenizer.load(folder / "tokenizer")
+        info = Ct2ModelInfo.read(folder)
+        tokenizer = info.check_tokenizer(Tokenizer.load(folder / "tokenizer"), folder)
         try:
             translator = ct2.Translator(
                 str(folder),

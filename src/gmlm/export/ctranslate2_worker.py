@@ -28,6 +28,7 @@ that text's translation (for the benchmark's BLEU of the row). A failure is answ
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import json
@@ -42,6 +43,10 @@ from typing import IO, Any
 
 from gmlm import provenance
 from gmlm.errors import GmlmError
+
+
+class WorkerExited(GmlmError):
+    """The worker process ended without answering."""
 
 
 @dataclass(frozen=True)
@@ -101,12 +106,20 @@ class Ct2Worker:
         self._process.stdin.flush()
         return list(self._receive()["translations"])
 
+    def alive(self) -> bool:
+        """Whether the worker process is still running."""
+        return self._process.poll() is None
+
+    def exit_status(self) -> int | None:
+        """The worker's exit status (negative: killed by that signal), None while it runs."""
+        return self._process.poll()
+
     def _receive(self) -> dict[str, Any]:
         assert self._process.stdout is not None
         line = self._process.stdout.readline()
         if not line:
             code = self._process.wait()
-            raise GmlmError(
+            raise WorkerExited(
                 f"the CTranslate2 worker process exited (status {code}) without answering; "
                 "its messages are above"
             )
@@ -116,8 +129,10 @@ class Ct2Worker:
         return answer
 
     def close(self) -> None:
+        """Stop the worker (its end of input tells it to exit); quiet if it has died."""
         if self._process.stdin is not None:
-            self._process.stdin.close()
+            with contextlib.suppress(OSError):  # a dead worker's pipe: nothing to flush
+                self._process.stdin.close()
         try:
             self._process.wait(timeout=30)
         except subprocess.TimeoutExpired:

@@ -470,11 +470,17 @@ def upgrade_former_keys(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "distill": {**kept, "precision": precision}}
 
 
-def parse_stages(text: str | None) -> list[str]:
-    """`theory,data` -> those stages in pipeline order; None -> all of them."""
-    if not text:
+def parse_stages(text: str | None, flag: str = "--stages") -> list[str]:
+    """`theory,data` -> those stages in pipeline order; None -> all of them. A list that names
+    no stage ("", ",") is an error naming `flag`: it would run nothing and say nothing."""
+    if text is None:
         return list(STAGES)
     names = [s.strip() for s in text.split(",") if s.strip()]
+    if not names:
+        raise ConfigError(
+            f"{flag} {text!r} names no stage; give comma-separated stages from "
+            f"{', '.join(STAGES)}, or leave {flag} out"
+        )
     unknown = [n for n in names if n not in STAGES]
     if unknown:
         raise ConfigError(

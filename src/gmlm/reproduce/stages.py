@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from gmlm.errors import GmlmError
-from gmlm.io import atomic_write_text
+from gmlm.io import atomic_write_text, make_dirs
 from gmlm.reproduce.config import ReproduceConfig, TrainStage, checkpoint_dir, trained_stage
 from gmlm.reproduce.hypotheses import (
     MadeWith,
@@ -81,7 +81,7 @@ def theory(ctx: Context) -> dict[str, Any]:
     if not t.enabled:
         return {"skipped": "theory.enabled=false"}
     out = ctx.out / "theory"
-    out.mkdir(parents=True, exist_ok=True)
+    make_dirs(out, f"cannot write {out}")
     report = run_verify(t.verify(), progress=ctx.progress)
     report.write(out / "verify.json")
     for claim, summary in report.claims.items():
@@ -482,7 +482,7 @@ def evaluate(ctx: Context) -> dict[str, Any]:
         sources, references = sources[: e.sentences], references[: e.sentences]
     tokenize = default_tokenizer(prepared.stats().tgt_lang)
     folder = ctx.out / "eval"
-    folder.mkdir(parents=True, exist_ok=True)
+    make_dirs(folder, f"cannot write {folder}")
     (folder / "examples.json").unlink(missing_ok=True)  # of a run before the test set came
     atomic_write_text(folder / "reference.txt", "".join(r + "\n" for r in references))
     rows: list[SystemScores] = []

@@ -1,7 +1,7 @@
 """The HTTP interface of `gmlm serve` (FastAPI on uvicorn; why these, docs/DESIGN.md).
 
     POST /v1/translate  {"model": "padir", "text": ["Ein Hund rennt."], "options": {"steps": 4}}
-                        -> {"model", "translations", "options", "timings"}
+                        -> {"model", "translations", "warnings", "options", "timings"}
     GET  /health        alive (200 as soon as the process answers)
     GET  /ready         200 once every model is loaded and warmed up, else 503
     GET  /v1/models     the models served, their kinds, folders and language pairs
@@ -12,7 +12,9 @@ A request is bounded before it costs anything: its body size (413), its lines an
 its decoding settings (the names and ranges of `gmlm translate`'s options), each line's tokens
 against the model's maximum and the decoder rows it asks for (422, naming the problem). A full
 queue answers 503 with Retry-After at once, a passed deadline 504; a client that disconnects
-takes its queued work with it.
+takes its queued work with it. Lines with no letters, or confidently in another language than
+the model's source language, come back as `warnings` (with `"strict": true`, a 422 naming
+them; :mod:`gmlm.serve.language`).
 """
 
 from __future__ import annotations
@@ -35,10 +37,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gmlm import provenance
 from gmlm.errors import GmlmError
-from gmlm.serve.backends import Backend, options_json
-from gmlm.serve.batcher import Batcher, DeadlinePassed, QueueFull
+from gmlm.serve.backends import Backend, Supervised, Unavailable, options_json
+from gmlm.serve.batcher import Batcher, DeadlinePassed, QueueFull, Stopping
+from gmlm.serve.language import LineWarning, check_text
 from gmlm.serve.metrics import Metrics
 from gmlm.serve.settings import ServeSettings
+from gmlm.translation.language_settings import STRICT_HELP
 
 
 class TranslateRequest(BaseModel):
@@ -58,11 +62,17 @@ class TranslateRequest(BaseModel):
     timeout_s: float | None = Field(
         default=None, gt=0, description="a deadline shorter than the service's"
     )
+    strict: bool = Field(default=False, description=STRICT_HELP + " (422)")
 
 
 class TranslateResponse(BaseModel):
     model: str
     translations: list[str]
+    warnings: list[LineWarning] = Field(
+        default_factory=list,
+        description="the lines the input language check flagged, one entry each (none for a "
+        "model whose languages are not known)",
+    )
     options: dict[str, Any]
     timings: dict[str, float | int]
 
@@ -129,36 +139,55 @@ class ReplicaHeader:
 def create_app(
     load: Callable[[], Mapping[str, Backend]],
     settings: ServeSettings,
-    warmup: Callable[[Mapping[str, Backend]], None] | None = None,
+    warmup: Callable[[Mapping[str, Backend]], Mapping[str, float] | None] | None = None,
     on_failure: Callable[[BaseException], None] | None = None,
 ) -> FastAPI:
-    """The service. At start-up `load` builds the backends and `warmup` runs them, both off
-    the event loop and after the server answers: until they are done /ready and translation
-    requests answer 503. A failure there goes to `on_failure` (the server then stops)."""
+    """The service. At start-up `load` builds the backends and `warmup` runs them (returning,
+    where it measured them, each model's seconds per unit of work: the batcher's first price),
+    both off the event loop and after the server answers: until they are done /ready and
+    translation requests answer 503. A failure there goes to `on_failure` (the server then
+    stops). Each model decodes on a thread of its own."""
     metrics = Metrics()
     state: dict[str, Any] = {"ready": False, "backends": {}, "batchers": {}, "tasks": []}
-    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gmlm-decode")
+    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gmlm-load")
+    decoders: dict[str, ThreadPoolExecutor] = {}
 
     async def start() -> None:
         loop = asyncio.get_running_loop()
         try:
             backends = await loop.run_in_executor(executor, load)
             state["backends"] = backends
+            rates = None
             if warmup is not None:
-                await loop.run_in_executor(executor, warmup, backends)
+                rates = await loop.run_in_executor(executor, warmup, backends)
         except Exception as err:
             if on_failure is None:
                 raise
             on_failure(err)
             return
+        for name in backends:
+            decoders[name] = ThreadPoolExecutor(1, thread_name_prefix=f"gmlm-decode-{name}")
         batchers = {
-            name: Batcher(backend, settings, metrics, executor)
+            name: Batcher(backend, settings, metrics, decoders[name], (rates or {}).get(name, 0.0))
             for name, backend in backends.items()
         }
         state["tasks"] += [
             asyncio.create_task(b.run(), name=f"batcher-{n}") for n, b in batchers.items()
         ]
+        state["tasks"].append(asyncio.create_task(supervise(backends), name="gmlm-supervise"))
         state.update(batchers=batchers, ready=True)
+
+    async def supervise(backends: Mapping[str, Backend]) -> None:
+        """Restart a backend's worker process that has died (killed by the OOM killer, say),
+        off the event loop; /ready says 503 until it is back."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(SUPERVISE_S)
+            for name, backend in backends.items():
+                if isinstance(backend, Supervised) and not backend.alive():
+                    metrics.restarts.labels(name).inc()
+                    with contextlib.suppress(Exception):  # tried again next round
+                        await loop.run_in_executor(executor, backend.revive)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -167,6 +196,8 @@ def create_app(
             yield
         finally:
             state["ready"] = False
+            for batcher in state["batchers"].values():
+                batcher.stopping = True  # a running batch stops at its next pass or step
             with contextlib.suppress(Exception):
                 await starting
             for task in state["tasks"]:
@@ -174,9 +205,10 @@ def create_app(
             for task in state["tasks"]:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            for pool in (*decoders.values(), executor):
+                pool.shutdown(wait=True)  # a running batch ends at its next pass or step
             for backend in state["backends"].values():
                 backend.close()
-            executor.shutdown(wait=True)
 
     app = FastAPI(
         title="gmlm translation service",
@@ -192,7 +224,7 @@ def create_app(
         cause = err.__cause__
         if isinstance(cause, UnicodeDecodeError):  # FastAPI's "error parsing the body"
             detail = f"the body is not UTF-8 JSON ({cause.reason} at byte {cause.start})"
-        return JSONResponse({"detail": detail}, err.status_code, headers=err.headers)
+        return JSONResponse({"detail": _printable(detail)}, err.status_code, headers=err.headers)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, err: RequestValidationError) -> JSONResponse:
@@ -200,7 +232,7 @@ def create_app(
         for e in err.errors():
             where = ".".join(str(p) for p in e.get("loc", ()) if p != "body")
             parts.append(f"{where}: {e.get('msg')}" if where else str(e.get("msg")))
-        return JSONResponse({"detail": "; ".join(parts) or "invalid request"}, 422)
+        return JSONResponse({"detail": _printable("; ".join(parts) or "invalid request")}, 422)
 
     @app.get("/health")
     async def health() -> dict[str, str]:
@@ -210,6 +242,9 @@ def create_app(
     async def ready() -> JSONResponse:
         if not state["ready"]:
             return JSONResponse({"status": "loading"}, 503)
+        down = sorted(n for n, b in state["backends"].items() if not _alive(b))
+        if down:
+            return JSONResponse({"status": "restarting", "models": down}, 503)
         return JSONResponse({"status": "ready", "models": sorted(state["backends"])})
 
     @app.get("/v1/models")
@@ -256,6 +291,8 @@ def create_app(
         check_request(body, settings)
         try:
             prepared = batcher.backend.prepare(body.text, body.options, body.seed)
+            backend = batcher.backend
+            flagged = check_text(body.text, backend.languages, body.model, body.strict, metrics)
         except GmlmError as err:
             raise Problem(422, str(err)) from None
         if prepared.rows > settings.max_rows:
@@ -266,6 +303,15 @@ def create_app(
                 "a smaller beam",
             )
         timeout = min(body.timeout_s or settings.timeout_s, settings.timeout_s)
+        price = batcher.price_s(prepared)
+        if price > timeout:
+            raise Problem(
+                422,
+                f"the request would take about {price:.1f} s alone at this model's recent rate "
+                f"({prepared.work:,} decoder row-positions over its passes or steps), more "
+                f"than its deadline of {timeout:g} s; send fewer lines or smaller settings "
+                "(steps, length_beam, random_starts, beam)",
+            )
         try:
             job = batcher.submit(body.text, prepared, timeout)
         except QueueFull:
@@ -280,11 +326,17 @@ def create_app(
             answer = await _wait(job.future, request, job.deadline)
         except DeadlinePassed:
             batcher.withdraw(job)
+            job.abandoned = True  # a running batch stops once none of its requests waits
             raise Problem(504, f"no translation within the deadline of {timeout:g} s") from None
         except ClientGone:
             batcher.withdraw(job)
+            job.abandoned = True
             job.future.cancel()
             raise Problem(499, "the client closed the connection") from None
+        except Stopping:
+            raise Problem(503, "the service is stopping", {"Retry-After": "1"}) from None
+        except Unavailable as err:
+            raise Problem(503, str(err), {"Retry-After": "1"}) from None
         except GmlmError as err:
             raise Problem(422, str(err)) from None
         except Exception as err:  # the batch failed: this request fails, the service stays up
@@ -295,6 +347,7 @@ def create_app(
         return TranslateResponse(
             model=body.model,
             translations=answer.translations,
+            warnings=flagged,
             options=options_json(prepared.options),
             timings={
                 "total_ms": round(1000 * total, 3),
@@ -314,6 +367,22 @@ def create_app(
 
 class ClientGone(Exception):
     pass
+
+
+# How often the service looks for dead worker processes to restart (seconds).
+SUPERVISE_S = 0.5
+
+
+def _printable(detail: Any) -> Any:
+    """A message that echoes what a client sent, made encodable: a lone surrogate (valid in
+    JSON's escapes, not in UTF-8) becomes its backslash escape instead of failing the answer."""
+    if isinstance(detail, str):
+        return detail.encode("utf-8", "backslashreplace").decode("utf-8")
+    return detail
+
+
+def _alive(backend: Backend) -> bool:
+    return not isinstance(backend, Supervised) or backend.alive()
 
 
 async def _wait(future: Awaitable[Any], request: Request, deadline: float) -> Any:

@@ -12,12 +12,11 @@ line's own ids (:mod:`gmlm.decoding.draws`), never by its place in a request or 
 from __future__ import annotations
 
 import dataclasses
-import json
 import threading
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from gmlm.data.lengths import encode_inputs
 from gmlm.data.tokenizer import Tokenizer
@@ -26,22 +25,28 @@ from gmlm.decoding.options import (
     DecodingOptions,
     Precision,
     RefinementOptions,
+    decode_work,
     decoding_options,
     rows_per_sentence,
 )
 from gmlm.errors import GmlmError
+from gmlm.export.ctranslate2_worker import Ct2Worker, WorkerExited
+from gmlm.serve.language import preload
 from gmlm.settings import cli_fields
 
 
 @dataclass(frozen=True)
 class Prepared:
     """A request checked by its backend: the decoding options (hashable: requests with equal
-    keys may share a batch), its lines' source tokens, and the decoder rows it asks for."""
+    keys may share a batch), its lines' source tokens, the decoder rows it asks for, and its
+    price in decoder row-positions (:func:`gmlm.decoding.options.decode_work`, summed over
+    its lines)."""
 
     options: DecodingOptions
     seed: int
     tokens: int
     rows: int
+    work: int = 0
 
     @property
     def key(self) -> Hashable:
@@ -77,19 +82,32 @@ def check_settings(kind: str, settings: Mapping[str, Any]) -> None:
         )
 
 
-def check_lines(
-    tokenizer: Tokenizer, texts: Sequence[str], max_source_len: int
-) -> tuple[int, list[list[int]]]:
-    """Source tokens of the request's lines (EOS included) and their ids; a line that does not
-    encode as UTF-8 (a lone surrogate) or is over the model's maximum is a GmlmError."""
+def prepared(
+    options: DecodingOptions,
+    seed: int,
+    ids: Sequence[Sequence[int]],
+    max_target_len: int,
+) -> Prepared:
+    """The Prepared request of the lines `ids` (empty lines cost nothing) under `options`."""
+    lengths = [len(line) + 1 for line in ids if line]
+    return Prepared(
+        options,
+        seed,
+        sum(lengths),
+        rows_per_sentence(options) * len(ids),
+        sum(decode_work(options, length, max_target_len) for length in lengths),
+    )
+
+
+def check_lines(tokenizer: Tokenizer, texts: Sequence[str], max_source_len: int) -> list[list[int]]:
+    """The ids of the request's lines; a line that does not encode as UTF-8 (a lone
+    surrogate) or is over the model's maximum is a GmlmError."""
     for i, text in enumerate(texts):
         try:
             text.encode("utf-8")
         except UnicodeEncodeError:
             raise GmlmError(f"text[{i}] is not valid Unicode (a lone surrogate)") from None
-    encoded = encode_inputs(tokenizer, texts, max_source_len, origin="text")
-    tokens = sum(length for ids, length in zip(encoded.ids, encoded.lengths, strict=True) if ids)
-    return tokens, encoded.ids
+    return encode_inputs(tokenizer, texts, max_source_len, origin="text").ids
 
 
 class TorchBackend:
@@ -106,14 +124,14 @@ class TorchBackend:
         self.device = str(self.translator.device)
         self.languages = self.translator.languages.name
         self.translator.model_at(precision)  # the bf16/int8 copy now, not at first request
+        preload(self.languages)  # the language check's identifier, likewise
 
     def prepare(self, texts: Sequence[str], settings: Mapping[str, Any], seed: int) -> Prepared:
         check_settings(self.kind, settings)
         options = self.translator.options(**settings)
-        tokens, _ = check_lines(
-            self.translator.tokenizer, texts, self.translator.config.max_source_len
-        )
-        return Prepared(options, seed, tokens, rows_per_sentence(options) * len(texts))
+        config = self.translator.config
+        ids = check_lines(self.translator.tokenizer, texts, config.max_source_len)
+        return prepared(options, seed, ids, config.max_target_len)
 
     def translate(self, texts: Sequence[str], prepared: Prepared) -> list[str]:
         return self.translator.translate(
@@ -122,6 +140,7 @@ class TorchBackend:
             batch_size=max(1, len(texts)),
             seed=prepared.seed,
             precision=self.precision,
+            check_language="off",  # checked per request (gmlm.serve.language)
         )
 
     def close(self) -> None:
@@ -137,17 +156,14 @@ class Ct2Backend:
     device = "cpu"
 
     def __init__(self, name: str, folder: str, precision: str, threads: int):
-        from gmlm.export.ctranslate2 import INFO_FILE, Ct2ModelInfo
-        from gmlm.export.ctranslate2_worker import Ct2Worker
+        from gmlm.export.ctranslate2 import Ct2ModelInfo
         from gmlm.nn.config import ModelConfig
 
         self.name = name
         self.source = folder
         path = Path(folder)
-        self.tokenizer = Tokenizer.load(path / "tokenizer")
-        self.info = Ct2ModelInfo.from_json(
-            json.loads((path / INFO_FILE).read_text(encoding="utf-8")), str(path / INFO_FILE)
-        )
+        self.info = Ct2ModelInfo.read(path)
+        self.tokenizer = self.info.check_tokenizer(Tokenizer.load(path / "tokenizer"), path)
         # What search options are validated against: the limits the export recorded.
         self.config = ModelConfig(
             vocab_size=self.tokenizer.vocab_size,
@@ -155,21 +171,65 @@ class Ct2Backend:
             max_target_len=self.info.max_target_len,
         )
         self.languages = self.info.languages
-        self.worker = Ct2Worker(path, threads, "int8" if precision == "int8" else "fp32")
+        preload(self.languages)  # the language check's identifier, not at first request
+        self._start = lambda: Ct2Worker(path, threads, "int8" if precision == "int8" else "fp32")
+        self.worker = self._start()
         self.lock = threading.Lock()  # one request at a time on the worker's pipe
+        self.restarts = 0
 
     def prepare(self, texts: Sequence[str], settings: Mapping[str, Any], seed: int) -> Prepared:
         check_settings("ar", settings)
         options = decoding_options("ar", self.config, None, settings)
-        tokens, _ = check_lines(self.tokenizer, texts, self.info.max_source_len)
-        return Prepared(options, seed, tokens, rows_per_sentence(options) * len(texts))
+        ids = check_lines(self.tokenizer, texts, self.info.max_source_len)
+        return prepared(options, seed, ids, self.config.max_target_len)
 
     def translate(self, texts: Sequence[str], prepared: Prepared) -> list[str]:
         with self.lock:
-            return self.worker.translate_texts(list(texts), prepared.options)
+            if not self.worker.alive():
+                self._restart()
+            try:
+                return self.worker.translate_texts(list(texts), prepared.options)
+            except (OSError, WorkerExited) as err:  # killed (the OOM killer, a signal)
+                status = self.worker.exit_status()
+                self._restart()
+                raise Unavailable(
+                    f"model {self.name!r}: its CTranslate2 worker process died (status "
+                    f"{status}) while translating ({type(err).__name__}); it has been "
+                    "restarted: retry"
+                ) from None
+
+    def alive(self) -> bool:
+        """Whether the worker process runs (a dead one is restarted by :meth:`revive` or by
+        the next request)."""
+        return self.worker.alive()
+
+    def revive(self) -> None:
+        """Restart the worker if it has died."""
+        with self.lock:
+            if not self.worker.alive():
+                self._restart()
+
+    def _restart(self) -> None:
+        self.worker.close()
+        self.worker = self._start()
+        self.restarts += 1
 
     def close(self) -> None:
-        self.worker.close()
+        with self.lock:
+            self.worker.close()
+
+
+class Unavailable(Exception):
+    """A backend could not translate for a reason of its own, not the request's (503)."""
+
+
+@runtime_checkable
+class Supervised(Protocol):
+    """A backend that runs in a process of its own, which can die and be restarted."""
+
+    def alive(self) -> bool: ...
+
+    def revive(self) -> None: ...
 
 
 def is_ctranslate2_export(folder: str) -> bool:

@@ -5,12 +5,17 @@ would pass `max_queue_sentences` refuses it at once (:class:`QueueFull`, answere
 batcher of a model takes the oldest waiting request, waits at most `max_wait_ms` from its
 arrival for more requests with the same decoding settings and seed (only those can share a
 decoding), up to `max_batch_sentences` and `max_batch_tokens`, and hands the batch to the
-decoding thread. Every model's batches run on one thread: on a CPU two decodings at once only
-fight over the cores.
+model's decoding thread. Each model has a thread of its own, so that a long batch of one model
+never holds another model's requests (on a CPU two decodings at once share the cores).
 
-A request that passes its deadline while queued, or whose client has gone, leaves the queue
-without costing any decoding; one whose batch is running when its deadline passes is answered
-504 at once and its result dropped. A failing batch fails its own requests only.
+A request is priced by its work (:func:`gmlm.decoding.options.decode_work`: decoder
+row-positions over its passes or steps); :meth:`Batcher.price_s` turns that into seconds at the
+rate of the model's recent batches (first measured by the warm-up), so a request that cannot
+finish within its deadline is refused before it is queued. A request that passes its deadline
+while queued, or whose client has gone, leaves the queue without costing any decoding; one
+whose batch is running is answered 504 (or 499) at once, and once every request of a running
+batch is answered so, or the service is stopping, the batch stops at its next pass, step or
+sub-batch (:mod:`gmlm.decoding.cancel`). A failing batch fails its own requests only.
 """
 
 from __future__ import annotations
@@ -19,10 +24,11 @@ import asyncio
 import math
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
+from gmlm.decoding.cancel import Cancelled, cancellable
 from gmlm.serve.backends import Backend, Prepared
 from gmlm.serve.metrics import Metrics
 from gmlm.serve.settings import ServeSettings
@@ -34,6 +40,10 @@ class QueueFull(Exception):
 
 class DeadlinePassed(Exception):
     """The request's deadline passed before its translation was ready (504)."""
+
+
+class Stopping(Exception):
+    """The service stopped while the request waited (503)."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +67,11 @@ class Job:
     future: asyncio.Future[Answer]
     arrived: float = field(default_factory=time.monotonic)
     started: float | None = None  # when its batch began decoding
+    abandoned: bool = False  # answered otherwise (504, 499) while its batch ran
+
+    def waited_for(self) -> bool:
+        """Whether anyone still waits for this job's result (read by the decoding thread)."""
+        return not self.abandoned and time.monotonic() < self.deadline
 
     @property
     def sentences(self) -> int:
@@ -67,7 +82,12 @@ class Batcher:
     """The queue and batching loop of one model (start it with :meth:`run` as a task)."""
 
     def __init__(
-        self, backend: Backend, settings: ServeSettings, metrics: Metrics, executor: Executor
+        self,
+        backend: Backend,
+        settings: ServeSettings,
+        metrics: Metrics,
+        executor: Executor,
+        seconds_per_work: float = 0.0,
     ) -> None:
         self.backend = backend
         self.settings = settings
@@ -78,6 +98,14 @@ class Batcher:
         self.wakeup = asyncio.Event()
         self.running = 0  # requests in the batch being decoded
         self.seconds_per_sentence = 0.0  # a moving average over recent batches
+        # seconds per unit of Prepared.work: a moving average over recent batches, starting
+        # from the warm-up's measurement (0: not known yet, nothing is refused by price)
+        self.seconds_per_work = seconds_per_work
+        self.stopping = False  # set when the service stops: running batches stop early
+
+    def price_s(self, prepared: Prepared) -> float:
+        """Seconds a request of `prepared.work` takes alone at the recent rate (0: unknown)."""
+        return prepared.work * self.seconds_per_work
 
     def submit(self, texts: Sequence[str], prepared: Prepared, timeout_s: float) -> Job:
         """Queue a checked request, or raise QueueFull."""
@@ -166,10 +194,20 @@ class Batcher:
         self.metrics.batch_requests.labels(name).observe(len(batch))
         self.running = len(batch)
         loop = asyncio.get_running_loop()
+
+        def unwanted() -> bool:  # on the decoding thread, between passes, steps and batches
+            return self.stopping or not any(job.waited_for() for job in batch)
+
         try:
             outputs = await loop.run_in_executor(
-                self.executor, self.backend.translate, texts, batch[0].prepared
+                self.executor, self._translate, texts, batch[0].prepared, unwanted
             )
+        except Cancelled:
+            self.metrics.cancelled.labels(name).inc()
+            for job in batch:
+                if not job.future.done():
+                    job.future.set_exception(Stopping() if self.stopping else DeadlinePassed())
+            return
         except Exception as err:  # a failing batch fails its own requests only
             for job in batch:
                 if not job.future.done():
@@ -181,12 +219,10 @@ class Batcher:
         self.metrics.decode.labels(name).observe(seconds)
         self.metrics.device_busy.labels(self.backend.device).inc(seconds)
         self.metrics.sentences.labels(name).inc(len(texts))
-        rate = seconds / len(texts)
-        self.seconds_per_sentence = (
-            rate
-            if not self.seconds_per_sentence
-            else (0.8 * self.seconds_per_sentence + 0.2 * rate)
-        )
+        self.seconds_per_sentence = _average(self.seconds_per_sentence, seconds / len(texts))
+        work = sum(job.prepared.work for job in batch)
+        if work:
+            self.seconds_per_work = _average(self.seconds_per_work, seconds / work)
         at = 0
         for job in batch:
             mine = outputs[at : at + job.sentences]
@@ -195,3 +231,14 @@ class Batcher:
                 job.future.set_result(
                     Answer(mine, start - job.arrived, seconds, len(texts), len(batch))
                 )
+
+    def _translate(
+        self, texts: Sequence[str], prepared: Prepared, unwanted: Callable[[], bool]
+    ) -> list[str]:
+        with cancellable(unwanted):
+            return self.backend.translate(texts, prepared)
+
+
+def _average(previous: float, value: float) -> float:
+    """A moving average that starts at the first value (previous 0: none yet)."""
+    return value if not previous else 0.8 * previous + 0.2 * value

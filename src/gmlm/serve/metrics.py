@@ -71,6 +71,27 @@ class Metrics:
             ["model"],
             registry=self.registry,
         )
+        self.cancelled = Counter(
+            "gmlm_batches_cancelled",
+            "Batches stopped before the end because nobody waited for them any more (every "
+            "request answered 504 or 499, or the service stopping)",
+            ["model"],
+            registry=self.registry,
+        )
+        self.restarts = Counter(
+            "gmlm_worker_restarts",
+            "Worker processes (CTranslate2 models) the supervisor found dead and restarted (one "
+            "that dies during a request is restarted at once and the request answered 503)",
+            ["model"],
+            registry=self.registry,
+        )
+        self.flagged_lines = Counter(
+            "gmlm_flagged_lines",
+            "Request lines the input language check flagged, by model and reason: language "
+            "(confidently another language than the model's source language) or no_letters",
+            ["model", "reason"],
+            registry=self.registry,
+        )
         self.device_busy = Counter(
             "gmlm_device_busy_seconds",
             "Seconds the device spent decoding batches (its rate over a window is the share of "

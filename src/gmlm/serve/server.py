@@ -11,6 +11,7 @@ import os
 import signal
 import socket
 import sys
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import FrameType
@@ -56,11 +57,17 @@ def parse_models(specs: list[str] | None) -> dict[str, str]:
     return models
 
 
-def warm_up(backends: Mapping[str, Backend]) -> None:
-    for backend in backends.values():
+def warm_up(backends: Mapping[str, Backend]) -> dict[str, float]:
+    """Translate WARMUP twice with each model's defaults; each model's seconds per unit of
+    work in the second (warm) round, the first price of its requests (gmlm.serve.batcher)."""
+    rates = {}
+    for name, backend in backends.items():
         prepared = backend.prepare(list(WARMUP), {}, 0)
         for _ in range(2):
+            start = time.monotonic()
             backend.translate(list(WARMUP), prepared)
+        rates[name] = (time.monotonic() - start) / max(1, prepared.work)
+    return rates
 
 
 def bind(host: str, port: int) -> socket.socket:

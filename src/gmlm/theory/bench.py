@@ -20,7 +20,7 @@ from typing import Any
 
 from gmlm import provenance
 from gmlm.io import atomic_write_json
-from gmlm.memory import check_memory, format_bytes
+from gmlm.memory import MemoryLimitError, check_memory, format_bytes
 from gmlm.theory.chains import (
     ARPACK_VECTORS,
     CACHE_ENTRIES,
@@ -171,22 +171,25 @@ def poincare_run(
     # k-Gibbs over spins is 1-Gibbs on binary variables exactly when k = 1.
     method = poincare_method(2**settings.n, settings.k == 1, settings.method)
     need = poincare_bytes(settings.n, settings.k, method)
-    check_memory(
-        need,
-        f"the exact Poincare constant of {settings.k}-Gibbs over 2^{settings.n} states ({method})",
-        "lower --n (each spin doubles the states)",
+    what = (
+        f"the exact Poincare constant of {settings.k}-Gibbs over 2^{settings.n} states ({method})"
     )
+    fix = "lower --n (each spin doubles the states)"
+    check_memory(need, what, fix)
     progress = None
     if say is not None:
         say(estimate_line(settings.n, settings.k, method, need))
         progress = ProgressLines(say, least_applications(settings.n, method))
     start_rss = current_rss_mib()
     start = time.perf_counter()
-    model = IsingModel.random(settings.n, settings.scale, settings.seed)
-    chain = BlockDynamics(model.distribution, MaskingScheme.k_pl(settings.n, settings.k))
-    gap = poincare_constant(
-        chain, settings.method, deadline=deadline, threads=threads, progress=progress
-    )
+    try:
+        model = IsingModel.random(settings.n, settings.scale, settings.seed)
+        chain = BlockDynamics(model.distribution, MaskingScheme.k_pl(settings.n, settings.k))
+        gap = poincare_constant(
+            chain, settings.method, deadline=deadline, threads=threads, progress=progress
+        )
+    except MemoryError as err:  # numpy's ArrayMemoryError too: more than the estimate
+        raise MemoryLimitError(f"{what} ran out of memory ({err}); {fix}") from None
     return PoincareRun(
         settings.n,
         settings.k,

@@ -44,6 +44,7 @@ from gmlm.translation.chunks import (
     shard_device,
     write_chunk,
 )
+from gmlm.translation.language_check import LanguageCheck
 from gmlm.translation.shard_settings import DEFAULT_SHARDING, ShardSettings
 from gmlm.translation.translator import Translator, load
 
@@ -89,13 +90,16 @@ def translate_file(
     device: str = "auto",
     cuda_graphs: bool | None = None,
     say: Log = print,
+    check_language: LanguageCheck = "warn",
     **translate_args: Any,
 ) -> ShardedRun | None:
     """Translate `lines` (read from `origin`) into the file `output` with the processes of this
     torchrun job (one process: all of it), chunk by chunk, resumable (see the module
-    docstring). `translate_args` go to :meth:`Translator.translate` (decoding overrides,
-    batch_size, max_tokens, seed, precision, on_over_length). Returns what was done on rank 0,
-    None on the other ranks."""
+    docstring). `check_language`: the input language check of the whole input, before any
+    chunk (:meth:`Translator.translate`'s; rank 0 warns, "strict" fails every process).
+    `translate_args` go to :meth:`Translator.translate` (decoding overrides, batch_size,
+    max_tokens, seed, precision, on_over_length). Returns what was done on rank 0, None on the
+    other ranks."""
     shard = join_shards(device)
     try:
         return _translate_file(
@@ -108,6 +112,7 @@ def translate_file(
             cuda_graphs=cuda_graphs,
             say=say if shard.is_main else (lambda _msg: None),
             shard=shard,
+            check_language=check_language,
             translate_args=translate_args,
         )
     finally:
@@ -125,6 +130,7 @@ def _translate_file(
     cuda_graphs: bool | None,
     say: Log,
     shard: DistInfo,
+    check_language: LanguageCheck,
     translate_args: dict[str, Any],
 ) -> ShardedRun | None:
     start = time.perf_counter()
@@ -135,6 +141,8 @@ def _translate_file(
 
         def setup() -> Translator:
             translator = load(checkpoint, device=device, cuda_graphs=cuda_graphs)
+            quiet = not shard.is_main and check_language == "warn"  # rank 0 warns
+            translator.check_language(lines, "off" if quiet else check_language, origin)
             if shard.is_main:  # rank 0 makes the folder ready and holds it for the job
                 _check_work(work, output)
                 held.enter_context(folder_lock(work, f"--output {output}"))
@@ -160,7 +168,7 @@ def _translate_file(
                 chunk = chunks[index]
                 chunk_start = time.perf_counter()
                 outputs = translator.translate(
-                    [lines[i] for i in chunk], origin=origin, **translate_args
+                    [lines[i] for i in chunk], origin=origin, check_language="off", **translate_args
                 )
                 write_chunk(work, index, outputs, time.perf_counter() - chunk_start)
             return sum(len(chunks[i]) for i in todo)

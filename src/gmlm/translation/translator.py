@@ -7,7 +7,10 @@
 
 Lines are cleaned and encoded like the training data, decoded in batches of similar length
 (see "Batches" below) and returned in input order, one single-line output per input (an
-empty or blank line gives an empty output without touching the model). A line longer than
+empty or blank line gives an empty output without touching the model). Lines with no
+letters, or confidently in another language than the checkpoint's source language, are
+named in a warning, or with ``check_language="strict"`` refuse the input
+(:mod:`gmlm.translation.language_check`). A line longer than
 the model's max_source_len is never cut silently: by default it is an error naming the line
 and the limit;
 ``on_over_length="split"`` translates each of its sentences on its own (the models learn
@@ -79,6 +82,7 @@ from gmlm.data.cleaning import normalize
 from gmlm.data.lengths import SHOWN, encode_inputs
 from gmlm.data.tokenizer import Tokenizer
 from gmlm.decoding.autoregressive import beam_search, greedy_search
+from gmlm.decoding.cancel import checkpoint
 from gmlm.decoding.cuda_graphs import graph_count, graphed
 from gmlm.decoding.fixed import refine_fixed
 from gmlm.decoding.options import (
@@ -100,6 +104,7 @@ from gmlm.errors import GmlmError
 from gmlm.models import AutoregressiveModel, ModelKind, PadirModel
 from gmlm.models.padir import PadirEncoderOutput
 from gmlm.nn.config import ModelConfig
+from gmlm.translation.language_check import Flag, LanguageCheck, check_lines, check_mode
 from gmlm.translation.precision import at_precision, check_precision
 
 OverLengthPolicy = Literal["error", "split", "report"]
@@ -133,7 +138,8 @@ class Translator:
     :mod:`gmlm.checkpoint.decoding_defaults`); explicit settings still win. `cuda_graphs`:
     the model runs by CUDA graphs (see the module docstring; it must be on a GPU).
     `languages`: what it translates, as its checkpoint records it (:func:`load` reads it);
-    informational, since text carries no language tag to check it against. `fixed_shapes`:
+    :meth:`translate` checks its input against the source language
+    (:mod:`gmlm.translation.language_check`; unknown: not checked). `fixed_shapes`:
     PaDIR decodes at fixed shapes (see the module docstring); None: on a CUDA device."""
 
     def __init__(
@@ -250,6 +256,7 @@ class Translator:
         precision: Precision = "fp32",
         on_over_length: OverLengthPolicy = "error",
         origin: str = "input",
+        check_language: LanguageCheck = "warn",
         **overrides: Any,
     ) -> list[str]:
         """Detokenized translations of raw `sentences` (a list, or any iterable, of str), one
@@ -262,10 +269,17 @@ class Translator:
         quantised Linear layers, CPU only); see the module docstring.
         on_over_length: "error", "split" or "report" (see the module docstring).
         origin: names the input (a file) in error messages; lines are counted from 1.
+        check_language: lines with no letters, or confidently in another language than the
+        checkpoint's source language (:mod:`gmlm.translation.language_check`; a translator
+        whose languages are not known is not checked): "warn" translates them and names them
+        in a :class:`~gmlm.translation.language_check.LanguageWarning`, "strict" translates
+        nothing and raises a :class:`~gmlm.translation.language_check.LanguageCheckError` (a
+        GmlmError) that names them, "off" does not check.
         options, overrides: the decoding settings, an options object of this model's kind
         and/or overrides of its fields by name, e.g. ``steps=10`` (see :meth:`options`).
         """
         texts = _sentence_list(sentences)
+        check_mode(check_language)
         if "bf16" in overrides:
             raise GmlmError(
                 f'bf16={overrides["bf16"]!r} is now precision="bf16" (bf16 weights and '
@@ -277,6 +291,7 @@ class Translator:
         SEED.check(seed, "seed")
         check_precision(precision)
         options = self.options(options, **overrides)
+        self.check_language(texts, check_language, origin, stacklevel=2)
         segments, owners = self._segments(texts, on_over_length, origin)
         outputs = self.translate_ids(
             segments,
@@ -289,7 +304,24 @@ class Translator:
         pieces: list[list[str]] = [[] for _ in texts]
         for owner, ids in zip(owners, outputs, strict=True):
             pieces[owner].append(self.text(ids))
-        return [" ".join(p for p in parts if p) for parts in pieces]
+        translations = [" ".join(p for p in parts if p) for parts in pieces]
+        warn_if_all_empty(translations, set(owners), options, origin)
+        return translations
+
+    def check_language(
+        self,
+        sentences: Sequence[str],
+        mode: LanguageCheck = "warn",
+        origin: str = "input",
+        stacklevel: int = 1,
+    ) -> list[Flag]:
+        """The lines of `sentences` that the input language check flags against this
+        model's source language (none where its languages are not known), warned about or
+        refused by `mode` as :meth:`translate`'s check_language; `stacklevel`: the frame
+        a warning names, 1 the caller of this method."""
+        pair = self.languages.pair
+        source = None if pair is None else pair[0]
+        return check_lines(sentences, source, mode, origin, stacklevel=stacklevel + 1)
 
     def text(self, ids: Sequence[int]) -> str:
         """Detokenized output ids on one line (byte-fallback pieces can spell a line break)."""
@@ -318,6 +350,7 @@ class Translator:
         batch_size, max_tokens = batch_limits(batch_size, max_tokens)
         outputs: list[list[int]] = [[] for _ in sources]
         for batch, planned in self._batches(model, sources, options, batch_size, max_tokens):
+            checkpoint()  # between batches too (gmlm.decoding.cancel)
             src = self.source_tensor([sources[i] for i in batch])
             decoded = self._decode(model, src, options, seed, planned)
             for i, ids in zip(batch, decoded, strict=True):
@@ -495,6 +528,29 @@ class Translator:
             total += count
         pieces.extend(self._fit(text[spans[first][0] : spans[-1][1]], limit, breaks[1:]))
         return pieces
+
+
+class EmptyTranslationsWarning(UserWarning):
+    """Every line that was decoded got an empty translation (:func:`warn_if_all_empty`)."""
+
+
+def warn_if_all_empty(
+    translations: Sequence[str], decoded: set[int], options: DecodingOptions, origin: str
+) -> None:
+    """Warn (EmptyTranslationsWarning) when every line that was decoded (the indices
+    `decoded`) got an empty translation: then the settings, not the input, are the likely
+    cause, and a file of empty lines would otherwise pass for a result."""
+    if not decoded or any(translations[i] for i in decoded):
+        return
+    changed = " ".join(f"{k}={v}" for k, v in changed_fields(options).items()) or "the defaults"
+    warnings.warn(
+        f"{origin}: every one of the {len(decoded)} non-empty line(s) was translated to an "
+        f"empty line; the decoding settings ({changed}) likely leave no room for an output: "
+        "check the length settings (length_shift, max_length, max_len_a, max_len_b) and the "
+        "checkpoint",
+        EmptyTranslationsWarning,
+        stacklevel=3,
+    )
 
 
 def batch_limits(batch_size: int | None, max_tokens: int | None) -> tuple[int | None, int | None]:

@@ -1,0 +1,168 @@
+"""No command writes an output over one of its inputs, however the output names it: the same
+path, a symbolic link, a hard link (the same file under another name) or the file standard
+input reads. One table walks every command that writes a file or folder named on its command
+line; each case must be refused with exit status 2 before any work, the input left as it was.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from gmlm.cli.main import main
+
+SENTENCE = "Ein Hund läuft über die Wiese.\n"
+
+# Per command: its arguments ({out} is the output under test, {tmp} the test folder), the
+# input file or folder the output aliases (relative to {tmp}), and whether the command reads
+# standard input. An output file aliases a file: the input itself, or a file inside an input
+# folder; an output folder aliases the input folder.
+COMMANDS: dict[str, tuple[str, str, bool]] = {
+    "translate --output, --input": (
+        "translate --checkpoint {tmp}/ckpt --input {tmp}/in.txt --output {out}",
+        "in.txt",
+        False,
+    ),
+    "translate --output, stdin": (
+        "translate --checkpoint {tmp}/ckpt --output {out}",
+        "in.txt",
+        True,
+    ),
+    "translate --output, --checkpoint": (
+        "translate --checkpoint {tmp}/ckpt --input {tmp}/in.txt --output {out}",
+        "ckpt/meta.json",
+        False,
+    ),
+    "loadtest --output": ("loadtest --input {tmp}/in.txt --output {out}", "in.txt", False),
+    "loadtest --markdown": ("loadtest --input {tmp}/in.txt --markdown {out}", "in.txt", False),
+    "loadtest --plot": ("loadtest --input {tmp}/in.txt --plot {out}", "in.txt", False),
+    "bench --markdown, --replot": ("bench --replot {tmp}/in.txt --markdown {out}", "in.txt", False),
+    "bench --output, --data": (
+        "bench --ar {tmp}/ckpt --padir {tmp}/ckpt --data {tmp}/data --output {out}",
+        "data/manifest.json",
+        False,
+    ),
+    "analyze attention --output": (
+        "analyze attention --checkpoint {tmp}/ckpt --data {tmp}/data --output {out}",
+        "data/manifest.json",
+        False,
+    ),
+    "analyze length --output": (
+        "analyze length --checkpoint {tmp}/ckpt --data {tmp}/data --output {out}",
+        "ckpt/meta.json",
+        False,
+    ),
+    "analyze ablation --output": (
+        "analyze ablation --checkpoint {tmp}/ckpt --data {tmp}/data --output {out}",
+        "data/manifest.json",
+        False,
+    ),
+    "analyze calibrate --output": (
+        "analyze calibrate --checkpoint {tmp}/ckpt --data {tmp}/data --output {out}",
+        "data/manifest.json",
+        False,
+    ),
+    "analyze table1 --markdown": (
+        "analyze table1 --direction de-en={tmp}/ckpt --multi30k {tmp}/m30k --markdown {out}",
+        "m30k/test_2016_flickr.de",
+        False,
+    ),
+    "reproduce --publish": ("reproduce --out {tmp}/run --publish {out}", "run/REPORT.md", False),
+    "export --out": ("export --checkpoint {tmp}/ckpt --out {out}", "ckpt", False),
+    "export --format ctranslate2 --out": (
+        "export --format ctranslate2 --checkpoint {tmp}/ckpt --out {out}",
+        "ckpt",
+        False,
+    ),
+}
+
+# How the output names the input: the same path, a symbolic link, a hard link (files only).
+FORMS = ("same path", "symlink", "hard link")
+
+CASES = [
+    pytest.param(command, form, id=f"{command} [{form}]")
+    for command, (_, target, _stdin) in COMMANDS.items()
+    for form in FORMS
+    if not (form == "hard link" and "." not in target)  # a folder has no hard links
+]
+
+
+def _layout(tmp: Path) -> None:
+    """The inputs the commands of the table read: a sentence file, a checkpoint-like folder,
+    a dataset-like folder, a Multi30k-like folder and a reproduce run with a report."""
+    (tmp / "in.txt").write_text(SENTENCE, encoding="utf-8")
+    for name in ("ckpt/meta.json", "data/manifest.json", "m30k/test_2016_flickr.de"):
+        (tmp / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp / name).write_text("{}\n", encoding="utf-8")
+    (tmp / "run").mkdir()
+    (tmp / "run" / "REPORT.md").write_text("# not yet\n", encoding="utf-8")
+
+
+def _contents(path: Path) -> dict[str, bytes]:
+    if path.is_file():
+        return {"": path.read_bytes()}
+    return {str(p.relative_to(path)): p.read_bytes() for p in path.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize(("command", "form"), CASES)
+def test_no_command_writes_an_output_over_its_input(
+    command: str,
+    form: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv, target, reads_stdin = COMMANDS[command]
+    _layout(tmp_path)
+    protected = tmp_path / target
+    out = protected
+    if form == "symlink":
+        out = tmp_path / "alias"
+        out.symlink_to(protected)
+    elif form == "hard link":
+        out = tmp_path / "alias.txt"
+        os.link(protected, out)
+    before = _contents(protected)
+    if reads_stdin:
+        stdin = open(protected, encoding="utf-8")  # noqa: SIM115 (closed below)
+        monkeypatch.setattr(sys, "stdin", stdin)
+    else:  # a pipe-like stdin that is no file: only the output flags can alias an input
+        monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    try:
+        status = main([arg.format(tmp=tmp_path, out=out) for arg in argv.split()])
+    finally:
+        if reads_stdin:
+            stdin.close()
+    err = capsys.readouterr().err
+    assert status == 2, err
+    assert "this command reads" in err, err
+    assert "Traceback" not in err
+    assert _contents(protected) == before
+
+
+def test_outputs_of_one_command_never_name_one_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two outputs of one command in one file, by path or by hard link: the second written
+    would replace the first."""
+    _layout(tmp_path)
+    first = tmp_path / "result.json"
+    first.write_text("{}\n", encoding="utf-8")
+    os.link(first, tmp_path / "linked.md")
+    loadtest = ["loadtest", "--input", f"{tmp_path}/in.txt", "--output", str(first)]
+    table1 = ["analyze", "table1", "--direction", f"de-en={tmp_path}/ckpt"]
+    table1 += ["--multi30k", f"{tmp_path}/m30k", "--output", str(first)]
+    for argv in (
+        [*loadtest, "--markdown", str(first)],
+        [*loadtest, "--plot", str(tmp_path / "linked.md")],
+        [*table1, "--markdown", str(tmp_path / "linked.md")],
+    ):
+        status = main(argv)
+        err = capsys.readouterr().err
+        assert status == 2, (argv, err)
+        assert f"--output and {argv[-2]} both name" in err, (argv, err)
+        assert first.read_text(encoding="utf-8") == "{}\n"
