@@ -55,7 +55,7 @@ def running(
     settings: ServeSettings | None = None,
     ready_timeout: float = 60.0,
     wait_ready: bool = True,
-    warmup: Callable[[Mapping[str, Backend]], Mapping[str, float] | None] | None = None,
+    warmup: Callable[[Mapping[str, Backend]], Mapping[str, float]] | None = None,
 ) -> Iterator[str]:
     """Serve the app of `load` on 127.0.0.1 at a free port; yields its base URL."""
     import uvicorn

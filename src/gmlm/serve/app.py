@@ -139,7 +139,7 @@ class ReplicaHeader:
 def create_app(
     load: Callable[[], Mapping[str, Backend]],
     settings: ServeSettings,
-    warmup: Callable[[Mapping[str, Backend]], Mapping[str, float] | None] | None = None,
+    warmup: Callable[[Mapping[str, Backend]], Mapping[str, float]] | None = None,
     on_failure: Callable[[BaseException], None] | None = None,
 ) -> FastAPI:
     """The service. At start-up `load` builds the backends and `warmup` runs them (returning,
@@ -157,7 +157,7 @@ def create_app(
         try:
             backends = await loop.run_in_executor(executor, load)
             state["backends"] = backends
-            rates = None
+            rates: Mapping[str, float] = {}
             if warmup is not None:
                 rates = await loop.run_in_executor(executor, warmup, backends)
         except Exception as err:
@@ -168,7 +168,7 @@ def create_app(
         for name in backends:
             decoders[name] = ThreadPoolExecutor(1, thread_name_prefix=f"gmlm-decode-{name}")
         batchers = {
-            name: Batcher(backend, settings, metrics, decoders[name], (rates or {}).get(name, 0.0))
+            name: Batcher(backend, settings, metrics, decoders[name], rates.get(name, 0.0))
             for name, backend in backends.items()
         }
         state["tasks"] += [

@@ -189,11 +189,12 @@ def _app(spec: dict[str, Any], report: Callable[[str], None], stop: Callable[[],
             for name, folder in spec["models"].items()
         }
 
-    def ready(backends: Mapping[str, Backend]) -> None:
-        warm_up(backends)
+    def ready(backends: Mapping[str, Backend]) -> dict[str, float]:
+        rates = warm_up(backends)
         shown = ", ".join(f"{name} ({b.kind}, {b.source})" for name, b in backends.items())
         replica = f" (replica {os.getpid()})" if settings.workers > 1 else ""
         print(f"gmlm serve: ready at {spec['url']}{replica}: {shown}", file=sys.stderr, flush=True)
+        return rates
 
     def failed(err: BaseException) -> None:
         report(str(err) if isinstance(err, GmlmError) else f"{type(err).__name__}: {err}")
