@@ -9,6 +9,8 @@ Part 1 (the first --lines lines, seed 0): translated as one file in batches of 3
 line at a time, then in a shuffled order (batches of 7), then the file twice in a row with the
 second copy reversed; prints how many lines differ from the first translation each way
 (0 is the target: a line's random tokens are keyed by its own ids, gmlm.decoding.draws).
+Part 1 also decodes the lines at fixed shapes (gmlm.decoding.fixed, what a GPU runs), batched
+and one at a time, and counts the lines that differ from the eager loop's translation.
 Part 2 (the whole file): BLEU of each seed of --seeds, with min, max and spread, so that a
 change of the draw is judged against it. fp32, the checkpoint's decoding defaults, the
 torch threads of the machine (set OMP_NUM_THREADS).
@@ -62,8 +64,17 @@ def main() -> None:
     shuffled = translator.translate([lines[i] for i in order], batch_size=7)
     moved = [shuffled[order.index(i)] for i in range(len(lines))]
     twice = translator.translate([*lines, *lines[::-1]], batch_size=32)
+    fixed = gmlm.load(args.checkpoint, device="cpu", fixed_shapes=True)
+    fixed_whole = fixed.translate(lines, batch_size=32)
+    fixed_alone = [fixed.translate([line])[0] for line in lines]
     differ = {
         "batch 1 vs batch 32": sum(a != b for a, b in zip(alone, whole, strict=True)),
+        "fixed shapes (batch 32) vs eager": sum(
+            a != b for a, b in zip(fixed_whole, whole, strict=True)
+        ),
+        "fixed shapes, batch 1 vs batch 32": sum(
+            a != b for a, b in zip(fixed_alone, fixed_whole, strict=True)
+        ),
         "shuffled (batches of 7) vs in order": sum(
             a != b for a, b in zip(moved, whole, strict=True)
         ),
