@@ -116,7 +116,7 @@ gpu-wheels: $(STAMP)
 	$(BIN)/pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 	  --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
 	  --platform manylinux2014_x86_64 -d .whl $(GPU_WHEELS)
-# File translation by batch setting (docs/RESULTS.md, "Batches by tokens"): the shipped PaDIR
+# File translation by batch setting (docs/history/multi30k-de-en-notes.md, "Batches by tokens"): the shipped PaDIR
 # (T=4 B=5) and AR (beam 5) in one process, BATCH_LINES lines of test_2016_flickr, BATCH_THREADS
 # threads, every configuration interleaved for 3 rounds, outputs checked equal.
 BATCH_LINES ?= 1000
@@ -140,7 +140,7 @@ table1: $(STAMP)
 	$(BIN)/gmlm analyze table1 $(addprefix --direction ,$(TABLE1_DIRECTIONS)) --multi30k $(MULTI30K) \
 	  --output runs/table1/table1.json --markdown runs/table1/table1.md $(TABLE1_FLAGS)
 
-# The service under load (docs/RESULTS.md, "Under load"): `gmlm serve` with the shipped PaDIR
+# The service under load (docs/history/multi30k-de-en-notes.md, "Under load: the service"): `gmlm serve` with the shipped PaDIR
 # and AR and CTranslate2's export of the AR, 2 threads, one test sentence a request, open-loop
 # Poisson arrivals at each rate (the last rate again after the highest: the recovery). Each
 # request decodes as the bench's headline rows do: PaDIR T=4 B=5, AR and CTranslate2 beam 5.

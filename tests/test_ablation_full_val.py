@@ -1,7 +1,8 @@
 """tools/ablation_full_val.sh, the whole-validation scoring of the training ablation in
-docs/RESULTS.md, on a tiny stand-in for a `multi30k-ablation` run folder: every variant at the
-baseline's step is translated and scored against it, one still training is skipped, and an
-existing output folder or a folder that is no such run is refused before anything is written."""
+docs/history/multi30k-de-en-notes.md, on a tiny stand-in for a `multi30k-ablation` run
+folder: every variant at the baseline's step is translated and scored against it, one still
+training is skipped, and an existing output folder or a folder that is no such run is refused
+before anything is written."""
 
 from __future__ import annotations
 

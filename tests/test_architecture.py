@@ -460,8 +460,8 @@ def test_analyze_offers_the_padir_settings_of_gmlm_translate() -> None:
     from gmlm.settings import cli_fields
 
     padir = {f.name for f in cli_fields(RefinementOptions)}
-    decoding = {"attention": padir - {"drop_unchanged_initial", "dedup_final"}}
-    decoding["length"] = padir - {"length_weight"}
+    decoding = {"attention": padir - {"keep_initial_tokens", "dedup"}}
+    decoding["length"] = padir - {"length_score_weight"}
     for name, expected in decoding.items():
         shown = flags(subcommand("analyze", name))
         assert set(shown) & padir == expected, name

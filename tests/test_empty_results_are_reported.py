@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from gmlm.data.tokenizer import Tokenizer
-from gmlm.translation.translator import EmptyTranslationsWarning, load
+from gmlm.translation.lines import EmptyTranslationsWarning
+from gmlm.translation.translator import load
 from tests.helpers.checkpoints import write_checkpoint
 from tests.helpers.cli import exit_status
 from tests.helpers.sentences import sentences

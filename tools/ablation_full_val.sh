@@ -1,5 +1,5 @@
 #!/bin/bash
-# The training ablation's variants scored on the whole validation split (docs/RESULTS.md,
+# The training ablation's variants scored on the whole validation split (docs/history/multi30k-de-en-notes.md,
 # "The training ablation"): the `multi30k-ablation` reproduction's PaDIR run and each variant
 # under train_ablation/, their `last` checkpoints (all at the same step, checked), translated in
 # fp32 with the validation's decoding (the run's `valid_steps` refinement steps, 5 lengths, the

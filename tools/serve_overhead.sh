@@ -1,5 +1,5 @@
 #!/bin/bash
-# The experiment of docs/RESULTS.md "The overhead and the refusals once more": the shipped PaDIR
+# The experiment of docs/history/multi30k-de-en-notes.md "The overhead and the refusals once more": the shipped PaDIR
 # served three ways (unchanged; Python's GIL switch interval at 0.5 ms; libgomp not spinning),
 # each at 1 request/s for 30 s, then with the `make serve-overload` server at 1/s and 32/s for
 # 15 s each, ROUNDS times. Run from the repository root on an otherwise idle machine:

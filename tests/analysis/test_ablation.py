@@ -133,7 +133,7 @@ def test_variants_parse_to_typed_settings() -> None:
         "length_beam": 1,
         "length_offsets": (-2, -1, 1, 2),
     }
-    assert parse_variant("dedup_final=false") == {"dedup_final": False}
+    assert parse_variant("dedup=false") == {"dedup": False}
     assert all(parse_variant(v) for v in ABLATION_VARIANTS)
     for text, message in (
         ("  ", "is empty"),

@@ -48,7 +48,7 @@ def test_cli_rows_equal_translate(
     translator = gmlm.load(padir_run, device="cpu")
     for row, beam, weight in zip(result["decoding"][:3], (1, 3, 3), (0.0, 0.0, 1.0), strict=True):
         hyps = translator.translate(
-            sources, steps=2, length_beam=beam, length_weight=weight, batch_size=8
+            sources, steps=2, length_beam=beam, length_score_weight=weight, batch_size=8
         )
         scores = corpus_scores(hyps, references)
         assert row["bleu"] == round(scores["bleu"].score, 2), row
@@ -69,7 +69,7 @@ def test_cli_rows_equal_translate(
     # The base decoding options, less the field each configuration sets itself.
     assert read.settings.decoding is not None and read.settings.decoding["steps"] == 2
     assert read.settings.decoding["length_beam"] == 3
-    assert "length_weight" not in read.settings.decoding
+    assert "length_score_weight" not in read.settings.decoding
 
 
 def test_predictor_statistics_match_a_per_sentence_recomputation(

@@ -135,7 +135,7 @@ def test_the_converted_commands_take_their_settings_from_the_class() -> None:
         # analysis looks at the raw hypotheses, before the final filters.
         wanted -= {
             "bench": {"steps", "length_beam"},
-            "analyze attention": {"dedup_final", "drop_unchanged_initial"},
+            "analyze attention": {"dedup", "keep_initial_tokens"},
         }.get(command, set())
         assert wanted <= dests, command
 
@@ -189,8 +189,14 @@ def test_to_argv_round_trips(cls: type) -> None:
 
 
 def test_to_argv_spells_values_as_their_flags_read_them() -> None:
-    options = RefinementOptions(length_offsets=(-1, 1), length_weight=0.1 + 0.2, steps=10)
-    spelled = ["--steps", "10", "--length-offsets=-1,1", "--length-weight", "0.30000000000000004"]
+    options = RefinementOptions(length_offsets=(-1, 1), length_score_weight=0.1 + 0.2, steps=10)
+    spelled = [
+        "--steps",
+        "10",
+        "--length-offsets=-1,1",
+        "--length-score-weight",
+        "0.30000000000000004",
+    ]
     assert to_argv(options) == spelled
     assert to_argv(BenchSettings(precisions=("int8",), padir_steps=(4,), ctranslate2=True)) == [
         "--precision",

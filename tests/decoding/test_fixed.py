@@ -171,7 +171,7 @@ OPTION_SETS = {
         stutter_remask="initial", length_offsets=(-1, 1), stutter_ngram=1
     ),
     "changed selection, length weight": RefinementOptions(
-        selection="changed", length_weight=0.5, length_penalty=0.6, steps=3
+        selection="changed", length_score_weight=0.5, length_penalty=0.6, steps=3
     ),
     "constant remask, no early stop": RefinementOptions(
         remask="constant", remask_ratio=0.3, early_stop=False, return_steps=True

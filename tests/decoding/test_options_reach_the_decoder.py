@@ -67,11 +67,11 @@ CASES: dict[str, dict[str, Case]] = {
         "early_stop": Case(False, changes=False),
         "stutter_remask": Case("none"),
         "stutter_ngram": Case(1, {"stutter_remask": "none"}),  # more repeats, then 2-4-grams kept
-        "drop_unchanged_initial": Case(False),
-        "dedup_final": Case(False, {"stutter_remask": "none"}),  # more repeats to keep
+        "keep_initial_tokens": Case(True),
+        "dedup": Case(False, {"stutter_remask": "none"}),  # more repeats to keep
         "selection": Case("sum"),
         "length_penalty": Case(1.0),
-        "length_weight": Case(1.0),
+        "length_score_weight": Case(1.0),
         "remask": Case("linear"),
         "remask_ratio": Case(0.6, {"remask": "constant"}),
         "prune_after": Case(0),

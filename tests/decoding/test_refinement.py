@@ -52,8 +52,8 @@ from tests.helpers.reversal import CONFIG, EOS, PAD
 
 PLAIN = RefinementOptions(
     stutter_remask="none",
-    drop_unchanged_initial=False,
-    dedup_final=False,
+    keep_initial_tokens=True,
+    dedup=False,
     early_stop=False,
     selection="sum",
     prune_after=0,
@@ -134,7 +134,7 @@ def test_length_weight_adds_the_length_log_probability(
     untrained_padir: PadirModel, reversal: tuple[torch.Tensor, torch.Tensor]
 ) -> None:
     src = reversal[0][:4]
-    options = dataclasses.replace(PLAIN, steps=2, length_beam=3, length_weight=0.5)
+    options = dataclasses.replace(PLAIN, steps=2, length_beam=3, length_score_weight=0.5)
     state = run(untrained_padir, src, options)
     results = refinement_finish(state, options)
     with torch.no_grad():
@@ -145,7 +145,7 @@ def test_length_weight_adds_the_length_log_probability(
         assert result.candidate == int(scores[sentence].argmax())
         assert result.score == pytest.approx(float(scores[sentence].max()), abs=1e-5)
     # A dominant weight keeps the top predicted length, i.e. B = 1's candidate.
-    heavy = dataclasses.replace(options, length_weight=1e6)
+    heavy = dataclasses.replace(options, length_score_weight=1e6)
     assert all(r.candidate == 0 for r in refinement_finish(run(untrained_padir, src, heavy), heavy))
 
 
@@ -280,9 +280,7 @@ def test_stutter_remasking_and_final_dedup(
     first = [10, 11, 12, 13, 14, 15]
     stuttering = [10, 10, 12, 12, 12, 15]  # stutters at positions 1, 3, 4
     inputs = fixed_predictions(untrained_padir, monkeypatch, [first, stuttering, stuttering])
-    options = dataclasses.replace(
-        PLAIN, steps=3, length_beam=1, stutter_remask=stutter, dedup_final=True
-    )
+    options = dataclasses.replace(PLAIN, steps=3, length_beam=1, stutter_remask=stutter, dedup=True)
     src = torch.tensor([[7, 8, EOS]])
     state = run(untrained_padir, src, options, lengths=torch.tensor([[7]]))
     x0 = state.initial[0, :6].tolist()
@@ -297,7 +295,7 @@ def test_stutter_remasking_and_final_dedup(
     (result,) = refinement_finish(state, options)
     assert result.raw == stuttering  # the final pass is not remasked ...
     assert result.tokens == [10, 12, 15]  # ... its repeats are dropped
-    (kept,) = refinement_finish(state, dataclasses.replace(options, dedup_final=False))
+    (kept,) = refinement_finish(state, dataclasses.replace(options, dedup=False))
     assert kept.tokens == stuttering
 
 
@@ -388,7 +386,7 @@ def test_repeated_ngrams_are_remasked_and_dropped_as_stutter(
     ]
     (result,) = refinement_finish(state, options)
     assert result.raw == result.tokens == repeating  # the final pass is not remasked
-    deduped = dataclasses.replace(options, dedup_final=True)
+    deduped = dataclasses.replace(options, dedup=True)
     (result,) = refinement_finish(state, deduped)
     assert result.tokens == [t for i, t in enumerate(repeating) if i not in second]
 
@@ -398,7 +396,7 @@ def test_tokens_left_at_their_initial_value_are_dropped(
 ) -> None:
     # The fake decoder copies its input at positions 1 and 3 (-1) in the only pass.
     fixed_predictions(untrained_padir, monkeypatch, [[10, -1, 12, -1, 14]])
-    options = dataclasses.replace(PLAIN, steps=1, length_beam=1, drop_unchanged_initial=True)
+    options = dataclasses.replace(PLAIN, steps=1, length_beam=1, keep_initial_tokens=False)
     state = run(untrained_padir, torch.tensor([[7, 8, EOS]]), options, lengths=torch.tensor([[6]]))
     (result,) = refinement_finish(state, options)
     x0 = state.initial[0].tolist()
@@ -464,7 +462,7 @@ def test_output_mask_matches_a_plain_loop(drop: bool, dedup: bool) -> None:
     tokens = torch.randint(6, 9, (50, 12), generator=g)  # 3 ids: many repeats
     initial = torch.randint(6, 9, (50, 12), generator=g)
     lengths = torch.randint(1, 13, (50,), generator=g)
-    options = RefinementOptions(drop_unchanged_initial=drop, dedup_final=dedup)
+    options = RefinementOptions(keep_initial_tokens=not drop, dedup=dedup)
     mask = output_mask(tokens, initial, lengths, options)
     for row in range(50):
         expected = random_filter_reference(
@@ -654,8 +652,14 @@ def test_mask_start_and_option_errors(
         (RefinementOptions(steps=MAX_STEPS + 1), r"steps=1001 must be between 1 and 1000"),
         (RefinementOptions(steps=10**8, remask="linear"), r"steps=100000000 must be between"),
         # NaN passes every range check and would make every candidate score NaN.
-        (RefinementOptions(length_weight=math.nan), r"length_weight=nan: expected a finite"),
-        (RefinementOptions(length_weight=-math.inf), r"length_weight=-inf: expected a finite"),
+        (
+            RefinementOptions(length_score_weight=math.nan),
+            r"length_score_weight=nan: expected a finite",
+        ),
+        (
+            RefinementOptions(length_score_weight=-math.inf),
+            r"length_score_weight=-inf: expected a finite",
+        ),
         (RefinementOptions(length_penalty=math.inf), r"length_penalty=inf: expected a finite"),
     ],
 )
@@ -667,7 +671,7 @@ def test_unbounded_and_non_finite_settings_are_errors(
 
 
 def test_the_largest_step_count_is_allowed() -> None:
-    RefinementOptions(steps=MAX_STEPS, remask="linear", length_weight=-2.5).validate(CONFIG)
+    RefinementOptions(steps=MAX_STEPS, remask="linear", length_score_weight=-2.5).validate(CONFIG)
 
 
 def test_same_seed_same_output_and_scores_are_log_probabilities(

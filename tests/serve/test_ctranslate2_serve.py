@@ -50,10 +50,10 @@ def test_a_killed_worker_is_restarted(tiny_models, tmp_path, monkeypatch, superv
     import httpx
 
     from gmlm.export.ctranslate2 import export_ctranslate2
-    from gmlm.serve import app as app_module
+    from gmlm.serve import lifecycle
     from gmlm.serve.backends import load_backend
 
-    monkeypatch.setattr(app_module, "SUPERVISE_S", 0.1 if supervised else 3600.0)
+    monkeypatch.setattr(lifecycle, "SUPERVISE_S", 0.1 if supervised else 3600.0)
     export = export_ctranslate2(tiny_models["ar"], tmp_path / "ct2")
     backend = load_backend("ct2", str(export), "fp32", 1)
     body = {"model": "ct2", "text": ["a b c"]}

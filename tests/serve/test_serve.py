@@ -344,11 +344,13 @@ def test_replicas_share_the_port_and_stop_together(tiny_models):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "gmlm", "serve", "--port", "0", "--workers", "2"]
     command += ["--threads", "1", "--model", f"padir={tiny_models['padir']}"]
+    command += ["--log-format", "json"]  # each replica logs as the service was told
     server = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
     try:
         assert server.stderr is not None
-        url = re.search(r"listening on (\S+)", server.stderr.readline()).group(1)  # type: ignore[union-attr]
-        ready = [server.stderr.readline() for _ in range(2)]
+        listening = json.loads(server.stderr.readline())["message"]
+        url = re.search(r"listening on (\S+)", listening).group(1)  # type: ignore[union-attr]
+        ready = [json.loads(server.stderr.readline())["message"] for _ in range(2)]
         assert all("ready at" in line and "replica" in line for line in ready), ready
         body = {"model": "padir", "text": ["der Hund läuft .", "die Katze springt ."]}
         replicas, outputs = set(), set()

@@ -18,6 +18,7 @@ import pytest
 import torch
 
 import gmlm
+import gmlm.translation.batch_plan
 from gmlm.checkpoint.files import fill_inference_files, write_checkpoint_dir
 from gmlm.cli.main import main
 from gmlm.data.binarized import load_dataset
@@ -158,7 +159,7 @@ def test_padir_batches_by_tokens_of_its_predicted_candidates(
     assert out == translator.translate(lines, batch_size=48, **settings)
     # windows of a few sentences each (the encoder states kept at once): the same outputs
     monkeypatch.setattr(
-        gmlm.translation.translator, "PLAN_BYTES", 4 * translator.config.d_model * 60
+        gmlm.translation.batch_plan, "PLAN_BYTES", 4 * translator.config.d_model * 60
     )
     encoded.clear()
     assert translator.translate(lines, max_tokens=budget, **settings) == out
@@ -395,10 +396,14 @@ def test_a_string_is_not_a_list_of_sentences(translators: dict[str, Translator])
     [
         ("padir", {"steps": "4"}, r"steps: expected an integer, got '4'"),
         ("padir", {"steps": 2.5}, r"steps: expected an integer"),
-        ("padir", {"dedup_final": 1}, r"dedup_final: expected true/false"),
+        ("padir", {"dedup": 1}, r"dedup: expected true/false"),
         ("padir", {"remask": "lin"}, r"remask: 'lin' is not one of"),
         ("padir", {"length_offsets": "-1,1"}, r"length_offsets: expected a list"),
-        ("padir", {"length_weight": math.nan}, r"length_weight=nan: expected a finite number"),
+        (
+            "padir",
+            {"length_score_weight": math.nan},
+            r"length_score_weight=nan: expected a finite number",
+        ),
         ("padir", {"steps": 10**8, "remask": "linear"}, r"steps=100000000 must be between 1"),
         ("ar", {"beam": True}, r"beam: expected an integer"),
         ("ar", {"max_len_a": math.inf}, r"max_len_a=inf: expected a finite number"),
@@ -588,8 +593,8 @@ def test_cli_stdin_to_stdout(
     (options,) = used
     assert options == RefinementOptions(
         length_offsets=(-1, 1),
-        dedup_final=False,
-        drop_unchanged_initial=False,
+        dedup=False,
+        keep_initial_tokens=True,
         remask="linear",
         selection="mean",
     )
@@ -649,7 +654,10 @@ def test_cli_checks_the_output_before_translating(
     ("flags", "message"),
     [
         (["--input", "{tmp}"], "{tmp} is a folder; give the path of a file inside it"),
-        (["--length-weight", "nan"], "argument --length-weight: nan: expected a finite number"),
+        (
+            ["--length-score-weight", "nan"],
+            "argument --length-score-weight: nan: expected a finite number",
+        ),
         (["--steps", "100000000", "--remask", "linear"], "100000000 must be between 1 and 1000"),
         (["--beam", "100000"], "argument --beam: 100000 must be between 1 and 1000 (1 is greedy"),
         (["--random-starts", "100000"], "argument --random-starts: 100000 must be between 1"),

@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from gmlm import markdown
 from gmlm.analysis.loading import load_padir, run_provenance
 from gmlm.analysis.results import AblationResult, AblationRow, AblationSettings
 from gmlm.analysis.split_decoding import decode_each, read_pairs
@@ -204,6 +205,19 @@ def best_row(result: AblationResult) -> AblationRow:
     return max(result.rows, key=lambda r: r.quality.bleu)  # max keeps the first of equals
 
 
+# The decoding table's columns (render_ablation_markdown).
+COLUMNS = (
+    "decoding",
+    "BLEU",
+    "change",
+    "p",
+    "chrF",
+    "length ratio",
+    "stutter / 100 words",
+    "seconds",
+)
+
+
 def render_ablation_markdown(result: AblationResult) -> str:
     """The rows as a Markdown table, with a line on whether the default is the best."""
     s = result.settings
@@ -221,16 +235,25 @@ def render_ablation_markdown(result: AblationResult) -> str:
         f"({BOOTSTRAP_SAMPLES:,} resamples), the smallest it can give is "
         f"{1 / (BOOTSTRAP_SAMPLES + 1):.4f}.",
         "",
-        "| decoding | BLEU | change | p | chrF | length ratio | stutter / 100 words | seconds |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        *markdown.table(COLUMNS, align="lrrrrrrr"),
     ]
     for i, r in enumerate(result.rows):
         q = r.quality
         change = f"{r.bleu_delta:+.2f}" if i else ""
         p = "same output" if r.same_output else "" if r.p_value is None else f"{r.p_value:.3f}"
         lines.append(
-            f"| {r.variant} | {q.bleu:.2f} | {change} | {p} | {q.chrf:.2f} | "
-            f"{q.length_ratio:.3f} | {q.stutter_per_100_words:.3f} | {r.seconds:.1f} |"
+            markdown.row(
+                (
+                    r.variant,
+                    f"{q.bleu:.2f}",
+                    change,
+                    p,
+                    f"{q.chrf:.2f}",
+                    f"{q.length_ratio:.3f}",
+                    f"{q.stutter_per_100_words:.3f}",
+                    f"{r.seconds:.1f}",
+                )
+            )
         )
     best = best_row(result)
     lines.append("")

@@ -15,8 +15,8 @@ of its output into stutter pairs (the same token id at i and i+1) and the rest.
 
 Which hypothesis: the raw final argmax of the chosen candidate, before post-processing. The
 weights belong to exactly those positions, and the post-processing would delete the very
-stutters we look for (``dedup_final``) and drop tokens the model left at their random
-initial value (``drop_unchanged_initial``); both filters are therefore irrelevant here and
+stutters we look for (``dedup``) and drop tokens the model left at their random
+initial value (``keep_initial_tokens``); both filters are therefore irrelevant here and
 every output position (EOS excluded) takes part, so a sentence of n output tokens gives n - 1
 pairs. Stutter remasking only rewrites the inputs of non-final passes, so stutters of the
 final pass remain observable with the default ``stutter_remask="previous"``; ``"none"``
@@ -40,6 +40,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from gmlm import markdown
 from gmlm.analysis.batches import source_batches
 from gmlm.analysis.loading import load_padir, padir_at, run_provenance
 from gmlm.analysis.metrics import (
@@ -267,7 +268,7 @@ def attention_analysis(
         progress=progress,
     )
     # The post-processing filters never touch the raw hypotheses analysed: leave them out.
-    unused = ("return_steps", "return_attention", "drop_unchanged_initial", "dedup_final")
+    unused = ("return_steps", "return_attention", "keep_initial_tokens", "dedup")
     settings = {k: v for k, v in dataclasses.asdict(decoding).items() if k not in unused}
     tables = {t: {g: collected.collector.summary(t, g) for g in GROUPS} for t in TABLES}
     return AttentionResult(
@@ -324,19 +325,20 @@ def _table(result: AttentionResult, table: str) -> list[str]:
     lines = [
         f"**{TITLES[table]}**",
         "",
-        "| statistic | stutter | non-stutter | paper stutter | paper non-stutter |",
-        "|---|---|---|---|---|",
-        "| pairs | " + " | ".join(str(data[g].pairs) for g in GROUPS) + " | n/a | n/a |",
+        *markdown.table(
+            ("statistic", "stutter", "non-stutter", "paper stutter", "paper non-stutter")
+        ),
+        markdown.row(("pairs", *(data[g].pairs for g in GROUPS), "n/a", "n/a")),
     ]
     for name, label in DISTANCES[table].items():
         for aggregate in HEAD_AGGREGATES:
             cells = [_cell(data[g].distance(name).aggregate(aggregate)) for g in GROUPS]
             cells += [_paper(table, g, name, aggregate) for g in GROUPS]
-            lines.append(f"| {label}, {aggregate} over heads | " + " | ".join(cells) + " |")
+            lines.append(markdown.row((f"{label}, {aggregate} over heads", *cells)))
     for k in TOP_K:
         cells = [_number(data[g].p_top(k)) for g in GROUPS]
         cells += [_paper(table, g, f"p_top{k}") for g in GROUPS]
-        lines.append(f"| {TOP_K_LABELS[table].format(k=k)} | " + " | ".join(cells) + " |")
+        lines.append(markdown.row((TOP_K_LABELS[table].format(k=k), *cells)))
     return lines
 
 

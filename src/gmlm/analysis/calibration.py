@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gmlm import markdown
 from gmlm.analysis.results import Calibration, CalibrationRow
 from gmlm.analysis.split_decoding import decode_each, read_pairs
 from gmlm.checkpoint.decoding_defaults import DECODING_FILE, write_decoding_defaults
@@ -180,15 +181,11 @@ def decision(result: Calibration, path: Path, write: bool) -> str:
 
 def render_calibration_markdown(result: Calibration) -> str:
     """The grid as a Markdown table, the chosen value marked, and the rule."""
-    lines = ["| value | BLEU | length ratio | seconds |", "|---:|---:|---:|---:|"]
-    for r in result.rows:
-        cells = (
-            result.label(r.value),
-            f"{r.bleu:.2f}",
-            f"{r.length_ratio:.3f}",
-            f"{r.seconds:.0f}",
-        )
-        lines.append("| " + " | ".join(cells) + " |")
+    rows = (
+        (result.label(r.value), f"{r.bleu:.2f}", f"{r.length_ratio:.3f}", f"{r.seconds:.0f}")
+        for r in result.rows
+    )
+    lines = markdown.table(("value", "BLEU", "length ratio", "seconds"), rows, align="rrrr")
     signature = f"BLEU signature: `{result.bleu_signature}`"
     done = [f"decoding.json: {result.decision}.", ""] if result.decision else []
     return "\n".join([*lines, "", result.summary() + ".", signature, "", *done])

@@ -16,7 +16,7 @@ back. This analysis separates that cost from the rest:
   rank of N* in the predictor's order;
 * decoding with T passes and (a) the top-1 predicted length, (b) the top B predicted lengths
   and each selection weight in `length_weights` (0 = the paper's summed token log-probability,
-  see `RefinementOptions.length_weight`), (c) the reference length (oracle, one candidate).
+  see `RefinementOptions.length_score_weight`), (c) the reference length (oracle, one candidate).
   Each row gets SacreBLEU, chrF, the BLEU length ratio and the word-level stutter rate against
   the references, and for (b) how often the selected candidate has the reference length.
 
@@ -42,6 +42,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from gmlm import markdown
 from gmlm.analysis.batches import source_batches
 from gmlm.analysis.loading import load_padir, padir_at, run_provenance
 from gmlm.analysis.results import (
@@ -225,7 +226,7 @@ def configuration_options(
         options = translator.options(
             base,
             length_beam=c.length_beam,
-            length_weight=c.length_weight,
+            length_score_weight=c.length_weight,
             length_offsets=() if c.oracle else None,
         )
         assert isinstance(options, RefinementOptions)
@@ -315,7 +316,7 @@ def length_analysis(
             decoding={
                 k: v
                 for k, v in dataclasses.asdict(base).items()
-                if k not in ("return_steps", "return_attention", "length_weight")
+                if k not in ("return_steps", "return_attention", "length_score_weight")
             },
             batch_size=batch_size,
             seed=seed,
@@ -327,6 +328,17 @@ def length_analysis(
     )
 
 
+# The decoding table's columns (render_length_markdown).
+DECODING_COLUMNS = (
+    "lengths decoded",
+    "BLEU",
+    "chrF",
+    "length ratio",
+    "stutter / 100 words",
+    "chosen = reference length",
+)
+
+
 def render_length_markdown(result: LengthResult) -> str:
     """The predictor's accuracy and the decoding table as Markdown."""
     p, s, n = result.predictor, result.settings, result.sentences
@@ -335,28 +347,40 @@ def render_length_markdown(result: LengthResult) -> str:
         + ", ".join(f"{k} {v}" for k, v in n.skipped.items())
         + f"); lengths in pieces with EOS (mean reference {p.mean_reference_length:.1f}).",
         "",
-        "| length predictor | value |",
-        "|---|---:|",
-        f"| top-1 = reference length | {100 * p.top1_exact:.1f}% |",
-        f"| top-1 within 1 / within 2 | {100 * p.top1_within_1:.1f}% / "
-        f"{100 * p.top1_within_2:.1f}% |",
-        f"| top-1 mean absolute / signed error | {p.top1_mean_abs_error:.2f} / "
-        f"{p.top1_mean_signed_error:+.2f} |",
-        f"| reference among the top {p.length_beam} | {100 * p.reference_in_top:.1f}% |",
-        f"| mean rank of the reference length | {p.reference_mean_rank:.2f} |",
+        *markdown.table(
+            ("length predictor", "value"),
+            (
+                ("top-1 = reference length", f"{100 * p.top1_exact:.1f}%"),
+                (
+                    "top-1 within 1 / within 2",
+                    f"{100 * p.top1_within_1:.1f}% / {100 * p.top1_within_2:.1f}%",
+                ),
+                (
+                    "top-1 mean absolute / signed error",
+                    f"{p.top1_mean_abs_error:.2f} / {p.top1_mean_signed_error:+.2f}",
+                ),
+                (f"reference among the top {p.length_beam}", f"{100 * p.reference_in_top:.1f}%"),
+                ("mean rank of the reference length", f"{p.reference_mean_rank:.2f}"),
+            ),
+            align="lr",
+        ),
         "",
         f"Decoding with T={s.steps} passes ({'bf16' if s.bf16 else 'fp32'}, seed {s.seed}):",
         "",
-        "| lengths decoded | BLEU | chrF | length ratio | stutter / 100 words | "
-        "chosen = reference length |",
-        "|---|---:|---:|---:|---:|---:|",
+        *markdown.table(DECODING_COLUMNS, align="lrrrrr"),
     ]
     for r in result.decoding:
         q, chosen = r.quality, r.chosen_is_reference_length
         lines.append(
-            f"| {r.decoding} | {q.bleu:.2f} | {q.chrf:.2f} | {q.length_ratio:.3f} | "
-            f"{q.stutter_per_100_words:.3f} | "
-            + ("n/a" if chosen is None else f"{100 * chosen:.1f}%")
-            + " |"
+            markdown.row(
+                (
+                    r.decoding,
+                    f"{q.bleu:.2f}",
+                    f"{q.chrf:.2f}",
+                    f"{q.length_ratio:.3f}",
+                    f"{q.stutter_per_100_words:.3f}",
+                    "n/a" if chosen is None else f"{100 * chosen:.1f}%",
+                )
+            )
         )
     return "\n".join(lines) + "\n"

@@ -18,6 +18,7 @@ from gmlm.decoding.options import (
     ABLATION_VARIANTS,
     CALIBRATION_MIN_GAIN,
     MIN_GAIN,
+    PAPER_BEAM,
     Precision,
     RefinementOptions,
     SearchOptions,
@@ -53,7 +54,7 @@ class LengthSettings(AnalysisSettings):
         metadata=doc(
             "comma-separated selection weights of the length log-probability for the top-B "
             "decoding (0 is the paper's selection)",
-            range=field_range(RefinementOptions, "length_weight"),
+            range=field_range(RefinementOptions, "length_score_weight"),
         ),
     )
 
@@ -67,7 +68,7 @@ class AblationSettings(AnalysisSettings):
         default=ABLATION_VARIANTS,
         metadata=doc(
             "a row's decoding settings, space-separated field=value of the PaDIR options "
-            "(field names as in Python: selection=sum, dedup_final=false, 'length_beam=1 "
+            "(field names as in Python: selection=sum, dedup=false, 'length_beam=1 "
             "length_offsets=[-2,-1,1,2]'); repeat for more rows",
             flag="--variant",
         ),
@@ -88,7 +89,7 @@ class CalibrationSettings(AnalysisSettings):
     split: str = field(default="valid", metadata=doc("split to decode"))
     batch_size: int = field(default=64, metadata=doc("sentences per batch", range=BATCH_SIZE))
     ar_beam: int = field(
-        default=5,
+        default=PAPER_BEAM,
         metadata=doc(
             "AR checkpoints: the beam size", flag="--beam", range=field_range(SearchOptions, "beam")
         ),

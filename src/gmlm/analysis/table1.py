@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gmlm import markdown
 from gmlm.analysis.ablation import NOT_OUTPUT
 from gmlm.analysis.loading import run_provenance
 from gmlm.analysis.paper import (
@@ -60,7 +61,13 @@ from gmlm.checkpoint.loading import resolve_checkpoint
 from gmlm.data.corpora import multi30k_files
 from gmlm.data.parallel import PAIR_PATTERN
 from gmlm.data.textfiles import read_parallel_files
-from gmlm.decoding.options import DecodingOptions
+from gmlm.decoding.options import (
+    PAPER_BEAM,
+    PAPER_LENGTH_BEAM,
+    PAPER_MORE_STEPS,
+    PAPER_STEPS,
+    DecodingOptions,
+)
 from gmlm.errors import GmlmError
 from gmlm.evaluation.bleu import default_tokenizer
 from gmlm.io import atomic_write_text, check_output_files
@@ -81,9 +88,19 @@ class Row:
 
 
 ROWS = (
-    Row(AR_BEAM5, "AR, beam 5", "ar", {"beam": 5}),
-    Row(PADIR_T4_B5, "PaDIR T=4 B=5", "padir", {"steps": 4, "length_beam": 5}),
-    Row(PADIR_T10_B5, "PaDIR T=10 B=5", "padir", {"steps": 10, "length_beam": 5}),
+    Row(AR_BEAM5, f"AR, beam {PAPER_BEAM}", "ar", {"beam": PAPER_BEAM}),
+    Row(
+        PADIR_T4_B5,
+        f"PaDIR T={PAPER_STEPS} B={PAPER_LENGTH_BEAM}",
+        "padir",
+        {"steps": PAPER_STEPS, "length_beam": PAPER_LENGTH_BEAM},
+    ),
+    Row(
+        PADIR_T10_B5,
+        f"PaDIR T={PAPER_MORE_STEPS} B={PAPER_LENGTH_BEAM}",
+        "padir",
+        {"steps": PAPER_MORE_STEPS, "length_beam": PAPER_LENGTH_BEAM},
+    ),
 )
 KINDS: tuple[ModelKind, ...] = ("ar", "padir")  # a direction folder's checkpoints, by name
 
@@ -287,8 +304,7 @@ def render_table1_markdown(result: Table1Result) -> str:
     lines = [
         "## Table 1, our version: Multi30k test_2016_flickr",
         "",
-        "| " + " | ".join(header) + " |",
-        "|---|---|---|" + "---:|" * (len(header) - 3),
+        *markdown.table(header, align="lll" + "r" * (len(header) - 3)),
     ]
     first = result.directions[0]
     for i, system in enumerate(first.systems):
@@ -298,7 +314,7 @@ def render_table1_markdown(result: Table1Result) -> str:
         for d in result.directions:
             s = d.systems[i]
             cells += [_number(s.quality.bleu), _number(s.quality.chrf), _number(s.paper_bleu)]
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append(markdown.row(cells))
     lines += [
         "",
         "Steps: refinement passes T (N: autoregressive, one pass per token); # hyp.: beam size "

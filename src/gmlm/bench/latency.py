@@ -89,6 +89,7 @@ from gmlm.bench.result import (
     BenchResult,
     BenchRow,
     CheckpointInfo,
+    Ctranslate2Info,
     LengthSpeedup,
     Rates,
     SpeedSettings,
@@ -96,7 +97,7 @@ from gmlm.bench.result import (
 from gmlm.bench.settings import SWEPT, BenchSettings
 from gmlm.bench.systems import System, ctranslate2_systems, load_role, make_systems, padir_note
 from gmlm.bench.timing import Clock, measure_latency, measure_throughput, rates
-from gmlm.data.binarized import load_dataset
+from gmlm.data.binarized import PreparedDataset, load_dataset
 from gmlm.data.lengths import encode_inputs
 from gmlm.decoding.options import Precision
 from gmlm.errors import GmlmError
@@ -179,6 +180,203 @@ def _measure(
     return rows, grouped, next(iter(bleu.values())).signature
 
 
+Role = tuple[str, str | Path, str]
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """The checkpoints loaded: `roles` (role, path, kind) in load order, and each role's
+    translator and load time in seconds."""
+
+    roles: list[Role]
+    translators: dict[str, Translator]
+    load_s: dict[str, float]
+
+
+@dataclass(frozen=True)
+class Sentences:
+    """The sentences to time, as :class:`Timed` has them, without its tick and clock."""
+
+    texts: list[str]
+    lines: list[int]
+    ids: dict[str, list[list[int]]]
+    references: list[str]
+
+
+def _checked_options(
+    settings: BenchSettings,
+    device: str,
+    cuda_graphs: bool,
+    padir_options: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """Check `settings` (and that they go with `device` and `cuda_graphs`); `padir_options`
+    as a dict, checked to name none of the swept settings."""
+    settings.validate()
+    batch_sizes = settings.batch_sizes
+    if cuda_graphs and tuple(batch_sizes) != (1,):
+        raise GmlmError(
+            f"--cuda-graphs times batch-1 latency only (batch sizes {list(batch_sizes)} would "
+            "capture new graphs while timed): pass --batch-sizes 1"
+        )
+    if settings.ctranslate2 and device != "cpu":
+        raise GmlmError(
+            f"--ctranslate2 times CTranslate2 on the CPU; with --device {device} the rows "
+            "would not compare: use --device cpu, or leave out --ctranslate2"
+        )
+    options = dict(padir_options or {})
+    swept = [name for name in SWEPT if name in options]
+    if swept:
+        raise GmlmError(
+            f"padir_options: {', '.join(swept)} is swept, one system per value: give it as "
+            "padir_steps= or length_beams= (--steps, --length-beams)"
+        )
+    return options
+
+
+def _load(
+    ar: str | Path,
+    padir: str | Path,
+    optional: Mapping[str, str | Path | None],
+    device: str,
+    clock: Clock,
+    cuda_graphs: bool,
+) -> Loaded:
+    """Load the `ar` and `padir` checkpoints and those of `optional` (teacher, ar1: AR
+    checkpoints, left out where None), each timed."""
+    translators: dict[str, Translator] = {}
+    load_s: dict[str, float] = {}
+    roles: list[Role] = [("ar", ar, "ar"), ("padir", padir, "padir")]
+    roles += [(role, path, "ar") for role, path in optional.items() if path is not None]
+    for role, path, kind in roles:
+        translators[role], load_s[role] = load_role(path, role, kind, device, clock, cuda_graphs)
+    return Loaded(roles, translators, load_s)
+
+
+def _sentences(
+    data: str | Path,
+    prepared: PreparedDataset,
+    texts: list[str],
+    settings: BenchSettings,
+    translators: dict[str, Translator],
+) -> Sentences:
+    """The first `settings.sentences` usable lines (see :func:`_inputs`) of `texts`, the
+    sources of `settings.split` of the prepared dataset `data`, with their source ids and
+    references."""
+    split = settings.split
+    lines, ids = _inputs(texts, translators, settings.sentences)
+    if not lines:
+        raise GmlmError(f"{data}: split '{split}' has no sentence every model can take")
+    targets = prepared.read_text(split, "tgt")
+    return Sentences([texts[i] for i in lines], lines, ids, [targets[i] for i in lines])
+
+
+def _start_workers(
+    converted: dict[str, str | Path],
+    settings: BenchSettings,
+    ids: dict[str, list[list[int]]],
+    translators: dict[str, Translator],
+    say: Log,
+) -> tuple[list[tuple[str, Ct2Worker]], str]:
+    """Convert the checkpoints of `converted` (role -> path) to CTranslate2 and start their
+    workers, each probing its backends on the first sentences: the workers and the backend."""
+    say(f"converting {', '.join(converted)} to CTranslate2 and starting their workers")
+    compute = [p for p in settings.precisions if p in COMPUTE_TYPES]
+    probes = {
+        role: (ids[role][: BACKEND_PROBE + 1], translators[role].options(beam=5))
+        for role in converted
+    }
+    return start_ctranslate2(converted, settings.threads, compute, probes)
+
+
+def _time_systems(
+    systems: list[System],
+    sentences: Sentences,
+    settings: BenchSettings,
+    warmup: int,
+    progress: bool,
+    clock: Clock,
+    say: Log,
+) -> tuple[list[BenchRow], list[LengthSpeedup], str]:
+    """Every system timed in every precision of `settings`, after `warmup` sentences: the
+    rows, the speed-ups by source length and the signature of the BLEU scores."""
+    lines, precisions, batch_sizes = sentences.lines, settings.precisions, settings.batch_sizes
+    results: list[BenchRow] = []
+    by_length: list[LengthSpeedup] = []
+    signature = ""
+    per_precision = min(warmup, len(lines)) + len(lines)
+    per_precision += sum(-(-len(lines) // size) for size in batch_sizes if size > 1)
+    bar = tqdm(
+        total=per_precision * len(precisions),
+        desc="bench",
+        unit="step",
+        dynamic_ncols=True,
+        disable=not progress,
+    )
+    for precision in map(check_precision, precisions):
+        # A CTranslate2 system runs at its worker's precision only.
+        active = [s for s in systems if s.worker is None or s.worker.precision == precision]
+        say(f"{precision}: batch-1 latency of {len(active)} systems on {len(lines)} sentences")
+        timed = Timed(
+            sentences.texts, lines, sentences.ids, sentences.references, bar.update, clock
+        )
+        rows, grouped, signature = _measure(
+            active, timed, precision, warmup, batch_sizes, settings.max_tokens, say
+        )
+        results += rows
+        by_length += grouped
+    bar.close()
+    return results, by_length, signature
+
+
+def _speed_settings(
+    settings: BenchSettings,
+    loaded: Loaded,
+    sentences: Sentences,
+    *,
+    threads: int,
+    device: str,
+    cuda_graphs: bool,
+    warmup: int,
+    ar1: str | Path | None,
+    ctranslate2: Ctranslate2Info | str,
+    signature: str,
+    padir_options: Mapping[str, Any],
+) -> SpeedSettings:
+    """How the benchmark was run: `threads` the torch threads used, `warmup` the warm-up
+    sentences, `ctranslate2` the CTranslate2 note, `signature` the BLEU scores'."""
+    translators, lines = loaded.translators, sentences.lines
+    return SpeedSettings(
+        threads=threads,
+        torch=provenance.torch_version(),
+        gmlm=provenance.gmlm_version(),
+        python=provenance.python_version(),
+        cpu=provenance.cpu_model(),
+        device=device,
+        gpu=gpu_name(device),
+        cuda_graphs=graphs_note(cuda_graphs, translators),
+        precisions=tuple(settings.precisions),
+        split=settings.split,
+        sentences=len(lines),
+        mean_source_tokens=round(statistics.mean([len(x) for x in sentences.ids["ar"]]), 2),
+        warmup=warmup,
+        batch_sizes=tuple(settings.batch_sizes),
+        max_tokens=settings.max_tokens,
+        checkpoints={
+            role: CheckpointInfo(
+                path=str(path),
+                decoder_layers=translators[role].config.n_decoder_layers,
+                load_s=round(loaded.load_s[role], 3),
+            )
+            for role, path, _ in loaded.roles
+        },
+        ar1="measured" if ar1 is not None else "skipped (no --ar1 given)",
+        ctranslate2=ctranslate2,
+        fairness=FAIRNESS,
+        bleu=bleu_note(settings.split, len(lines), signature),
+        padir_decoding=padir_note(translators["padir"].options(**padir_options)),
+    )
+
+
 def run_bench(
     ar: str | Path,
     padir: str | Path,
@@ -208,126 +406,50 @@ def run_bench(
     swept `settings.padir_steps` and `settings.length_beams`; default: the checkpoint's."""
     say: Log = log or (lambda _msg: None)
     settings = settings or BenchSettings()
-    settings.validate()
-    split, threads, precisions = settings.split, settings.threads, settings.precisions
-    batch_sizes, warmup, ctranslate2 = settings.batch_sizes, settings.warmup, settings.ctranslate2
-    if cuda_graphs and tuple(batch_sizes) != (1,):
-        raise GmlmError(
-            f"--cuda-graphs times batch-1 latency only (batch sizes {list(batch_sizes)} would "
-            "capture new graphs while timed): pass --batch-sizes 1"
-        )
-    if ctranslate2 and device != "cpu":
-        raise GmlmError(
-            f"--ctranslate2 times CTranslate2 on the CPU; with --device {device} the rows "
-            "would not compare: use --device cpu, or leave out --ctranslate2"
-        )
-    padir_options = dict(padir_options or {})
-    swept = [name for name in SWEPT if name in padir_options]
-    if swept:
-        raise GmlmError(
-            f"padir_options: {', '.join(swept)} is swept, one system per value: give it as "
-            "padir_steps= or length_beams= (--steps, --length-beams)"
-        )
+    options = _checked_options(settings, device, cuda_graphs, padir_options)
     prepared = load_dataset(data)
-    texts = prepared.read_text(split, "src")
+    texts = prepared.read_text(settings.split, "src")
     previous_threads = torch.get_num_threads()
-    torch.set_num_threads(threads)
+    torch.set_num_threads(settings.threads)
     workers: list[tuple[str, Ct2Worker]] = []
     backend = ""
     try:
-        translators: dict[str, Translator] = {}
-        load_s: dict[str, float] = {}
-        roles = [("ar", ar, "ar"), ("padir", padir, "padir")]
-        roles += [
-            (role, path, "ar")
-            for role, path in (("teacher", teacher), ("ar1", ar1))
-            if path is not None
-        ]
-        for role, path, kind in roles:
-            translators[role], load_s[role] = load_role(
-                path, role, kind, device, clock, cuda_graphs
-            )
-        lines, ids = _inputs(texts, translators, settings.sentences)
-        if not lines:
-            raise GmlmError(f"{data}: split '{split}' has no sentence every model can take")
-        chosen = [texts[i] for i in lines]
-        targets = prepared.read_text(split, "tgt")
-        references = [targets[i] for i in lines]
-        signature = ""
+        optional = {"teacher": teacher, "ar1": ar1}
+        loaded = _load(ar, padir, optional, device, clock, cuda_graphs)
+        sentences = _sentences(data, prepared, texts, settings, loaded.translators)
         systems = make_systems(
-            translators, settings.padir_steps, settings.length_beams, padir_options
+            loaded.translators, settings.padir_steps, settings.length_beams, options
         )
-        if ctranslate2:
+        if settings.ctranslate2:
             converted = {"ar": ar, **({"ar1": ar1} if ar1 is not None else {})}
-            say(f"converting {', '.join(converted)} to CTranslate2 and starting their workers")
-            compute = [p for p in precisions if p in COMPUTE_TYPES]
-            probes = {
-                role: (ids[role][: BACKEND_PROBE + 1], translators[role].options(beam=5))
-                for role in converted
-            }
-            workers, backend = start_ctranslate2(converted, threads, compute, probes)
-            for role, worker in workers:
-                systems += ctranslate2_systems(role, translators[role], worker)
-        results: list[BenchRow] = []
-        by_length: list[LengthSpeedup] = []
-        source_lengths = [len(x) for x in ids["ar"]]
-        if device != "cpu":  # every shape met before the timed pass (module docstring)
-            warmup = len(lines)
-        per_precision = min(warmup, len(lines)) + len(lines)
-        per_precision += sum(-(-len(lines) // size) for size in batch_sizes if size > 1)
-        bar = tqdm(
-            total=per_precision * len(precisions),
-            desc="bench",
-            unit="step",
-            dynamic_ncols=True,
-            disable=not progress,
-        )
-        for precision in map(check_precision, precisions):
-            # A CTranslate2 system runs at its worker's precision only.
-            active = [s for s in systems if s.worker is None or s.worker.precision == precision]
-            say(f"{precision}: batch-1 latency of {len(active)} systems on {len(lines)} sentences")
-            timed = Timed(chosen, lines, ids, references, bar.update, clock)
-            rows, grouped, signature = _measure(
-                active, timed, precision, warmup, batch_sizes, settings.max_tokens, say
+            workers, backend = _start_workers(
+                converted, settings, sentences.ids, loaded.translators, say
             )
-            results += rows
-            by_length += grouped
-        bar.close()
+            for role, worker in workers:
+                systems += ctranslate2_systems(role, loaded.translators[role], worker)
+        # On a GPU, every shape is met before the timed pass (module docstring).
+        warmup = settings.warmup if device == "cpu" else len(sentences.lines)
+        results, by_length, signature = _time_systems(
+            systems, sentences, settings, warmup, progress, clock, say
+        )
         threads_used = provenance.torch_threads()
     finally:
         torch.set_num_threads(previous_threads)
         for _, worker in workers:
             worker.close()
     result = BenchResult(
-        settings=SpeedSettings(
+        settings=_speed_settings(
+            settings,
+            loaded,
+            sentences,
             threads=threads_used,
-            torch=provenance.torch_version(),
-            gmlm=provenance.gmlm_version(),
-            python=provenance.python_version(),
-            cpu=provenance.cpu_model(),
             device=device,
-            gpu=gpu_name(device),
-            cuda_graphs=graphs_note(cuda_graphs, translators),
-            precisions=tuple(precisions),
-            split=split,
-            sentences=len(lines),
-            mean_source_tokens=round(statistics.mean(source_lengths), 2),
+            cuda_graphs=cuda_graphs,
             warmup=warmup,
-            batch_sizes=tuple(batch_sizes),
-            max_tokens=settings.max_tokens,
-            checkpoints={
-                role: CheckpointInfo(
-                    path=str(path),
-                    decoder_layers=translators[role].config.n_decoder_layers,
-                    load_s=round(load_s[role], 3),
-                )
-                for role, path, _ in roles
-            },
-            ar1="measured" if ar1 is not None else "skipped (no --ar1 given)",
-            ctranslate2=ctranslate2_info(ctranslate2, workers, backend),
-            fairness=FAIRNESS,
-            bleu=bleu_note(split, len(lines), signature),
-            padir_decoding=padir_note(translators["padir"].options(**padir_options)),
+            ar1=ar1,
+            ctranslate2=ctranslate2_info(settings.ctranslate2, workers, backend),
+            signature=signature,
+            padir_options=options,
         ),
         systems=tuple(dict.fromkeys(s.name for s in systems)),  # CTranslate2's: 1 per precision
         results=tuple(results),

@@ -22,7 +22,13 @@ from gmlm.config import (
     check_settings,
     check_value,
 )
-from gmlm.decoding.options import PRECISIONS, Precision, RefinementOptions
+from gmlm.decoding.options import (
+    LENGTH_BEAM_SWEEP,
+    PRECISIONS,
+    STEPS_SWEEP,
+    Precision,
+    RefinementOptions,
+)
 from gmlm.errors import GmlmError
 from gmlm.settings import doc
 
@@ -84,8 +90,8 @@ class BenchSettings:
             range=MAX_TOKENS,
         ),
     )
-    padir_steps: tuple[int, ...] = field(default=(1, 2, 4, 10), metadata=_swept("steps"))
-    length_beams: tuple[int, ...] = field(default=(1, 5), metadata=_swept("length_beam"))
+    padir_steps: tuple[int, ...] = field(default=STEPS_SWEEP, metadata=_swept("steps"))
+    length_beams: tuple[int, ...] = field(default=LENGTH_BEAM_SWEEP, metadata=_swept("length_beam"))
     ctranslate2: bool = field(
         default=False,
         metadata=doc(

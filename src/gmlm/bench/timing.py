@@ -17,7 +17,7 @@ from gmlm.bench.result import Percentiles, Rates
 from gmlm.bench.systems import System
 from gmlm.decoding.options import Precision
 from gmlm.decoding.refinement import PaddingStats
-from gmlm.translation.translator import EmptyTranslationsWarning
+from gmlm.translation.lines import EmptyTranslationsWarning
 
 Clock = Callable[[], float]
 

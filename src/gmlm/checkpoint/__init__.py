@@ -12,9 +12,10 @@ A checkpoint folder is self-contained, so it alone can translate raw text:
     decoding.json       optional: this model's own decoding defaults, chosen on validation
                         data (`decoding_defaults`)
 
-`files` writes and reads them (a folder at a time, atomically), `loading` resolves a run
-folder to its checkpoint and loads one for inference, `fingerprint` digests what decides a
-checkpoint's translations and `export` copies one, its weights cast. A training run's `last`
+`meta` names these files and reads and writes meta.json as a typed record, `files` writes
+and reads them (a folder at a time, atomically), `loading` resolves a run folder to its
+checkpoint and loads one for inference, `fingerprint` digests what decides a checkpoint's
+translations and `export` copies one, its weights cast. A training run's `last`
 checkpoint also holds the state that resuming needs: that is training's own
 (`gmlm.training.checkpoint`).
 """

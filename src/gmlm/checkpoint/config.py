@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gmlm.checkpoint.files import CONFIG_FILE
+from gmlm.checkpoint.meta import CONFIG_FILE
 from gmlm.config import ConfigError, check_value, load_saved
 from gmlm.models import ModelKind
 from gmlm.nn.config import ModelConfig

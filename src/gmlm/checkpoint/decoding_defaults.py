@@ -23,12 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gmlm.checkpoint.meta import DECODING_FILE as DECODING_FILE
 from gmlm.decoding.options import decoding_options
 from gmlm.errors import GmlmError
 from gmlm.nn.config import ModelConfig
 from gmlm.records import Record
-
-DECODING_FILE = "decoding.json"
 
 
 @dataclass(frozen=True, kw_only=True)

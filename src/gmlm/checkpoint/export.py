@@ -7,21 +7,23 @@ from pathlib import Path
 
 import torch
 
-from gmlm.checkpoint.decoding_defaults import DECODING_FILE
-from gmlm.checkpoint.files import (
-    CONFIG_FILE,
-    TOKENIZER_KEY,
-    load_json,
-    save_weights,
-    write_checkpoint_dir,
-)
+from gmlm.checkpoint.files import save_weights, write_checkpoint_dir
 from gmlm.checkpoint.languages import checkpoint_languages, language_meta
 from gmlm.checkpoint.loading import load_for_inference, resolve_checkpoint
+from gmlm.checkpoint.meta import (
+    CONFIG_FILE,
+    DECODING_FILE,
+    META_FILE,
+    MODEL_FILE,
+    TOKENIZER_DIR,
+    Meta,
+)
 from gmlm.checkpoint.source import ExportSource, check_replaceable
 from gmlm.errors import GmlmError
-from gmlm.io import MODEL_FILE, atomic_write_json, check_output_folder
+from gmlm.io import check_output_folder
 
-# The meta.json entries of an export that name its source (gmlm.checkpoint.source).
+# The meta.json entries of an export that name its source (gmlm.checkpoint.source; the
+# record's Meta.exported_from and Meta.exported_from_fingerprint).
 EXPORTED_FROM = "exported_from"
 EXPORTED_FINGERPRINT = "exported_from_fingerprint"
 
@@ -30,19 +32,19 @@ def is_export(folder: Path) -> bool:
     """Whether `folder` holds a checkpoint that `export_checkpoint` wrote (what `gmlm export
     --force` may replace, if of the same checkpoint): its meta.json records where it was
     exported from."""
-    meta = folder / "meta.json"
+    meta = folder / META_FILE
     if not ((folder / MODEL_FILE).is_file() and meta.is_file()):
         return False
     try:
-        return EXPORTED_FROM in load_json(meta)
+        return EXPORTED_FROM in Meta.read(meta).order
     except GmlmError:
         return False
 
 
 def recorded_source(folder: Path) -> ExportSource:
     """The checkpoint that the export in `folder` (:func:`is_export`) was made from."""
-    meta = load_json(folder / "meta.json")
-    return ExportSource(str(meta[EXPORTED_FROM]), meta.get(EXPORTED_FINGERPRINT))
+    meta = Meta.read(folder / META_FILE)
+    return ExportSource(str(meta.exported_from), meta.exported_from_fingerprint)
 
 
 def export_checkpoint(
@@ -70,21 +72,18 @@ def export_checkpoint(
         check_replaceable(target, recorded_source(target), resolve_checkpoint(source))
     loaded = load_for_inference(source)
     exported_from = ExportSource.of(loaded.path)
-    meta = load_json(loaded.path / "meta.json") if (loaded.path / "meta.json").is_file() else {}
-    meta = {
-        **meta,
+    meta = Meta.of(loaded.path).updated(
         **language_meta(checkpoint_languages(loaded.path).pair),
-        EXPORTED_FROM: exported_from.path,
-        EXPORTED_FINGERPRINT: exported_from.fingerprint,
-        TOKENIZER_KEY: loaded.tokenizer.fingerprint,
-        "weights_dtype": str(dtype or "fp32"),
-    }
+        **{EXPORTED_FROM: exported_from.path, EXPORTED_FINGERPRINT: exported_from.fingerprint},
+        tokenizer_sha256=loaded.tokenizer.fingerprint,
+        weights_dtype=str(dtype or "fp32"),
+    )
 
     def fill(tmp: Path) -> None:
         save_weights(tmp, loaded.model, dtype)
         shutil.copyfile(loaded.path / CONFIG_FILE, tmp / CONFIG_FILE)
-        loaded.tokenizer.save(tmp / "tokenizer")
-        atomic_write_json(tmp / "meta.json", meta)
+        loaded.tokenizer.save(tmp / TOKENIZER_DIR)
+        meta.write(tmp)
         if (loaded.path / DECODING_FILE).is_file():
             shutil.copyfile(loaded.path / DECODING_FILE, tmp / DECODING_FILE)
 

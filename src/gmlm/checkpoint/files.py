@@ -7,12 +7,11 @@ Every folder is written to a temporary sibling and renamed into place, so a cras
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -22,16 +21,18 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, load_model, save_file, save_model
 from torch import nn
 
+from gmlm.checkpoint.meta import CONFIG_FILE as CONFIG_FILE
+from gmlm.checkpoint.meta import META_FILE, Meta
+from gmlm.checkpoint.meta import TOKENIZER_DIR as TOKENIZER_DIR
+from gmlm.checkpoint.meta import load_json as load_json
 from gmlm.config import save_config
 from gmlm.data.tokenizer import Tokenizer
 from gmlm.errors import GmlmError
-from gmlm.io import MODEL_FILE, atomic_write_json, current_umask, make_dirs, replace_dir, writing
+from gmlm.io import MODEL_FILE, current_umask, make_dirs, replace_dir, writing
 
-CONFIG_FILE = "config.yaml"
-TOKENIZER_DIR = "tokenizer"
-# The meta.json entry recording the tokenizer the weights were made with (its fingerprint):
-# another tokenizer of the same vocabulary size copied into the folder would load, and
-# translate badly without any other error.
+# The meta.json entry recording the tokenizer the weights were made with (its fingerprint,
+# Meta.tokenizer_sha256): another tokenizer of the same vocabulary size copied into the folder
+# would load, and translate badly without any other error.
 TOKENIZER_KEY = "tokenizer_sha256"
 
 
@@ -70,7 +71,7 @@ def fill_inference_files(
     model: nn.Module,
     config: Any,
     tokenizer: Tokenizer,
-    meta: dict[str, Any],
+    meta: Meta | Mapping[str, Any],
     dtype: torch.dtype | None = None,
 ) -> None:
     """Write weights, config, tokenizer and meta into the folder `tmp`, the meta with the
@@ -80,7 +81,8 @@ def fill_inference_files(
     save_weights(tmp, model, dtype)
     save_config(config, tmp / CONFIG_FILE)
     tokenizer.save(tmp / TOKENIZER_DIR)
-    atomic_write_json(tmp / "meta.json", {**meta, TOKENIZER_KEY: tokenizer.fingerprint})
+    record = meta if isinstance(meta, Meta) else Meta.from_json(meta)
+    record.updated(tokenizer_sha256=tokenizer.fingerprint).write(tmp)
 
 
 def load_checkpoint_tokenizer(folder: Path) -> Tokenizer:
@@ -90,8 +92,8 @@ def load_checkpoint_tokenizer(folder: Path) -> Tokenizer:
     if not tokenizer_dir.is_dir():
         raise GmlmError(f"{folder}: missing {TOKENIZER_DIR}/ folder; the checkpoint is incomplete")
     tokenizer = Tokenizer.load(tokenizer_dir)
-    meta = Path(folder) / "meta.json"
-    recorded = load_json(meta).get(TOKENIZER_KEY) if meta.is_file() else None
+    meta = Path(folder) / META_FILE
+    recorded = Meta.of(folder).tokenizer_sha256
     if recorded is not None and recorded != tokenizer.fingerprint:
         raise GmlmError(
             f"{tokenizer_dir}: its tokenizer (sha256 {tokenizer.fingerprint[:12]}...) is not "
@@ -136,18 +138,6 @@ def load_tensors(path: Path) -> dict[str, torch.Tensor]:
         return load_file(str(path))
     except (SafetensorError, OSError, ValueError) as err:
         raise GmlmError(f"{path}: corrupt or truncated safetensors file ({err})") from None
-
-
-def load_json(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise GmlmError(f"{path}: missing; the checkpoint is incomplete")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise GmlmError(f"{path}: corrupt JSON ({err})") from None
-    if not isinstance(data, dict):
-        raise GmlmError(f"{path}: corrupt checkpoint metadata")
-    return data
 
 
 def load_weights(model: nn.Module, path: Path) -> None:

@@ -5,15 +5,14 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from gmlm.checkpoint.decoding_defaults import DECODING_FILE
-from gmlm.io import MODEL_FILE
+from gmlm.checkpoint.meta import DECODING_FILE, MODEL_FILE, TOKENIZER_DIR
 
 
 def checkpoint_fingerprint(folder: Path) -> str:
     """A digest of what decides a checkpoint's translations: its weights, its tokenizer and its
     decoding defaults (decoding.json, if any); equal digests, equal outputs."""
     digest = hashlib.sha256()
-    for name in (MODEL_FILE, "tokenizer/tokenizer.model", DECODING_FILE):
+    for name in (MODEL_FILE, f"{TOKENIZER_DIR}/tokenizer.model", DECODING_FILE):
         path = folder / name
         digest.update(name.encode() + b"\0")
         if path.is_file():

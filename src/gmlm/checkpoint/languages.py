@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from gmlm.checkpoint.config import recorded_training_data
+from gmlm.checkpoint.meta import TOKENIZER_DIR, Meta
 from gmlm.data.binarized import MANIFEST, read_manifest
 from gmlm.data.tokenizer import Tokenizer
 from gmlm.errors import GmlmError
 
-META_FILE = "meta.json"
 KEYS = ("src_lang", "tgt_lang")
 
 
@@ -66,13 +66,9 @@ def language_meta(pair: tuple[str, str] | None) -> dict[str, str]:
 def checkpoint_languages(folder: Path) -> Languages:
     """The languages of the checkpoint in `folder`: its meta.json's, else its training data's
     (see the module's docstring), else unknown and why."""
-    from gmlm.checkpoint.files import load_json
-
-    meta_path = Path(folder) / META_FILE
-    if meta_path.is_file():
-        pair = pair_of(load_json(meta_path))
-        if pair is not None:
-            return Languages(pair, "its meta.json")
+    pair = Meta.of(folder).pair
+    if pair is not None:
+        return Languages(pair, "its meta.json")
     data = recorded_training_data(folder)
     if data is None:
         return Languages(None, "its config.yaml names no training data")
@@ -81,7 +77,7 @@ def checkpoint_languages(folder: Path) -> Languages:
     try:
         manifest = read_manifest(data)
         theirs = Tokenizer.load(data).fingerprint
-        ours = Tokenizer.load(Path(folder) / "tokenizer").fingerprint
+        ours = Tokenizer.load(Path(folder) / TOKENIZER_DIR).fingerprint
     except GmlmError as err:
         return Languages(None, str(err))
     if theirs != ours:

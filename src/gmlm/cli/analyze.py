@@ -53,8 +53,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     analyze_sub = parser.add_subparsers(dest="analyze_command", metavar="SUBCOMMAND")
     analyze_sub.required = True
+    add_attention_parser(analyze_sub)
+    add_length_parser(analyze_sub)
+    add_ablation_parser(analyze_sub)
+    add_calibrate_parser(analyze_sub)
+    add_table1_parser(analyze_sub)
 
-    p = analyze_sub.add_parser(
+
+def add_attention_parser(sub: argparse._SubParsersAction) -> None:
+    """`gmlm analyze attention`: attention of stutter pairs (Tables 4, 5)."""
+    p = sub.add_parser(
         "attention",
         help="self- and cross-attention of stutter vs other adjacent pairs (Tables 4, 5)",
         description="Decodes a split's sources with a PaDIR checkpoint and compares the last "
@@ -69,10 +77,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     common_arguments(p, AnalysisSettings)
     # The final filters never touch the raw hypotheses analysed.
-    add_option_flags(p, DECODING, exclude=("drop_unchanged_initial", "dedup_final"))
+    add_option_flags(p, DECODING, exclude=("keep_initial_tokens", "dedup"))
     p.set_defaults(func=run_attention)
 
-    p = analyze_sub.add_parser(
+
+def add_length_parser(sub: argparse._SubParsersAction) -> None:
+    """`gmlm analyze length`: length prediction, and decoding with the reference length."""
+    p = sub.add_parser(
         "length",
         help="length prediction accuracy and decoding with the reference length (oracle)",
         description="Compares a PaDIR checkpoint's predicted target lengths with the "
@@ -84,10 +95,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "flags and --length-beam 1 or B.",
     )
     common_arguments(p, LengthSettings)
-    add_option_flags(p, DECODING, exclude=("length_weight",))  # --length-weights sets it
+    add_option_flags(p, DECODING, exclude=("length_score_weight",))  # --length-weights sets it
     p.set_defaults(func=run_length)
 
-    p = analyze_sub.add_parser(
+
+def add_ablation_parser(sub: argparse._SubParsersAction) -> None:
+    """`gmlm analyze ablation`: decoding settings switched one at a time."""
+    p = sub.add_parser(
         "ablation",
         help="PaDIR decoding settings switched one at a time, on validation data",
         description="Translates a split (default: valid) with a PaDIR checkpoint, first with "
@@ -102,7 +116,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_option_flags(p, DECODING)
     p.set_defaults(func=run_ablation)
 
-    p = analyze_sub.add_parser(
+
+def add_calibrate_parser(sub: argparse._SubParsersAction) -> None:
+    """`gmlm analyze calibrate`: choose a checkpoint's length setting."""
+    p = sub.add_parser(
         "calibrate",
         help="choose a checkpoint's length setting on validation data and record it",
         description="Decodes a split (default: valid) with a checkpoint once per --values "
@@ -145,7 +162,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_no_progress(p)
     p.set_defaults(func=run_calibrate)
 
-    p = analyze_sub.add_parser(
+
+def add_table1_parser(sub: argparse._SubParsersAction) -> None:
+    """`gmlm analyze table1`: the paper's Table 1 on Multi30k."""
+    p = sub.add_parser(
         "table1",
         help="the paper's Table 1 on the Multi30k test set: AR beam 5, PaDIR T=4 and T=10 "
         "(B=5), BLEU and chrF of each direction",

@@ -60,10 +60,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--publish",
         type=Path,
         default=None,
-        help="also copy REPORT.md here (e.g. docs/RESULTS.md) with its images beside it "
-        "(in STEM-figures/); a new file, or a report published before, whose hand-written "
-        "notes after its '<!-- gmlm: hand-written notes below ... -->' line are kept; any "
-        "other existing file is refused, checked before the run",
+        help="also copy REPORT.md here (e.g. docs/results/multi30k-de-en.md) with its images "
+        "beside it (in STEM-figures/); a new file, or a report published before, whose "
+        "hand-written notes after its '<!-- gmlm: hand-written notes below ... -->' line are "
+        "kept; any other existing file is refused, checked before the run",
     )
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides")
     p.set_defaults(func=run)

@@ -114,8 +114,8 @@ def read_input(path: Path | None) -> tuple[list[str], str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from gmlm.translation.batch_plan import batch_limits
     from gmlm.translation.sharded import under_torchrun
-    from gmlm.translation.translator import batch_limits
 
     if args.output is not None:  # not after the whole translation
         inputs = {"--input": args.input, "--checkpoint": args.checkpoint}

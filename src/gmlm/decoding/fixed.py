@@ -39,12 +39,12 @@ from gmlm.decoding.refinement import (
     PaddingStats,
     Refined,
     RefinementState,
-    candidate_lengths,
     candidate_scores,
-    check_refinement_memory,
     initial_hypotheses,
+    length_scores,
     log_probs_of,
     next_input,
+    plan_candidates,
     prune_losers,
     pruning_keep,
     refinement_finish,
@@ -152,13 +152,8 @@ def refine_fixed(
             "gmlm.decoding.refine"
         )
     config = model.config
-    options.validate(config)
-    enc = model.encode(src) if encoded is None else encoded
-    if lengths is None:
-        lengths = model.predict_lengths(enc, options.length_beam) + options.length_shift
     # The host's one look at the lengths (none when they were planned on the CPU).
-    planned = candidate_lengths(lengths.cpu(), options, config)
-    check_refinement_memory(config, planned, src)
+    enc, planned = plan_candidates(model, src, options, lengths, encoded, torch.device("cpu"))
     count, k = planned.shape
     width = bucket(int(planned.max()), config.max_target_len)
     rows = bucket(count)
@@ -174,11 +169,7 @@ def refine_fixed(
     per_sentence = planned.to(device).index_select(0, pick)
     flat = per_sentence.flatten()
     sentence = torch.arange(rows, device=device).repeat_interleave(k)
-    if options.length_weight:
-        length_log_probs = model.length_logits(enc).float().log_softmax(-1)
-        length_log_probs = length_log_probs[sentence, flat - 1]
-    else:
-        length_log_probs = torch.zeros(flat.shape, device=device)
+    length_log_probs = length_scores(model, enc, sentence, flat, options)
     keys = sentence_keys(src.index_select(0, pick), config.pad_id, seed)
     initial = initial_hypotheses(per_sentence, config, keys, options.init, width)
     memory = model.cross_memory(enc).select(sentence)

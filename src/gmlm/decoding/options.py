@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -45,7 +45,8 @@ MAX_BEAM = 1000
 MAX_RANDOM_STARTS = 1000
 
 # Row-positions one extra decoder pass is worth (RefinementOptions.split_overhead), measured
-# with `gmlm bench` on the shipped PaDIR (docs/RESULTS.md, "Padding").
+# with `gmlm bench` on the shipped PaDIR
+# (docs/history/multi30k-de-en-notes.md, "File throughput and padding").
 SPLIT_OVERHEAD = 32
 
 # Padded decoder row-positions per batch (a batch's rows times its widest row: PaDIR's
@@ -56,7 +57,7 @@ MAX_TOKENS_DEFAULT = 4000
 MAX_TOKENS_WHY = (
     "the fastest, or within 4 percent of it, for PaDIR T=4 B=5 and AR beam 5 among batch "
     "sizes 8-64 and budgets 2000-8000 on 320 Multi30k test lines, one thread of an AMD EPYC "
-    '(docs/RESULTS.md, "Batches by tokens")'
+    '(docs/history/multi30k-de-en-notes.md, "Batches by tokens")'
 )
 
 # The longest repeated n-gram of tokens stutter_ngram may ask for: bounds the cost of a typo
@@ -77,6 +78,16 @@ FLOAT_PRECISIONS: tuple[Precision, ...] = ("fp32", "bf16")
 
 Kind = Literal["ar", "padir"]
 KIND_NAMES: dict[str, str] = {"ar": "an autoregressive", "padir": "a PaDIR"}
+
+# The paper's decodings, named once: PaDIR's T = 4 passes (and 10, its other T), B = 5
+# predicted lengths, and the AR baseline's beam 5; and the sweeps of T and B that the speed
+# benchmark and the reports run.
+PAPER_STEPS = 4
+PAPER_MORE_STEPS = 10
+PAPER_LENGTH_BEAM = 5
+PAPER_BEAM = 5
+STEPS_SWEEP: tuple[int, ...] = (1, 2, PAPER_STEPS, PAPER_MORE_STEPS)
+LENGTH_BEAM_SWEEP: tuple[int, ...] = (1, PAPER_LENGTH_BEAM)
 
 LENGTH_PENALTY_HELP = (
     "GNMT length-penalty alpha dividing a hypothesis's summed log-probability when ranking "
@@ -103,7 +114,7 @@ class SearchOptions:
     beam: int = field(
         default=1,
         metadata=doc(
-            "beams per sentence, 1 for greedy search; the paper's AR baseline uses 5",
+            f"beams per sentence, 1 for greedy search; the paper's AR baseline uses {PAPER_BEAM}",
             range=Range(ge=1, le=MAX_BEAM, note="1 is greedy search"),
         ),
     )
@@ -150,17 +161,18 @@ class RefinementOptions:
     B = 5), except the candidate selection and the pruning, chosen on validation data."""
 
     steps: int = field(
-        default=4,
+        default=PAPER_STEPS,
         metadata=doc(
-            f"refinement passes T, 1 to {MAX_STEPS}; the paper uses 4 and 10",
+            f"refinement passes T, 1 to {MAX_STEPS}; the paper uses {PAPER_STEPS} and "
+            f"{PAPER_MORE_STEPS}",
             range=Range(ge=1, le=MAX_STEPS),
         ),
     )
     length_beam: int = field(
-        default=5,
+        default=PAPER_LENGTH_BEAM,
         metadata=doc(
             "top predicted lengths decoded per sentence, B, at most the model's max_target_len; "
-            "the paper uses 5",
+            f"the paper uses {PAPER_LENGTH_BEAM}",
             range=Range(ge=1, le=MAX_LENGTH),
         ),
     )
@@ -222,19 +234,17 @@ class RefinementOptions:
             range=Range(ge=1, le=MAX_STUTTER_NGRAM, note="1 is a repeated token"),
         ),
     )
-    drop_unchanged_initial: bool = field(
-        default=True,
+    keep_initial_tokens: bool = field(
+        default=False,
         metadata=doc(
-            "keep output tokens still equal to their random initial token (dropped by default)",
-            flag="--keep-initial-tokens",
+            "keep output tokens still equal to their random initial token (dropped by default)"
         ),
     )
-    dedup_final: bool = field(
+    dedup: bool = field(
         default=True,
         metadata=doc(
             "keep repeated adjacent output tokens and n-grams (--stutter-ngram; dropped by "
-            "default), e.g. to measure stutter",
-            flag="--no-dedup",
+            "default), e.g. to measure stutter"
         ),
     )
     selection: Selection = field(
@@ -249,7 +259,7 @@ class RefinementOptions:
     length_penalty: float = field(
         default=0.0, metadata=doc(LENGTH_PENALTY_HELP, range=LENGTH_PENALTY)
     )
-    length_weight: float = field(
+    length_score_weight: float = field(
         default=0.0,
         metadata=doc(
             "add this times the length predictor's log-probability of a candidate's length to "
@@ -385,6 +395,27 @@ def decode_work(options: DecodingOptions, source_tokens: int, max_target_len: in
     return rows * min(source_tokens, max_target_len) * options.steps
 
 
+# Names an earlier gmlm gave two settings, each with its value's translation into the setting
+# that replaced it (one name per setting: the flag's). Read where settings written by an
+# earlier gmlm come back (a run's ablation variants); anywhere else the old name is refused
+# with the new one named.
+FORMER_NAMES: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "drop_unchanged_initial": (
+        "keep_initial_tokens",
+        lambda drop: not drop if isinstance(drop, bool) else drop,  # else refused by type
+    ),
+    "dedup_final": ("dedup", lambda dedup: dedup),
+    "length_weight": ("length_score_weight", lambda weight: weight),  # not training's
+}
+
+
+def former_name_hint(names: Iterable[str]) -> str:
+    """ "; dedup_final is now dedup" for each former name among `names` ("" if none)."""
+    return "".join(
+        f"; {name} is now {FORMER_NAMES[name][0]}" for name in names if name in FORMER_NAMES
+    )
+
+
 def field_names(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(cls))
 
@@ -438,7 +469,8 @@ def decoding_options(
     if unknown:
         raise GmlmError(
             f"unknown decoding setting{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} "
-            f"for {KIND_NAMES[kind]} model (kind '{kind}'); its settings are {', '.join(mine)}"
+            f"for {KIND_NAMES[kind]} model (kind '{kind}'){former_name_hint(unknown)}; its "
+            f"settings are {', '.join(mine)}"
         )
     result = merge(options, given)  # checks each value against its field's type
     result.validate(config)
@@ -466,7 +498,7 @@ ABLATION_VARIANTS: tuple[str, ...] = (
     "selection=changed",  # the authors' code: summed over the tokens changed from the start
     "stutter_remask=none",  # no stutter remasking between passes
     "stutter_ngram=1",  # the paper's stutter: a repeated token, not a repeated n-gram
-    "dedup_final=false",  # repeated adjacent tokens kept in the output
+    "dedup=false",  # repeated adjacent tokens kept in the output
     "prune_after=0",  # every candidate through every pass
     "prune_after=2 prune_keep=2",  # every candidate through pass 2, then the best 2
     "prune_after=1 prune_keep=2",  # 2 (not 3, then 2) after the first pass
@@ -474,7 +506,7 @@ ABLATION_VARIANTS: tuple[str, ...] = (
     "prune_after=2 prune_keep=1",  # the best candidate alone after the second pass
     "length_beam=1",  # the top predicted length only
     "length_beam=1 length_offsets=[-2,-1,1,2]",  # top-1 length plus offsets, 5 candidates
-    "steps=10",  # the paper's other T
+    f"steps={PAPER_MORE_STEPS}",  # the paper's other T
 )
 
 
@@ -495,6 +527,8 @@ def parse_variant(text: str) -> dict[str, Any]:
             ((key, value),) = parse_override(part).items()
             if isinstance(value, dict):
                 raise ConfigError(f"{part!r}: decoding settings have no sections")
+            if key in FORMER_NAMES:  # a variant an earlier gmlm stored in a run
+                key, value = FORMER_NAMES[key][0], FORMER_NAMES[key][1](value)
             if key in found:
                 raise ConfigError(f"{key} is set twice")
             found[key] = value

@@ -46,7 +46,7 @@ Each candidate is scored from the log-probabilities of its last argmax under its
 the paper describes it; it favours the shortest of the B lengths), or the authors' release's
 rule, the sum over the content tokens that changed from the random initial
 hypothesis (EOS excluded); the token part is divided by the GNMT length penalty of the length
-(alpha = 0 by default) and ``length_weight`` times the length predictor's log-probability of
+(alpha = 0 by default) and ``length_score_weight`` times the length predictor's log-probability of
 the length is added. Each sentence keeps its best candidate. Candidates of a sentence with
 the same last argmax (same length, same tokens: several random starts that converged) are
 one candidate with the score of the lowest-index one, which wins their tie; so the choice
@@ -110,7 +110,7 @@ class RefinementState:
     cross-attention keys/values; inputs: (A, W_a) their next decoder inputs.
     lengths: (C,) candidate lengths with EOS; source_lengths: (C,) their sources' lengths;
     length_log_probs: (C,) the length predictor's log-probability of each candidate length
-    (zeros unless options.length_weight is set);
+    (zeros unless options.length_score_weight is set);
     initial: (C, W) initial hypotheses;
     tokens: (C, W) each candidate's last argmax (its initial hypothesis before any pass);
     token_log_probs: (C, W) their log-probabilities under that pass, 0 at padding;
@@ -292,6 +292,43 @@ def check_refinement_memory(config: ModelConfig, lengths: Tensor, src: Tensor) -
 
 
 @torch.no_grad()
+def plan_candidates(
+    model: PadirModel,
+    src: Tensor,
+    options: RefinementOptions,
+    lengths: Tensor | None,
+    encoded: PadirEncoderOutput | None,
+    device: torch.device,
+) -> tuple[PadirEncoderOutput, Tensor]:
+    """`options` validated against the model, src (B, S) encoded (unless `encoded` is given),
+    its top lengths predicted (unless `lengths` are given), and the (B, K) candidate lengths
+    on `device`, their decoding's memory checked: what both decoders start from."""
+    options.validate(model.config)
+    enc = model.encode(src) if encoded is None else encoded
+    if lengths is None:
+        lengths = model.predict_lengths(enc, options.length_beam) + options.length_shift
+    lengths = lengths.cpu() if device.type == "cpu" else lengths.to(device)  # a host copy
+    per_sentence = candidate_lengths(lengths, options, model.config)
+    check_refinement_memory(model.config, per_sentence, src)
+    return enc, per_sentence
+
+
+def length_scores(
+    model: PadirModel,
+    enc: PadirEncoderOutput,
+    sentence: Tensor,
+    flat: Tensor,
+    options: RefinementOptions,
+) -> Tensor:
+    """(N,) the length predictor's log-probability of each candidate's length `flat` (N,)
+    given its sentence's encoding (row `sentence` (N,) of `enc`); zeros, the softmax
+    skipped, where the selection does not use it (length_score_weight 0)."""
+    if not options.length_score_weight:
+        return torch.zeros(flat.shape, device=flat.device)
+    log_probs = model.length_logits(enc).float().log_softmax(-1)
+    return log_probs[sentence, flat - 1]  # candidate lengths are 1 .. max_target_len
+
+
 def refinement_init(
     model: PadirModel,
     src: Tensor,
@@ -311,22 +348,11 @@ def refinement_init(
     docstring and :mod:`gmlm.decoding.draws`).
     """
     config = model.config
-    options.validate(config)
-    enc = model.encode(src) if encoded is None else encoded
-    if lengths is None:
-        lengths = model.predict_lengths(enc, options.length_beam) + options.length_shift
-    per_sentence = candidate_lengths(lengths.to(src.device), options, config)
-    check_refinement_memory(config, per_sentence, src)
+    enc, per_sentence = plan_candidates(model, src, options, lengths, encoded, src.device)
     k = per_sentence.shape[1]
     flat = per_sentence.flatten()
     sentence = torch.arange(src.shape[0], device=src.device).repeat_interleave(k)
-    if options.length_weight:
-        length_log_probs = model.length_logits(enc).float().log_softmax(-1)
-        length_log_probs = length_log_probs[
-            sentence, (flat - 1).clamp(0, config.max_target_len - 1)
-        ]
-    else:  # not used by the selection: skip the length softmax
-        length_log_probs = torch.zeros(flat.shape, device=src.device)
+    length_log_probs = length_scores(model, enc, sentence, flat, options)
     # The active rows are kept in ascending order of length, so that a pass can run groups of
     # similar length (width_groups) over contiguous slices of the rows and their memory.
     order = flat.argsort(stable=True)
@@ -581,9 +607,9 @@ def output_mask(
     not still equal to their initial token, and not equal to the previous surviving token."""
     positions = torch.arange(tokens.shape[1], device=tokens.device)
     keep = positions < (lengths - 1).unsqueeze(1)
-    if options.drop_unchanged_initial:
+    if not options.keep_initial_tokens:
         keep = keep & (tokens != initial)
-    if options.dedup_final:
+    if options.dedup:
         # Index of the nearest kept position to the left (-1: none). Comparing with it is
         # enough: a dropped repeat equals the kept token it repeats.
         kept_at = torch.where(keep, positions, -1)
@@ -639,7 +665,7 @@ def candidate_scores(
 ) -> Tensor:
     """(C,) the selection score of candidates with last argmax `tokens` (C, W) and their
     log-probabilities (C, W) (0 at padding): the token part by ``selection``, divided by the
-    length penalty, plus ``length_weight`` times the length log-probability."""
+    length penalty, plus ``length_score_weight`` times the length log-probability."""
     lengths = state.lengths
     if options.selection == "mean":
         scores = token_log_probs.sum(1) / lengths
@@ -651,8 +677,8 @@ def candidate_scores(
     else:
         scores = token_log_probs.sum(1)
     scores = scores / length_penalty(lengths, options.length_penalty)
-    if options.length_weight:
-        scores = scores + options.length_weight * state.length_log_probs
+    if options.length_score_weight:
+        scores = scores + options.length_score_weight * state.length_log_probs
     return scores
 
 
@@ -676,7 +702,7 @@ def refinement_finish(state: RefinementState, options: RefinementOptions) -> lis
         n, s = int(lengths[row]), int(state.source_lengths[row])
         raw = state.tokens[row, : n - 1]
         tokens = raw[keep[row, : n - 1]]
-        if options.dedup_final and options.stutter_ngram > 1:  # (1: output_mask did it)
+        if options.dedup and options.stutter_ngram > 1:  # (1: output_mask did it)
             # on the CPU: a few ids, where a device would launch a dozen tiny kernels a round
             tokens = drop_repeats(tokens.cpu(), options.stutter_ngram)
         attention = state.self_attention, state.cross_attention

@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from gmlm.analysis.settings import FIRST_SENTENCES as FIRST_N
 from gmlm.analysis.settings import (
@@ -27,7 +27,6 @@ from gmlm.bench.settings import BenchSettings
 from gmlm.config import (
     BATCH_SIZE,
     PRESET_DIR,
-    SEED,
     THREADS,
     ConfigError,
     bounds,
@@ -40,6 +39,11 @@ from gmlm.config import (
 from gmlm.data.settings import PrepareSettings
 from gmlm.decoding.options import (
     CALIBRATION_GRIDS,
+    LENGTH_BEAM_SWEEP,
+    PAPER_BEAM,
+    PAPER_LENGTH_BEAM,
+    PAPER_STEPS,
+    STEPS_SWEEP,
     RefinementOptions,
     SearchOptions,
     StutterRemask,
@@ -58,28 +62,20 @@ LENGTH_BEAM = field_range(RefinementOptions, "length_beam")
 STAGE_HELP = "the PaDIR decoding the stage analyses (the command's decoding flag)"
 BATCH = bounds(BATCH_SIZE)
 
-# The stages in the order they run; each depends only on earlier ones.
-STAGES = (
-    "theory",
-    "data",
-    "teacher",
-    "distill",
-    "ar",
-    "ar1",
-    "padir",
-    "calibrate",
-    "ablation",
-    "evaluate",
-    "bench",
-    "attention",
-    "length",
-    "train_ablation",
-    "report",
-)
-
-
 # The defaults of the theory stage: those of `gmlm theory` (the paper's settings).
 VERIFY, ESTIMATION, HITTING = VerifySettings(), EstimationSettings(), HittingSettings()
+
+
+def passed_on(settings: object, name: str) -> Any:
+    """The dataclass field of a reproduce setting passed on to the field `name` of the
+    settings dataclass instance `settings`, as that one declares it: its default (a tuple as
+    a list, as YAML writes it) and its range. Ruff takes the call for a list computed once and
+    shared (RUF009): it is a `field()` with a default_factory."""
+    default = getattr(settings, name)
+    limits = bounds(field_range(type(settings), name))
+    if isinstance(default, tuple):
+        return field(default_factory=lambda: list(default), metadata=limits)
+    return field(default=default, metadata=limits)
 
 
 @dataclass
@@ -91,29 +87,13 @@ class TheoryStage:
     one per setting the stage changes: `repetitions` and `seed` are one setting of all three."""
 
     enabled: bool = True
-    verify_max_n: int = field(
-        default=VERIFY.max_n, metadata=bounds(field_range(VerifySettings, "max_n"))
-    )
-    repetitions: int = field(
-        default=ESTIMATION.repetitions,
-        metadata=bounds(field_range(EstimationSettings, "repetitions")),
-    )
-    sample_sizes: list[int] = field(
-        default_factory=lambda: list(ESTIMATION.sample_sizes),
-        metadata=bounds(field_range(EstimationSettings, "sample_sizes")),
-    )
-    figure3_couplings: list[float] = field(
-        default_factory=lambda: list(HITTING.couplings),
-        metadata=bounds(field_range(HittingSettings, "couplings")),
-    )
-    figure3_ks: list[int] = field(
-        default_factory=lambda: list(HITTING.ks),
-        metadata=bounds(field_range(HittingSettings, "ks")),
-    )
-    figure3_budget: int = field(
-        default=HITTING.budget, metadata=bounds(field_range(HittingSettings, "budget"))
-    )
-    seed: int = field(default=VERIFY.seed, metadata=bounds(SEED))
+    verify_max_n: int = passed_on(VERIFY, "max_n")
+    repetitions: int = passed_on(ESTIMATION, "repetitions")
+    sample_sizes: list[int] = passed_on(ESTIMATION, "sample_sizes")  # noqa: RUF009
+    figure3_couplings: list[float] = passed_on(HITTING, "couplings")  # noqa: RUF009
+    figure3_ks: list[int] = passed_on(HITTING, "ks")  # noqa: RUF009
+    figure3_budget: int = passed_on(HITTING, "budget")
+    seed: int = passed_on(VERIFY, "seed")
 
     def verify(self) -> VerifySettings:
         """What `gmlm theory verify` runs in this stage."""
@@ -258,10 +238,14 @@ class EvaluateStage:
     split: str = "test"
     sentences: int = field(default=0, metadata=FIRST_SENTENCES)
     ar_beams: list[int] = field(
-        default_factory=lambda: [1, 5], metadata=bounds(field_range(SearchOptions, "beam"))
+        default_factory=lambda: [1, PAPER_BEAM], metadata=bounds(field_range(SearchOptions, "beam"))
     )
-    padir_steps: list[int] = field(default_factory=lambda: [1, 2, 4, 10], metadata=bounds(STEPS))
-    length_beams: list[int] = field(default_factory=lambda: [1, 5], metadata=bounds(LENGTH_BEAM))
+    padir_steps: list[int] = field(
+        default_factory=lambda: list(STEPS_SWEEP), metadata=bounds(STEPS)
+    )
+    length_beams: list[int] = field(
+        default_factory=lambda: list(LENGTH_BEAM_SWEEP), metadata=bounds(LENGTH_BEAM)
+    )
     batch_size: int = field(default=64, metadata=BATCH)
     bf16: bool = False  # quality numbers in fp32; the bench measures both precisions
 
@@ -286,8 +270,10 @@ class AttentionStage(AnalysisSettings):
     model makes (remasking would hide most of them)."""
 
     enabled: bool = field(default=True, metadata=doc("run the stage", cli=False))
-    steps: int = field(default=4, metadata=doc(STAGE_HELP, cli=False, range=STEPS))
-    length_beam: int = field(default=5, metadata=doc(STAGE_HELP, cli=False, range=LENGTH_BEAM))
+    steps: int = field(default=PAPER_STEPS, metadata=doc(STAGE_HELP, cli=False, range=STEPS))
+    length_beam: int = field(
+        default=PAPER_LENGTH_BEAM, metadata=doc(STAGE_HELP, cli=False, range=LENGTH_BEAM)
+    )
     stutter_remask: StutterRemask = field(default="none", metadata=doc(STAGE_HELP, cli=False))
 
 
@@ -299,8 +285,10 @@ class LengthStage(LengthSettings):
     several times)."""
 
     enabled: bool = field(default=False, metadata=doc("run the stage", cli=False))
-    steps: int = field(default=4, metadata=doc(STAGE_HELP, cli=False, range=STEPS))
-    length_beam: int = field(default=5, metadata=doc(STAGE_HELP, cli=False, range=LENGTH_BEAM))
+    steps: int = field(default=PAPER_STEPS, metadata=doc(STAGE_HELP, cli=False, range=STEPS))
+    length_beam: int = field(
+        default=PAPER_LENGTH_BEAM, metadata=doc(STAGE_HELP, cli=False, range=LENGTH_BEAM)
+    )
 
 
 @dataclass
@@ -344,29 +332,151 @@ class Targets:
 SECONDS = bounds(ge=0, le=10**8, note="seconds")
 
 
-@dataclass
-class StageSeconds:
-    """Wall-clock seconds of each stage of a preset on its reference machine (measured, or
+class Stage(NamedTuple):
+    """A stage of `gmlm reproduce`, declared once, in STAGE_REGISTRY: the config, the pipeline,
+    the report and the timing table read it.
+
+    name: its key in ReproduceConfig (the field of its `settings`), in StageSeconds (its
+        expected seconds), in stages/NAME.json and in --stages; its function is
+        `gmlm.reproduce.stages.NAME`, `stage(ctx) -> summary` (named, not held: the stages
+        read this config, and imports do not cycle, tests/test_architecture.py).
+    what: what it does, for the progress lines.
+    needs: the earlier stages whose output it reads.
+    settings: the class of its settings (None: it has none, and no key in ReproduceConfig).
+    system: a training stage's name for the model it trains, in the report ("" otherwise).
+    reads_data: whether it reads the data stage's output, so that it is redone when a run
+        that stood gmlm's examples in for a missing test split gets the test split.
+    """
+
+    name: str
+    what: str
+    needs: tuple[str, ...] = ()
+    settings: type | None = None
+    system: str = ""
+    reads_data: bool = False
+
+
+# What a stage that decodes needs: the trained models (every one, or PaDIR) and their
+# calibrated decoding defaults.
+EVERY_SYSTEM = ("teacher", "ar", "ar1", "padir", "calibrate")
+PADIR_DECODING = ("padir", "calibrate")
+
+# The stages in the order they run; each depends only on earlier ones.
+STAGE_REGISTRY = (
+    Stage(
+        "theory",
+        "exact checks of Lemma 2 and Theorems 1-3, then Figures 1-3",
+        settings=TheoryStage,
+    ),
+    Stage(
+        "data",
+        "preparing the corpus: cleaning, tokenizer, binarized splits",
+        settings=DataStage,
+        reads_data=True,
+    ),
+    Stage(
+        "teacher",
+        "the autoregressive teacher",
+        ("data",),
+        TrainStage,
+        system="AR teacher",
+    ),
+    Stage(
+        "distill",
+        "distilling the training sources with the teacher's beam search",
+        ("teacher",),
+        DistillStage,
+    ),
+    Stage("ar", "the autoregressive baseline", ("distill",), TrainStage, system="AR"),
+    Stage(
+        "ar1",
+        "the autoregressive baseline with a 1-layer decoder (Kasai et al. 2021), if enabled",
+        ("distill",),
+        OptionalTrainStage,
+        system="AR 1-layer decoder",
+    ),
+    Stage("padir", "PaDIR", ("distill",), TrainStage, system="PaDIR"),
+    Stage(
+        "calibrate",
+        "each student's length setting chosen on the validation split, if enabled",
+        ("ar", "ar1", "padir"),
+        CalibrateStage,
+    ),
+    Stage(
+        "ablation",
+        "PaDIR's decoding choices switched one at a time on the validation split, if enabled",
+        PADIR_DECODING,
+        AblationStage,
+        reads_data=True,
+    ),
+    Stage(
+        "evaluate",
+        "translating the test split with every system; BLEU, chrF, stutter",
+        EVERY_SYSTEM,
+        EvaluateStage,
+        reads_data=True,
+    ),
+    Stage(
+        "bench",
+        "batch-1 latency and throughput of every system",
+        EVERY_SYSTEM,
+        BenchStage,
+        reads_data=True,
+    ),
+    Stage(
+        "attention",
+        "attention of stutter pairs (the paper's Tables 4 and 5)",
+        PADIR_DECODING,
+        AttentionStage,
+        reads_data=True,
+    ),
+    Stage(
+        "length",
+        "the length predictor against the references, and oracle-length decoding",
+        PADIR_DECODING,
+        LengthStage,
+        reads_data=True,
+    ),
+    Stage(
+        "train_ablation",
+        "PaDIR retrained briefly with each recipe change switched off, if enabled",
+        ("distill", "padir"),
+        TrainAblationStage,
+    ),
+    Stage("report", "writing REPORT.md and its plots", reads_data=True),
+)
+STAGES = tuple(stage.name for stage in STAGE_REGISTRY)
+STAGE = {stage.name: stage for stage in STAGE_REGISTRY}
+# The training stages (teacher, ar, ar1, padir): those whose settings are a TrainStage.
+TRAINING_STAGES = tuple(
+    s.name for s in STAGE_REGISTRY if s.settings and issubclass(s.settings, TrainStage)
+)
+
+SECONDS = bounds(ge=0, le=10**8, note="seconds")
+SECONDS_DOC = """Wall-clock seconds of each stage of a preset on its reference machine (measured, or
     estimated where the preset says so), for the time-left estimates of the progress lines
     (all 0, the default: no estimate is printed)."""
 
-    theory: float = field(default=0.0, metadata=SECONDS)
-    data: float = field(default=0.0, metadata=SECONDS)
-    teacher: float = field(default=0.0, metadata=SECONDS)
-    distill: float = field(default=0.0, metadata=SECONDS)
-    ar: float = field(default=0.0, metadata=SECONDS)
-    ar1: float = field(default=0.0, metadata=SECONDS)
-    padir: float = field(default=0.0, metadata=SECONDS)
-    calibrate: float = field(default=0.0, metadata=SECONDS)
-    ablation: float = field(default=0.0, metadata=SECONDS)
-    evaluate: float = field(default=0.0, metadata=SECONDS)
-    bench: float = field(default=0.0, metadata=SECONDS)
-    attention: float = field(default=0.0, metadata=SECONDS)
-    length: float = field(default=0.0, metadata=SECONDS)
-    train_ablation: float = field(default=0.0, metadata=SECONDS)
-    report: float = field(default=0.0, metadata=SECONDS)
+if TYPE_CHECKING:
+    # What mypy sees of the class made below: a float per stage, read by the stage's name.
+
+    class StageSeconds:
+        def __init__(self, **seconds: float) -> None: ...
+        def __getattr__(self, name: str) -> float: ...
+
+else:
+    # One field per stage of the registry, in its order (a preset's `expected_seconds`).
+    StageSeconds = dataclasses.make_dataclass(
+        "StageSeconds",
+        [(name, float, field(default=0.0, metadata=SECONDS)) for name in STAGES],
+        namespace={"__module__": __name__, "__doc__": SECONDS_DOC},
+    )
 
 
+# Its fields are written out, not made from STAGE_REGISTRY (as StageSeconds is), so that mypy
+# knows each stage's settings (`cfg.theory.verify()`, `cfg.ar1.enabled`); a stage's field
+# comes between train_precision and checkpoint, in the registry's order, annotated with its
+# `settings` class, as tests/reproduce/test_registry.py checks.
 @dataclass
 class ReproduceConfig:
     """A reproduction run. `published`: where the scores of the whole evaluation split are
@@ -409,8 +519,10 @@ class ReproduceConfig:
 
 def trained_stage(cfg: ReproduceConfig, name: str) -> TrainStage:
     """The settings of the training stage `name` (teacher, ar, ar1 or padir)."""
-    stages = {"teacher": cfg.teacher, "ar": cfg.ar, "ar1": cfg.ar1, "padir": cfg.padir}
-    return stages[name]
+    if name not in TRAINING_STAGES:
+        raise KeyError(name)
+    stage: TrainStage = getattr(cfg, name)
+    return stage
 
 
 def checkpoint_dir(cfg: ReproduceConfig, out: Path, name: str) -> Path:

@@ -40,12 +40,19 @@ from gmlm.errors import GmlmError
 from gmlm.locking import LOCK_FILE, folder_lock
 from gmlm.provenance import host
 from gmlm.reproduce import stages
-from gmlm.reproduce.config import STAGES, ReproduceConfig, read_reproduce_file, trained_stage
+from gmlm.reproduce.config import (
+    STAGE,
+    STAGE_REGISTRY,
+    STAGES,
+    TRAINING_STAGES,
+    ReproduceConfig,
+    read_reproduce_file,
+    trained_stage,
+)
 from gmlm.reproduce.stage_record import StageRecord
 from gmlm.reproduce.stand_in import stand_in_reason
 
 CONFIG_FILE = "reproduce.yaml"
-TRAINING_STAGES = ("teacher", "ar", "ar1", "padir")
 # Settings that may change between a run and its resumption: they do not change the recipe.
 # threads and train_precision belong to the machine (train_precision changes rounding, as a
 # change of CPU does); the others change what the report says, not what a stage computes.
@@ -58,62 +65,13 @@ RESUMABLE_KEYS = (
     "expected_seconds",
 )
 # The stages that read the data stage's output, redone when a stand-in run gets its test set.
-READ_DATA = ("data", "ablation", "evaluate", "bench", "attention", "length", "report")
+READ_DATA = tuple(stage.name for stage in STAGE_REGISTRY if stage.reads_data)
 
-STAGE_FUNCTIONS: dict[str, Callable[[stages.Context], dict[str, Any]]] = {
-    "theory": stages.theory,
-    "data": stages.data,
-    "teacher": stages.teacher,
-    "distill": stages.distill,
-    "ar": stages.ar,
-    "ar1": stages.ar1,
-    "padir": stages.padir,
-    "calibrate": stages.calibrate,
-    "ablation": stages.ablation,
-    "evaluate": stages.evaluate,
-    "bench": stages.bench,
-    "attention": stages.attention,
-    "length": stages.length,
-    "train_ablation": stages.train_ablation,
-    "report": stages.report,
-}
-# What each stage does, for the progress lines.
-WHAT: dict[str, str] = {
-    "theory": "exact checks of Lemma 2 and Theorems 1-3, then Figures 1-3",
-    "data": "preparing the corpus: cleaning, tokenizer, binarized splits",
-    "teacher": "the autoregressive teacher",
-    "distill": "distilling the training sources with the teacher's beam search",
-    "ar": "the autoregressive baseline",
-    "ar1": "the autoregressive baseline with a 1-layer decoder (Kasai et al. 2021), if enabled",
-    "padir": "PaDIR",
-    "calibrate": "each student's length setting chosen on the validation split, if enabled",
-    "ablation": "PaDIR's decoding choices switched one at a time on the validation split, if "
-    "enabled",
-    "evaluate": "translating the test split with every system; BLEU, chrF, stutter",
-    "bench": "batch-1 latency and throughput of every system",
-    "attention": "attention of stutter pairs (the paper's Tables 4 and 5)",
-    "length": "the length predictor against the references, and oracle-length decoding",
-    "train_ablation": "PaDIR retrained briefly with each recipe change switched off, if enabled",
-    "report": "writing REPORT.md and its plots",
-}
-# What each stage reads from earlier stages.
-NEEDS: dict[str, tuple[str, ...]] = {
-    "theory": (),
-    "data": (),
-    "teacher": ("data",),
-    "distill": ("teacher",),
-    "ar": ("distill",),
-    "ar1": ("distill",),
-    "padir": ("distill",),
-    "calibrate": ("ar", "ar1", "padir"),
-    "ablation": ("padir", "calibrate"),
-    "evaluate": ("teacher", "ar", "ar1", "padir", "calibrate"),
-    "bench": ("teacher", "ar", "ar1", "padir", "calibrate"),
-    "attention": ("padir", "calibrate"),
-    "length": ("padir", "calibrate"),
-    "train_ablation": ("distill", "padir"),
-    "report": (),
-}
+
+def stage_function(name: str) -> Callable[[stages.Context], dict[str, Any]]:
+    """The function of stage `name` (its declaration: gmlm.reproduce.config.Stage)."""
+    function: Callable[[stages.Context], dict[str, Any]] = getattr(stages, name)
+    return function
 
 
 def _differences(a: Any, b: Any, prefix: str = "") -> list[str]:
@@ -207,7 +165,7 @@ def _readers_done(out: Path, section: str) -> list[str]:
     """The finished stages that read stage `section`'s output. Empty for a stage that has not
     started, except in a run of an older gmlm that finished them before the stage existed
     (`ar1`): switching that stage on then would leave it out of their results."""
-    return [name for name in STAGES if section in NEEDS[name] and stage_done(out, name)]
+    return [name for name in STAGES if section in STAGE[name].needs and stage_done(out, name)]
 
 
 def _may_change(out: Path, section: str) -> bool:
@@ -288,7 +246,7 @@ def _run_stages(
                 f"--redo {name} to run it again)"
             )
             continue
-        missing = [n for n in NEEDS[name] if not stage_done(out, n)]
+        missing = [n for n in STAGE[name].needs if not stage_done(out, n)]
         if missing:
             raise GmlmError(
                 f"stage '{name}' needs stage(s) {', '.join(missing)} first: run "
@@ -297,10 +255,10 @@ def _run_stages(
             )
         log(
             f"[{name}] started {dt.datetime.now():%Y-%m-%d %H:%M:%S}, stage "
-            f"{todo.index(name) + 1} of {len(todo)}: {WHAT[name]}{clock.left(name)}"
+            f"{todo.index(name) + 1} of {len(todo)}: {STAGE[name].what}{clock.left(name)}"
         )
         start = time.perf_counter()
-        summary = STAGE_FUNCTIONS[name](ctx)
+        summary = stage_function(name)(ctx)
         seconds = time.perf_counter() - start
         clock.done(name, seconds)
         StageRecord(
@@ -327,7 +285,7 @@ def _changed_given(
     from gmlm.checkpoint.loading import resolve_checkpoint
 
     changed = []
-    for name in ("teacher", "ar", "ar1", "padir"):
+    for name in TRAINING_STAGES:
         given = trained_stage(cfg, name).checkpoint
         record = StageRecord.read_if_present(out / "stages" / f"{name}.json")
         if not given or record is None or not Path(given).exists():
@@ -338,7 +296,7 @@ def _changed_given(
         return []
     redo = list(changed)
     for name in STAGES:  # pipeline order: a stage's inputs come before it
-        if name not in redo and stage_done(out, name) and set(NEEDS[name]) & set(redo):
+        if name not in redo and stage_done(out, name) and set(STAGE[name].needs) & set(redo):
             redo.append(name)
     if stage_done(out, "report") and "report" not in redo:
         redo.append("report")

@@ -1,4 +1,5 @@
-"""Publishing a run's REPORT.md into the repository (e.g. docs/RESULTS.md) with its figures."""
+"""Publishing a run's REPORT.md into the repository (e.g. docs/results/multi30k-de-en.md)
+with its figures."""
 
 from __future__ import annotations
 
@@ -56,9 +57,9 @@ def check_publish_target(out: Path, target: Path) -> None:
 
 
 def publish_report(out: Path, target: Path) -> Path:
-    """Copy OUT/REPORT.md to `target` (e.g. docs/RESULTS.md) with the images it shows copied
-    into a folder beside it (`figures_folder`) and the links rewritten to them. `target` is
-    new or a report published before (`check_publish_target`).
+    """Copy OUT/REPORT.md to `target` (e.g. docs/results/multi30k-de-en.md) with the images it
+    shows copied into a folder beside it (`figures_folder`) and the links rewritten to them.
+    `target` is new or a report published before (`check_publish_target`).
 
     When `target` already holds a line equal to NOTES_MARKER, that line and everything after
     it (hand-written diagnosis, commands run outside the pipeline) are kept, after the new

@@ -12,7 +12,6 @@ and with which software the report was written (:mod:`gmlm.provenance`).
 from __future__ import annotations
 
 import datetime as dt
-import json
 from pathlib import Path
 
 from gmlm import provenance
@@ -25,12 +24,13 @@ from gmlm.analysis.results import (
 from gmlm.bench.plots import plot_tradeoffs
 from gmlm.bench.result import BenchResult
 from gmlm.checkpoint.languages import pair_name, pair_of
+from gmlm.checkpoint.meta import META_FILE, Meta
 from gmlm.data.binarized import load_dataset
 from gmlm.errors import GmlmError
 from gmlm.evaluation.results import EvaluationScores
 from gmlm.io import atomic_write_text
 from gmlm.reproduce import plots, sections, summary
-from gmlm.reproduce.config import STAGES, ReproduceConfig
+from gmlm.reproduce.config import STAGE_REGISTRY, STAGES, ReproduceConfig
 from gmlm.reproduce.metrics import validations
 from gmlm.reproduce.publish import TITLE
 from gmlm.reproduce.stage_record import StageRecord
@@ -38,12 +38,8 @@ from gmlm.reproduce.stand_in import ExampleTranslations
 from gmlm.reproduce.train_ablation import TrainAblationResult
 from gmlm.theory.verify import VerifyReport
 
-TRAINED_RUNS = (
-    ("teacher", "AR teacher"),
-    ("ar", "AR"),
-    ("ar1", "AR 1-layer decoder"),
-    ("padir", "PaDIR"),
-)
+# Each training stage and the report's name for the model it trains.
+TRAINED_RUNS = tuple((stage.name, stage.system) for stage in STAGE_REGISTRY if stage.system)
 
 
 def chosen_checkpoints(cfg: ReproduceConfig, out: Path, runs: list[str]) -> list[str]:
@@ -51,10 +47,9 @@ def chosen_checkpoints(cfg: ReproduceConfig, out: Path, runs: list[str]) -> list
     labels = dict(TRAINED_RUNS)
     chosen = []
     for name in runs:
-        meta = out / name / cfg.checkpoint / "meta.json"
-        if meta.is_file():
-            step = json.loads(meta.read_text(encoding="utf-8"))["step"]
-            chosen.append(f"{labels[name]} step {step}")
+        folder = out / name / cfg.checkpoint
+        if (folder / META_FILE).is_file():
+            chosen.append(f"{labels[name]} step {Meta.of(folder).step}")
     return chosen
 
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from gmlm import markdown
 from gmlm.analysis.paper import PAPER_BLEU, PAPER_CORPUS, paper_bleu
 from gmlm.analysis.results import (
     AblationResult,
@@ -23,7 +24,7 @@ from gmlm.analysis.results import (
 )
 from gmlm.analysis.settings import CalibrationSettings
 from gmlm.bench.result import BenchResult, BenchRow, speedup
-from gmlm.decoding.options import RefinementOptions
+from gmlm.decoding.options import PAPER_LENGTH_BEAM, PAPER_STEPS, RefinementOptions
 from gmlm.evaluation.results import EvaluationScores
 from gmlm.reproduce.config import (
     STAGE_DECODING,
@@ -71,9 +72,7 @@ def table(header: list[str], rows: Sequence[Sequence[Any]]) -> str:
             return f"{value:.2f}"
         return str(value)
 
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
-    return "\n".join(lines)
+    return "\n".join(markdown.table(header, ([cell(v) for v in row] for row in rows)))
 
 
 def _minutes(seconds: float | None) -> str:
@@ -288,7 +287,7 @@ def quality_section(
         "100 hypothesis words; repeats: all adjacent repeated words per 100 words. PaDIR "
         f"decodes with gmlm's defaults (stutter remasking '{defaults.stutter_remask}' of "
         f"repeated tokens and n-grams of up to {defaults.stutter_ngram} tokens, such repeats "
-        f"{'dropped from' if defaults.dedup_final else 'kept in'} the output), so its rates "
+        f"{'dropped from' if defaults.dedup else 'kept in'} the output), so its rates "
         "are measured after those fixes; the attention analysis below counts stutter on the "
         "raw output, before dedup.",
         "",
@@ -637,12 +636,14 @@ def commands_section(cfg: ReproduceConfig, out: Path) -> list[str]:
     ar, ar1, padir, teacher = (
         checkpoint_dir(cfg, out, name) for name in ("ar", "ar1", "padir", "teacher")
     )
-    students = "distill" if cfg.distill.enabled else "data"
-    e, a, g, b, c = cfg.evaluate, cfg.attention, cfg.length, cfg.ablation, cfg.calibrate
+    e, a, g, b = cfg.evaluate, cfg.attention, cfg.length, cfg.ablation
     data = f"{out}/data"
     padir_data = {"--checkpoint": padir, "--data": data}
     source = f"{out}/data/{e.split}.src.txt"
-    translate = f"gmlm translate --checkpoint {padir} --steps 4 --length-beam 5"
+    translate = (
+        f"gmlm translate --checkpoint {padir} --steps {PAPER_STEPS} "
+        f"--length-beam {PAPER_LENGTH_BEAM}"
+    )
     if e.sentences > 0:  # the evaluation scores the first sentences against eval/reference.txt
         translate = f"head -n {e.sentences} {source} | {translate} > hyp.txt"
         reference = f"{out}/eval/reference.txt"
@@ -673,44 +674,8 @@ def commands_section(cfg: ReproduceConfig, out: Path) -> list[str]:
                 *cfg.data.overrides,
             ],
         ),
-        *(
-            [
-                f"gmlm train --config {cfg.teacher.preset} data={out}/data out={out}/teacher "
-                + " ".join(cfg.teacher.overrides),
-                _command(
-                    "gmlm distill",
-                    {"--teacher": teacher, "--data": data, "--out": f"{out}/distill"},
-                    cfg.distill,
-                    ["--batch-size", str(cfg.distill.batch_size)],
-                ),
-            ]
-            if cfg.distill.enabled
-            else []
-        ),
-        *(
-            f"gmlm train --config {stage.preset} data={out}/{data} out={out}/{name} "
-            + " ".join(stage.overrides)
-            for name, stage, data in (
-                ("ar", cfg.ar, students),
-                *([("ar1", cfg.ar1, students)] if cfg.ar1.enabled else []),
-                ("padir", cfg.padir, students),
-            )
-            if not stage.checkpoint
-        ),
-        *(
-            _command(
-                "gmlm analyze calibrate",
-                {"--checkpoint": checkpoint, "--data": data},
-                c if name != "padir" else dataclasses.replace(c, ar_beam=AR_BEAM),
-                [f"--values={values}"],
-            )
-            for name, checkpoint, values in (
-                ("ar", ar, _numbers(c.length_penalties)),
-                *([("ar1", ar1, _numbers(c.length_penalties))] if cfg.ar1.enabled else []),
-                ("padir", padir, _numbers(c.length_shifts)),
-            )
-            if c.enabled and not trained_stage(cfg, name).checkpoint
-        ),
+        *_training_commands(cfg, out),
+        *_calibrate_commands(cfg, out),
         *([_command("gmlm analyze ablation", padir_data, b)] if b.enabled else []),
         translate,
         f"gmlm evaluate --hyp hyp.txt --ref {reference}",
@@ -734,6 +699,58 @@ def commands_section(cfg: ReproduceConfig, out: Path) -> list[str]:
         ),
         "```",
         "",
+    ]
+
+
+def _training_commands(cfg: ReproduceConfig, out: Path) -> list[str]:
+    """The teacher and its distillation (when the run distills), then each student the run
+    trains (not those given as checkpoints)."""
+    students = "distill" if cfg.distill.enabled else "data"
+    commands = []
+    if cfg.distill.enabled:
+        teacher = checkpoint_dir(cfg, out, "teacher")
+        commands += [
+            f"gmlm train --config {cfg.teacher.preset} data={out}/data out={out}/teacher "
+            + " ".join(cfg.teacher.overrides),
+            _command(
+                "gmlm distill",
+                {"--teacher": teacher, "--data": f"{out}/data", "--out": f"{out}/distill"},
+                cfg.distill,
+                ["--batch-size", str(cfg.distill.batch_size)],
+            ),
+        ]
+    stages = [
+        ("ar", cfg.ar),
+        *([("ar1", cfg.ar1)] if cfg.ar1.enabled else []),
+        ("padir", cfg.padir),
+    ]
+    return commands + [
+        f"gmlm train --config {stage.preset} data={out}/{students} out={out}/{name} "
+        + " ".join(stage.overrides)
+        for name, stage in stages
+        if not stage.checkpoint
+    ]
+
+
+def _calibrate_commands(cfg: ReproduceConfig, out: Path) -> list[str]:
+    """The calibration of each student the run trains, when the run calibrates."""
+    c = cfg.calibrate
+    if not c.enabled:
+        return []
+    grids = [
+        ("ar", _numbers(c.length_penalties)),
+        *([("ar1", _numbers(c.length_penalties))] if cfg.ar1.enabled else []),
+        ("padir", _numbers(c.length_shifts)),
+    ]
+    return [
+        _command(
+            "gmlm analyze calibrate",
+            {"--checkpoint": checkpoint_dir(cfg, out, name), "--data": f"{out}/data"},
+            c if name != "padir" else dataclasses.replace(c, ar_beam=AR_BEAM),
+            [f"--values={values}"],
+        )
+        for name, values in grids
+        if not trained_stage(cfg, name).checkpoint
     ]
 
 

@@ -245,10 +245,10 @@ def train_run(ctx: Context, name: str, stage: TrainStage, data_dir: Path) -> dic
 def given_checkpoint(ctx: Context, name: str, path: Path) -> dict[str, Any]:
     """A training stage with a given checkpoint: check it is one of the stage's kind."""
     from gmlm.checkpoint.config import read_checkpoint_config
-    from gmlm.checkpoint.files import load_json
     from gmlm.checkpoint.fingerprint import checkpoint_fingerprint
     from gmlm.checkpoint.languages import check_languages, pair_of
     from gmlm.checkpoint.loading import resolve_checkpoint
+    from gmlm.checkpoint.meta import Meta
     from gmlm.data.binarized import MANIFEST, read_manifest
 
     if not path.exists():
@@ -272,12 +272,13 @@ def given_checkpoint(ctx: Context, name: str, path: Path) -> dict[str, Any]:
                 wanted,
                 "give the {wanted} checkpoints, or a data.corpus in the {pair} direction",
             )
-    meta = load_json(folder / "meta.json") if (folder / "meta.json").is_file() else {}
-    ctx.log(f"  using the given {kind} model {folder} (trained for {meta.get('step', '?')} steps)")
+    step = Meta.of(folder).step
+    steps = "?" if step is None else step
+    ctx.log(f"  using the given {kind} model {folder} (trained for {steps} steps)")
     return {
         "checkpoint": str(folder),
         "trained": False,
-        "step": meta.get("step"),
+        "step": step,
         FINGERPRINT: checkpoint_fingerprint(folder),
     }
 

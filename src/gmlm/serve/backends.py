@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -27,6 +27,7 @@ from gmlm.decoding.options import (
     RefinementOptions,
     decode_work,
     decoding_options,
+    former_name_hint,
     rows_per_sentence,
 )
 from gmlm.errors import GmlmError
@@ -38,19 +39,34 @@ from gmlm.settings import cli_fields
 @dataclass(frozen=True)
 class Prepared:
     """A request checked by its backend: the decoding options (hashable: requests with equal
-    keys may share a batch), its lines' source tokens, the decoder rows it asks for, and its
+    keys may share a batch), its lines' source tokens, the decoder rows it asks for, its
     price in decoder row-positions (:func:`gmlm.decoding.options.decode_work`, summed over
-    its lines)."""
+    its lines), and its lines' ids as checking encoded them, which the decoder then takes (a
+    request is tokenized once; empty for a backend that encodes elsewhere)."""
 
     options: DecodingOptions
     seed: int
     tokens: int
     rows: int
     work: int = 0
+    ids: tuple[tuple[int, ...], ...] = field(default=(), compare=False, repr=False)
 
     @property
     def key(self) -> Hashable:
         return (self.options, self.seed)
+
+
+def joined(batch: Sequence[Prepared]) -> Prepared:
+    """The requests of one batch (equal keys) as one: their lines' ids in order, their
+    tokens, rows and work summed."""
+    first = batch[0]
+    return dataclasses.replace(
+        first,
+        tokens=sum(p.tokens for p in batch),
+        rows=sum(p.rows for p in batch),
+        work=sum(p.work for p in batch),
+        ids=tuple(line for p in batch for line in p.ids),
+    )
 
 
 class Backend(Protocol):
@@ -78,7 +94,7 @@ def check_settings(kind: str, settings: Mapping[str, Any]) -> None:
     if unknown:
         raise GmlmError(
             f"unknown decoding setting{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} "
-            f"for this model; its settings are {', '.join(allowed)}"
+            f"for this model{former_name_hint(unknown)}; its settings are {', '.join(allowed)}"
         )
 
 
@@ -96,6 +112,7 @@ def prepared(
         sum(lengths),
         rows_per_sentence(options) * len(ids),
         sum(decode_work(options, length, max_target_len) for length in lengths),
+        tuple(tuple(line) for line in ids),
     )
 
 
@@ -134,13 +151,16 @@ class TorchBackend:
         return prepared(options, seed, ids, config.max_target_len)
 
     def translate(self, texts: Sequence[str], prepared: Prepared) -> list[str]:
-        return self.translator.translate(
-            texts,
+        """The lines' translations from the ids `prepare` encoded (the language was checked
+        per request: :mod:`gmlm.serve.language`)."""
+        if len(prepared.ids) != len(texts):
+            raise GmlmError(f"{len(texts)} lines but {len(prepared.ids)} encoded: not prepared")
+        return self.translator.translate_lines(
+            prepared.ids,
             prepared.options,
             batch_size=max(1, len(texts)),
             seed=prepared.seed,
             precision=self.precision,
-            check_language="off",  # checked per request (gmlm.serve.language)
         )
 
     def close(self) -> None:

@@ -24,12 +24,12 @@ import asyncio
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
 from gmlm.decoding.cancel import Cancelled, cancellable
-from gmlm.serve.backends import Backend, Prepared
+from gmlm.serve.backends import Backend, Prepared, joined
 from gmlm.serve.metrics import Metrics
 from gmlm.serve.settings import ServeSettings
 
@@ -151,33 +151,18 @@ class Batcher:
 
     def _room(self, first: Job) -> bool:
         """Whether a batch that starts with `first` could still take more."""
-        sentences = sum(j.sentences for j in self.queue if j.prepared.key == first.prepared.key)
-        return sentences < self.settings.max_batch_sentences
+        return has_room(self.queue, first, self.settings.max_batch_sentences)
 
     def _take(self) -> list[Job]:
-        """The next batch: the oldest live job and the later ones with its key that fit."""
-        now = time.monotonic()
-        for job in [j for j in self.queue if j.deadline <= now or j.future.done()]:
+        """The next batch (:func:`choose_batch`), off the queue, after the jobs whose deadline
+        passed or whose client left have left it (those still waited for answered 504)."""
+        for job in expired(self.queue, time.monotonic()):
             self.withdraw(job)
             if not job.future.done():
                 job.future.set_exception(DeadlinePassed())
-        if not self.queue:
-            return []
-        key = self.queue[0].prepared.key
-        batch: list[Job] = []
-        sentences = tokens = 0
-        for job in list(self.queue):
-            if job.prepared.key != key:
-                continue
-            fits = (
-                sentences + job.sentences <= self.settings.max_batch_sentences
-                and tokens + job.prepared.tokens <= self.settings.max_batch_tokens
-            )
-            if batch and not fits:
-                break
-            batch.append(job)
-            sentences += job.sentences
-            tokens += job.prepared.tokens
+        batch = choose_batch(
+            self.queue, self.settings.max_batch_sentences, self.settings.max_batch_tokens
+        )
         for job in batch:
             self.withdraw(job)
         return batch
@@ -200,7 +185,7 @@ class Batcher:
 
         try:
             outputs = await loop.run_in_executor(
-                self.executor, self._translate, texts, batch[0].prepared, unwanted
+                self.executor, self._translate, texts, joined([j.prepared for j in batch]), unwanted
             )
         except Cancelled:
             self.metrics.cancelled.labels(name).inc()
@@ -237,6 +222,46 @@ class Batcher:
     ) -> list[str]:
         with cancellable(unwanted):
             return self.backend.translate(texts, prepared)
+
+
+def expired(queue: Iterable[Job], now: float) -> list[Job]:
+    """The queued jobs nobody waits for any more: past their deadline, or answered (their
+    client left)."""
+    return [job for job in queue if job.deadline <= now or job.future.done()]
+
+
+def has_room(queue: Iterable[Job], first: Job, max_sentences: int) -> bool:
+    """Whether the queued jobs with `first`'s settings (it among them) leave room for more
+    sentences in its batch: worth waiting for more requests."""
+    sentences = sum(j.sentences for j in queue if j.prepared.key == first.prepared.key)
+    return sentences < max_sentences
+
+
+def choose_batch(queue: Sequence[Job], max_sentences: int, max_tokens: int) -> list[Job]:
+    """The next batch from `queue` (oldest first): the oldest job, then, in order, the later
+    jobs with its settings (only those can share a decoding) while the batch stays within
+    `max_sentences` and `max_tokens` (source tokens). The first one with its settings that
+    does not fit ends the batch: it and those after it wait, so that no request is overtaken
+    by a later one of its kind. The oldest job is taken even when it is alone over a budget (a
+    request is never split)."""
+    if not queue:
+        return []
+    key = queue[0].prepared.key
+    batch: list[Job] = []
+    sentences = tokens = 0
+    for job in queue:
+        if job.prepared.key != key:
+            continue
+        fits = (
+            sentences + job.sentences <= max_sentences
+            and tokens + job.prepared.tokens <= max_tokens
+        )
+        if batch and not fits:
+            break
+        batch.append(job)
+        sentences += job.sentences
+        tokens += job.prepared.tokens
+    return batch
 
 
 def _average(previous: float, value: float) -> float:

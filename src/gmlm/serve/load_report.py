@@ -6,11 +6,32 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from gmlm.markdown import row, table
 from gmlm.serve.loadtest import LoadResult, RatePoint
 
 
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
+
+
+# The load table's columns (markdown).
+COLUMNS = (
+    "model",
+    "offered/s",
+    "sent",
+    "answered",
+    "achieved/s",
+    "p50 ms",
+    "p90 ms",
+    "p99 ms",
+    "errors",
+    "503 p99 ms",
+    "server decode p50 ms",
+    "not decoding p50 ms (in handler)",
+    "queue wait ms",
+    "batch sentences",
+    "RSS MB",
+)
 
 
 def markdown(result: LoadResult) -> str:
@@ -22,22 +43,28 @@ def markdown(result: LoadResult) -> str:
         f"{s['lines']} line(s) per request, options {options}; "
         f"{result.provenance.get('cpu', '?')}, gmlm {result.provenance.get('gmlm', '?')}.",
         "",
-        "| model | offered/s | sent | answered | achieved/s | p50 ms | p90 ms | p99 ms "
-        "| errors | 503 p99 ms | server decode p50 ms | not decoding p50 ms (in handler) "
-        "| queue wait ms | batch sentences | RSS MB |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---|---:|---:|---:|",
+        *table(COLUMNS, align="lrrrrrrrlrrlrrr"),
     ]
     for p in result.points:
         errors = ", ".join(f"{k}: {v}" for k, v in p.errors.items()) or "none"
-        lines.append(
-            f"| {p.model} | {p.offered_rps:g} | {p.sent} | {p.ok} | {p.achieved_rps:.2f} | "
-            f"{_ms(p.p50_ms)} | {_ms(p.p90_ms)} | {_ms(p.p99_ms)} | {errors} | "
-            f"{_ms(p.refused_p99_ms)} | "
-            f"{_ms(p.server_batch_ms_p50)} | "
-            f"{_ms(p.overhead_ms_p50)} ({_ms(p.handler_overhead_ms_p50)}) | "
-            f"{_ms(p.queue_wait_ms_mean)} | "
-            f"{_ms(p.batch_sentences_mean)} | {_ms(p.resident_mb)} |"
+        cells = (
+            p.model,
+            f"{p.offered_rps:g}",
+            p.sent,
+            p.ok,
+            f"{p.achieved_rps:.2f}",
+            _ms(p.p50_ms),
+            _ms(p.p90_ms),
+            _ms(p.p99_ms),
+            errors,
+            _ms(p.refused_p99_ms),
+            _ms(p.server_batch_ms_p50),
+            f"{_ms(p.overhead_ms_p50)} ({_ms(p.handler_overhead_ms_p50)})",
+            _ms(p.queue_wait_ms_mean),
+            _ms(p.batch_sentences_mean),
+            _ms(p.resident_mb),
         )
+        lines.append(row(cells))
     lines += [
         "",
         f"Capacity (highest offered rate with p99 under {s['p99_limit_ms']:g} ms and no errors):",

@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
-import math
 import random
 import re
 import signal
@@ -31,6 +30,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from gmlm.config import SEED, Range, check_settings
 from gmlm.errors import GmlmError
@@ -150,20 +151,22 @@ def arrivals(rate: float, duration: float, seed: int) -> list[float]:
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
-    """The q-th percentile (0-100) by linear interpolation between order statistics."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * q / 100.0
-    low, high = math.floor(position), math.ceil(position)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+    """The q-th percentile (0-100) by linear interpolation between order statistics (numpy's
+    default, as the bench's percentiles); None for no values."""
+    import numpy as np
+
+    return float(np.percentile(values, q)) if len(values) else None
 
 
 def scrape(text: str, name: str, model: str | None) -> float | None:
-    """One sample of the Prometheus text `text`: `name{model="..."}` (or unlabelled)."""
-    label = rf'\{{model="{re.escape(model)}"\}}' if model is not None else ""
-    found = re.search(rf"^{re.escape(name)}{label} (\S+)$", text, re.M)
-    return float(found.group(1)) if found else None
+    """One sample of the Prometheus text `text` (read by prometheus_client's parser): `name`
+    labelled with `model` (or unlabelled: None)."""
+    labels = {} if model is None else {"model": model}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and sample.labels == labels:
+                return float(sample.value)
+    return None
 
 
 def _delta_mean(before: str, after: str, name: str, model: str) -> float | None:

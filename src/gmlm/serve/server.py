@@ -1,25 +1,29 @@
 """Run the service: uvicorn on a socket bound here (so that port 0 can be reported), the models
 loaded after the server answers (GET /health at once, GET /ready once they are warm), and a
 clean shutdown on SIGTERM or Ctrl-C: uvicorn stops accepting, every accepted request is
-answered, then the models are closed and the process exits 0."""
+answered, then the models are closed and the process exits 0. What it says goes to the log
+(:mod:`gmlm.serve.logs`); a replica's configuration travels as a
+:class:`~gmlm.serve.replica.ReplicaSpec`."""
 
 from __future__ import annotations
 
-import dataclasses
-import json
+import contextlib
 import os
 import signal
 import socket
-import sys
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from gmlm.decoding.options import Precision
 from gmlm.errors import GmlmError
+from gmlm.serve import logs
 from gmlm.serve.backends import Backend, load_backend
+from gmlm.serve.logs import LOG
+from gmlm.serve.replica import ReplicaSpec, from_environment, to_environment
 from gmlm.serve.settings import ServeSettings
 
 # The shipped checkpoints, served when no --model is given (paths from the repository root).
@@ -83,19 +87,29 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _server_class() -> type:
-    import uvicorn
+@contextlib.contextmanager
+def sigterm_ends_cleanly() -> Iterator[None]:
+    """Around uvicorn's server: a SIGTERM ends the process with status 0 after the graceful
+    shutdown (a service asked to stop has done its job), not by the signal again.
 
-    class GracefulServer(uvicorn.Server):
-        """uvicorn's server, but a SIGTERM after the graceful shutdown ends the process with
-        status 0 (a service asked to stop has done its job), not by the signal again."""
+    uvicorn (uvicorn.Server.capture_signals) handles SIGTERM and SIGINT with a graceful
+    shutdown, then restores the handlers it found and raises the signals it caught again, so
+    that the process ends as it would have without uvicorn. The handler it finds for SIGTERM
+    is this one, which does nothing: the signal has been answered by the shutdown. SIGINT
+    keeps Python's (KeyboardInterrupt: `gmlm: interrupted`). Signals are the main thread's:
+    elsewhere this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _answered)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
-        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-            super().handle_exit(sig, frame)
-            if sig == signal.SIGTERM:
-                self._captured_signals.remove(sig)
 
-    return GracefulServer
+def _answered(sig: int, frame: FrameType | None) -> None:
+    """SIGTERM's handler once uvicorn has shut down gracefully: nothing left to do."""
 
 
 def serve(
@@ -113,24 +127,21 @@ def serve(
     sock = bind(settings.host, settings.port)
     host, port = sock.getsockname()[:2]
     url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
-    spec = {
-        "models": dict(models),
-        "settings": dataclasses.asdict(settings),
-        "precision": precision,
-        "device": device,
-        "url": url,
-    }
-    print(
-        f"gmlm serve: listening on {url} ({settings.workers} replica(s), loading "
-        f"{', '.join(models)}; GET /ready says when they are warm; API docs at {url}/docs)",
-        file=sys.stderr,
-        flush=True,
+    spec = ReplicaSpec(dict(models), settings, precision, device, url)
+    logs.configure(settings.log_format)
+    LOG.info(
+        "listening on %s (%d replica(s), loading %s; GET /ready says when they are warm; API "
+        "docs at %s/docs)",
+        url,
+        settings.workers,
+        ", ".join(models),
+        url,
     )
     graceful = int(settings.timeout_s) + 5
     if settings.workers > 1:
         from uvicorn.supervisors import Multiprocess
 
-        os.environ[SPEC_VARIABLE] = json.dumps(spec)
+        to_environment(spec)
         config = uvicorn.Config(
             f"{__name__}:app_from_environment",
             factory=True,
@@ -142,7 +153,7 @@ def serve(
         Multiprocess(config, sockets=[sock]).run()
         return 0
     failure: list[str] = []
-    server = _server_class()(
+    server = uvicorn.Server(
         uvicorn.Config(
             _app(spec, failure.append, lambda: setattr(server, "should_exit", True)),
             log_level="warning",
@@ -150,50 +161,53 @@ def serve(
             access_log=False,
         )
     )
-    server.run(sockets=[sock])
+    with sigterm_ends_cleanly():
+        server.run(sockets=[sock])
+    logs.flush()
     if failure:
         raise GmlmError(failure[0])
     return 0
 
 
-# How `gmlm serve --workers N` hands its settings to the replicas uvicorn starts.
-SPEC_VARIABLE = "GMLM_SERVE_SPEC"
-
-
 def app_from_environment() -> Any:
     """The app of one replica (uvicorn's factory under --workers): a replica that cannot load
     its models exits with uvicorn's start-up failure status, which stops the supervisor."""
-    spec = json.loads(os.environ[SPEC_VARIABLE])
+    spec = from_environment()
+    logs.configure(spec.settings.log_format)
 
     def report(message: str) -> None:
-        print(f"gmlm: error: replica {os.getpid()}: {message}", file=sys.stderr, flush=True)
+        LOG.error("replica %d: %s", os.getpid(), message)
 
-    return _app(spec, report, lambda: os._exit(STARTUP_FAILURE))
+    def stop() -> None:
+        logs.flush()
+        os._exit(STARTUP_FAILURE)
+
+    return _app(spec, report, stop)
 
 
 STARTUP_FAILURE = 3  # uvicorn's: a worker that exits with it is not restarted
 
 
-def _app(spec: dict[str, Any], report: Callable[[str], None], stop: Callable[[], None]) -> Any:
+def _app(spec: ReplicaSpec, report: Callable[[str], None], stop: Callable[[], None]) -> Any:
     import torch
 
     from gmlm.serve.app import create_app
 
-    settings = ServeSettings(**spec["settings"])
+    settings = spec.settings
     threads = settings.threads or max(1, (os.cpu_count() or 1) // settings.workers)
     torch.set_num_threads(threads)
 
     def load() -> dict[str, Backend]:
         return {
-            name: load_backend(name, folder, spec["precision"], threads, spec["device"])
-            for name, folder in spec["models"].items()
+            name: load_backend(name, folder, spec.precision, threads, spec.device)
+            for name, folder in spec.models.items()
         }
 
     def ready(backends: Mapping[str, Backend]) -> dict[str, float]:
         rates = warm_up(backends)
         shown = ", ".join(f"{name} ({b.kind}, {b.source})" for name, b in backends.items())
         replica = f" (replica {os.getpid()})" if settings.workers > 1 else ""
-        print(f"gmlm serve: ready at {spec['url']}{replica}: {shown}", file=sys.stderr, flush=True)
+        LOG.info("ready at %s%s: %s", spec.url, replica, shown)
         return rates
 
     def failed(err: BaseException) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import field
+from typing import Literal
 
 from gmlm.config import Range, check_settings
 from gmlm.errors import GmlmError
@@ -106,6 +107,15 @@ class ServeSettings:
             "replicas: processes of their own, each with every model, sharing the "
             "port (the kernel spreads connections over them); see docs/DESIGN.md",
             range=Range(ge=1, le=256),
+        ),
+    )
+
+    log_format: Literal["text", "json"] = field(
+        default="text",
+        metadata=doc(
+            "how the service logs to stderr (start-up, warm-up, shutdown, and a line per "
+            "request with its X-Request-ID, model, lines, queue and decode ms and HTTP "
+            "status): text, readable lines; json, one JSON object per line for a log collector"
         ),
     )
 

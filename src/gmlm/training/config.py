@@ -23,7 +23,7 @@ from gmlm.config import (
     load_config,
 )
 from gmlm.data.tokenizer import Tokenizer
-from gmlm.decoding.options import MAX_STEPS
+from gmlm.decoding.options import MAX_STEPS, PAPER_STEPS
 from gmlm.models.losses import StageArgmax, StageStutterRemask
 from gmlm.nn.config import RATE, ModelConfig
 
@@ -111,7 +111,7 @@ class TrainConfig:
     # quick BLEU on this many kept valid pairs (0: loss only)
     valid_sentences: int = field(default=200, metadata=bounds(ge=0, le=10**7, note="0: none"))
     # PaDIR refinement steps in the validation BLEU
-    valid_steps: int = field(default=4, metadata=bounds(ge=1, le=MAX_STEPS))
+    valid_steps: int = field(default=PAPER_STEPS, metadata=bounds(ge=1, le=MAX_STEPS))
     # keep the weights of the last N checkpoints for averaging
     keep_history: int = field(default=0, metadata=bounds(ge=0, le=1000))
     # at the end, average the last N kept checkpoints into `averaged`

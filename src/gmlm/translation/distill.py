@@ -47,7 +47,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import json
 import os
 import shutil
 import time
@@ -62,6 +61,7 @@ from tqdm import tqdm
 
 from gmlm import provenance
 from gmlm.checkpoint.loading import resolve_checkpoint
+from gmlm.checkpoint.meta import Meta
 from gmlm.config import load_saved_config
 from gmlm.data.batching import cut_batches
 from gmlm.data.binarized import CONFIG, MANIFEST, PreparedDataset, load_dataset
@@ -140,12 +140,10 @@ def load_teacher(path: str | Path, device: str = "auto") -> Teacher:
             "teacher of sequence-level distillation must be an autoregressive model (kind "
             "'ar'): pass the AR teacher's run or checkpoint folder as --teacher"
         )
-    step = None
     try:
-        meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
-        step = int(meta["step"]) if "step" in meta else None
-    except (OSError, ValueError, TypeError):
-        pass
+        step = Meta.of(folder).step
+    except GmlmError:  # a meta.json that records no step it can read: the teacher is unnamed
+        step = None
     return Teacher(translator, folder.resolve(), step, weights_sha256(translator.model))
 
 
@@ -422,20 +420,16 @@ def _distill(
         torch.set_num_threads(threads)
     try:
         loaded = load_teacher(teacher, device)
-        if chosen.precision == "auto":
-            use_bf16 = bf16_by_default(loaded.translator.device)
-        else:
-            use_bf16 = chosen.precision == "bf16"
+        use_bf16 = (
+            bf16_by_default(loaded.translator.device)
+            if chosen.precision == "auto"
+            else chosen.precision == "bf16"
+        )
         settings = distill_settings(loaded, prepared, beam, use_bf16, chosen.chunk_sentences)
-        if _complete(out, settings):
-            shutil.rmtree(out / WORK, ignore_errors=True)
-            say(f"{out}: already distilled with this teacher, data and settings; reusing it")
+        if _reused(out, settings, say):
             return out
         if loaded.translator.tokenizer.fingerprint != prepared.tokenizer.fingerprint:
-            say(
-                f"note: the teacher's tokenizer differs from the tokenizer of {data}; the "
-                "teacher reads and writes text, and the distilled data keeps the data's one"
-            )
+            say(f"note: the teacher's tokenizer differs from the tokenizer of {data}; {KEPT}")
         work = out / WORK
         # Every process sees the work folder rank 0 made ready (or learns that it failed).
         on_every_process(
@@ -443,12 +437,11 @@ def _distill(
         )
         sources = prepared.read_text("train", "src")
         plan = make_plan(sources, loaded.translator, chosen.chunk_sentences)
+        how = f"beam {beam}, {'bf16' if use_bf16 else 'fp32'}, batches of "
         say(
             f"distilling {len(plan.order):,} of {len(sources):,} training sources with "
-            f"{loaded.path} (step {loaded.step}), beam {beam}, "
-            f"{'bf16' if use_bf16 else 'fp32'}, batches of {_limits(batch_size, max_tokens)}, "
-            f"{torch.get_num_threads()} threads on {loaded.translator.device}"
-            + (f", {shard.world_size} processes" if shard.active else "")
+            f"{loaded.path} (step {loaded.step}), {how}{_limits(batch_size, max_tokens)}, "
+            + _where(loaded, shard)
         )
         translate = functools.partial(
             _translate_chunks,
@@ -467,52 +460,23 @@ def _distill(
     finally:
         torch.set_num_threads(previous_threads)
     if shard.active:  # every process's share, counted together (also waits for all)
-        done_now: list[float] = [timing.sentences_this_run, timing.chunks_resumed]
-        total = all_reduce_sum(done_now, shard, loaded.translator.device)
-        sentences_this_run, chunks_resumed = (int(v) for v in total)
-        timing = replace(
-            timing, sentences_this_run=sentences_this_run, chunks_resumed=chunks_resumed
-        )
+        timing = _summed(timing, shard, loaded.translator.device)
     barrier(shard)  # every chunk is written, and its time recorded
     if not shard.is_main:
         return out
     if shard.active:  # the other processes' chunks and times, read back from the work folder
         timing = replace(timing, rate=_recorded_rate(work))
-        for index, chunk in enumerate(plan.chunks):
-            done = read_chunk(chunk_path(work, index), len(chunk))
-            if done is None:
-                raise GmlmError(f"{chunk_path(work, index)}: missing after every process ended")
-            for i, text in zip(chunk, done, strict=True):
-                outputs[i] = text
+        _read_back(work, plan, outputs)
     build_start = time.perf_counter()
     built = _build_dataset(prepared, data, sources, outputs, work / DATASET, loaded, beam)
-    counts = DistillCounts(
-        train_sources=len(sources),
-        translated=len(plan.order),
-        empty_sources=len(plan.empty),
-        over_length_sources=len(plan.over_length),
-        empty_outputs=sum(1 for i in plan.order if not outputs[i]),
-        train_pairs_kept=load_dataset(built).manifest["splits"]["train"]["rows"],
-        train_pairs_dropped=load_dataset(built).stats().splits["train"].dropped,
-    )
-    record = DistillRecord(
-        settings=settings,
-        teacher=str(loaded.path),
-        teacher_step=loaded.step,
-        data=str(data.resolve()),
+    counts = _counts(sources, plan, outputs, built)
+    record = replace(
+        _record(settings, loaded, data, "bf16" if use_bf16 else "fp32", counts, timing),
         beam=beam,
-        precision="bf16" if use_bf16 else "fp32",
         batch_size=batch_size,
         max_tokens=max_tokens,
         threads=threads or previous_threads,
-        device=str(loaded.translator.device),
-        torch=provenance.torch_version(),
-        gmlm=provenance.gmlm_version(),
-        cpu=provenance.cpu_model(),
-        counts=counts,
-        timing=timing,
         build_seconds=round(time.perf_counter() - build_start, 3),
-        created_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
     record.write(built / DISTILL_FILE)
     _install(built, out)
@@ -524,6 +488,87 @@ def _distill(
         f"{rate if rate is not None else '-'} sentences/s)"
     )
     return out
+
+
+# Why a teacher with another tokenizer is fine (said when it has one).
+KEPT = "the teacher reads and writes text, and the distilled data keeps the data's one"
+
+
+def _record(
+    settings: dict[str, Any],
+    teacher: Teacher,
+    data: Path,
+    precision: str,
+    counts: DistillCounts,
+    timing: ChunkTiming,
+) -> DistillRecord:
+    """The record of a distillation by `teacher` of `data`, with the versions and machine that
+    made it; the batch settings, threads and build time are the caller's to fill in."""
+    return DistillRecord(
+        settings=settings,
+        teacher=str(teacher.path),
+        teacher_step=teacher.step,
+        data=str(data.resolve()),
+        beam=0,
+        precision=precision,
+        batch_size=None,
+        max_tokens=None,
+        threads=0,
+        device=str(teacher.translator.device),
+        torch=provenance.torch_version(),
+        gmlm=provenance.gmlm_version(),
+        cpu=provenance.cpu_model(),
+        counts=counts,
+        timing=timing,
+        build_seconds=0.0,
+        created_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )
+
+
+def _where(teacher: Teacher, shard: DistInfo) -> str:
+    """ "2 threads on cpu[, 4 processes]": where the teacher translates."""
+    processes = f", {shard.world_size} processes" if shard.active else ""
+    return f"{torch.get_num_threads()} threads on {teacher.translator.device}{processes}"
+
+
+def _reused(out: Path, settings: dict[str, Any], say: Log) -> bool:
+    """Whether `out` holds this distillation already (its work folder then removed)."""
+    if not _complete(out, settings):
+        return False
+    shutil.rmtree(out / WORK, ignore_errors=True)
+    say(f"{out}: already distilled with this teacher, data and settings; reusing it")
+    return True
+
+
+def _summed(timing: ChunkTiming, shard: DistInfo, device: torch.device) -> ChunkTiming:
+    """`timing` with every process's sentences and resumed chunks summed (all processes)."""
+    done_now: list[float] = [timing.sentences_this_run, timing.chunks_resumed]
+    sentences_this_run, chunks_resumed = (int(v) for v in all_reduce_sum(done_now, shard, device))
+    return replace(timing, sentences_this_run=sentences_this_run, chunks_resumed=chunks_resumed)
+
+
+def _read_back(work: Path, plan: Plan, outputs: list[str]) -> None:
+    """Every chunk's translations, as the processes wrote them, into `outputs`."""
+    for index, chunk in enumerate(plan.chunks):
+        done = read_chunk(chunk_path(work, index), len(chunk))
+        if done is None:
+            raise GmlmError(f"{chunk_path(work, index)}: missing after every process ended")
+        for i, text in zip(chunk, done, strict=True):
+            outputs[i] = text
+
+
+def _counts(sources: list[str], plan: Plan, outputs: list[str], built: Path) -> DistillCounts:
+    """What the distillation made of the training sources, and what the built dataset kept."""
+    dataset = load_dataset(built)
+    return DistillCounts(
+        train_sources=len(sources),
+        translated=len(plan.order),
+        empty_sources=len(plan.empty),
+        over_length_sources=len(plan.over_length),
+        empty_outputs=sum(1 for i in plan.order if not outputs[i]),
+        train_pairs_kept=dataset.manifest["splits"]["train"]["rows"],
+        train_pairs_dropped=dataset.stats().splits["train"].dropped,
+    )
 
 
 def _limits(batch_size: int | None, max_tokens: int | None) -> str:

@@ -16,7 +16,7 @@ from dataclasses import field
 from typing import Literal
 
 from gmlm.config import SENTENCES, THREADS, check_settings, check_value, field_range
-from gmlm.decoding.options import SearchOptions
+from gmlm.decoding.options import PAPER_BEAM, SearchOptions
 from gmlm.settings import doc
 
 # About 20 s of a small teacher's work (beam 5, bf16, one core): little to redo after a crash.
@@ -32,7 +32,7 @@ class DistillSettings:
     """How `gmlm distill` translates the training sources (each field's help says what)."""
 
     beam: int = field(
-        default=5,
+        default=PAPER_BEAM,
         metadata=doc("teacher beam size", range=field_range(SearchOptions, "beam")),
     )
     precision: DistillPrecision = field(
