@@ -319,17 +319,18 @@ def parse_override(text: str) -> dict[str, Any]:
     return out
 
 
-def preset_path(name: str | Path) -> Path:
+def preset_path(name: str | Path, presets: Path = PRESET_DIR) -> Path:
+    """The YAML file `name` names: a path ending in .yaml or .yml, or a preset's name in the
+    folder `presets` (the training presets by default)."""
     path = Path(name)
     if path.suffix in (".yaml", ".yml"):
         if not path.is_file():
             raise ConfigError(f"config file not found: {path}")
         return path
-    candidate = PRESET_DIR / f"{name}.yaml"
+    candidate = presets / f"{name}.yaml"
     if not candidate.is_file():
-        raise ConfigError(
-            f"unknown preset '{name}'; available presets: {', '.join(list_presets())}"
-        )
+        names = ", ".join(sorted(p.stem for p in presets.glob("*.yaml")))
+        raise ConfigError(f"unknown preset '{name}'; available presets: {names}")
     return candidate
 
 
@@ -337,9 +338,13 @@ def list_presets() -> list[str]:
     return sorted(p.stem for p in PRESET_DIR.glob("*.yaml"))
 
 
-def load_preset_dict(name: str | Path, _seen: tuple[str, ...] = ()) -> dict[str, Any]:
-    """Read a preset, following `base:` parents; later files override earlier ones."""
-    path = preset_path(name)
+def load_preset_dict(
+    name: str | Path, _seen: tuple[str, ...] = (), presets: Path = PRESET_DIR
+) -> dict[str, Any]:
+    """Read a preset, following `base:` parents; later files override earlier ones. A bare
+    base name is a sibling file first, then a preset of the folder `presets` (a reproduce
+    preset's base is a reproduce preset, wherever the file that names it lies)."""
+    path = preset_path(name, presets)
     if str(path) in _seen:
         raise ConfigError(f"preset cycle through {path}")
     data = read_yaml_mapping(
@@ -348,12 +353,10 @@ def load_preset_dict(name: str | Path, _seen: tuple[str, ...] = ()) -> dict[str,
     base = data.pop("base", None)
     if base is None:
         return data
-    # A bare name is a sibling preset first (a reproduce preset's base is a reproduce preset),
-    # then a training preset.
     sibling = path.parent / f"{base}.yaml"
     if Path(str(base)).suffix not in (".yaml", ".yml") and sibling.is_file():
         base = sibling
-    parent = load_preset_dict(base, (*_seen, str(path)))
+    parent = load_preset_dict(base, (*_seen, str(path)), presets)
     return deep_update(parent, data)
 
 

@@ -114,6 +114,20 @@ def test_the_en_de_preset_is_the_multi30k_recipe_in_the_other_direction():
     )
 
 
+def test_a_users_preset_file_builds_on_a_shipped_preset_by_name(tmp_path):
+    """A preset file outside the package names a shipped reproduce preset as its base by name
+    (a sibling file of that name would come first); a name no folder has is refused, listing
+    the reproduce presets."""
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("base: multi30k-en-de\nar1: {enabled: false}\n", encoding="utf-8")
+    cfg = load_reproduce_config(str(mine))
+    assert cfg.data.corpus == load_reproduce_config("multi30k-en-de").data.corpus
+    assert not cfg.ar1.enabled
+    mine.write_text("base: small-padir\n", encoding="utf-8")  # a training preset: not a base
+    with pytest.raises(ConfigError, match=r"unknown preset 'small-padir'.*multi30k-en-de"):
+        load_reproduce_config(str(mine))
+
+
 def test_the_ablation_preset_is_the_multi30k_recipe_stopped_at_the_compared_step():
     """The baseline of `multi30k-ablation` must be the first steps of the multi30k run: the
     same teacher, distillation, variants and PaDIR settings but for max_steps, which the

@@ -768,3 +768,24 @@ def test_damaged_checkpoints_are_clean_errors(
     assert re.match(r"gmlm: error: .*" + message, captured.err) and captured.out == ""
     with pytest.raises(GmlmError, match=message):
         gmlm.load(folder, device="cpu")
+
+
+def test_an_ar_batch_plan_counts_each_source_with_its_eos() -> None:
+    """Without PaDIR's length pass a batch is planned on the sources' widths, EOS counted:
+    with beam 2 and a budget of 24 row-positions, two 5-token sources (width 6: 2 x 2 x 6 = 24)
+    fill a batch, and the three 3-token ones (width 4: 3 x 2 x 4 = 24) the next; widest
+    first, ties in input order."""
+    from gmlm.translation.batch_plan import plan_batches
+
+    config = ModelConfig(vocab_size=16, d_model=8, n_heads=2, d_ff=16)
+    sources = [[7] * 3, [7] * 5, [7] * 3, [7] * 5, [7] * 3]
+    planned = plan_batches(
+        None,  # type: ignore[arg-type]  # not read without a token-budgeted PaDIR plan
+        config,
+        sources,
+        SearchOptions(beam=2),
+        batch_size=None,
+        max_tokens=24,
+        device=torch.device("cpu"),
+    )
+    assert [(batch, plan) for batch, plan in planned] == [([1, 3], None), ([0, 2, 4], None)]

@@ -555,7 +555,7 @@ def read_reproduce_file(path: Path, overrides: Sequence[str] = ()) -> ReproduceC
     """The ReproduceConfig of the YAML file `path` (a preset and its `base:` chain, or a run's
     reproduce.yaml) and the `key=value` overrides, the file's former keys read as the settings
     that replaced them (:func:`upgrade_former_keys`)."""
-    data = upgrade_former_keys(load_preset_dict(path))
+    data = upgrade_former_keys(load_preset_dict(path, presets=PRESETS_DIR))
     for text in overrides:
         data = deep_update(data, parse_override(text))
     return from_dict(ReproduceConfig, data)
