@@ -226,6 +226,25 @@ def test_a_batch_with_room_waits_for_more_and_a_full_one_starts_at_once():
     asyncio.run(scenario())
 
 
+def test_a_wait_under_a_second_still_gathers_the_request_that_comes_within_it():
+    """max_wait_ms=500: a request 50 ms after the first joins its batch (the wait is counted
+    in milliseconds, however short)."""
+
+    async def scenario() -> None:
+        batcher = _batcher(max_batch_sentences=4, max_wait_ms=500)
+        backend: GatedBackend = batcher.backend  # type: ignore[assignment]
+        loop_task = asyncio.create_task(batcher.run())
+        first = batcher.submit(["a"], _prepared(["a"]), 30)
+        await asyncio.sleep(0.05)
+        second = batcher.submit(["b"], _prepared(["b"]), 30)
+        answers = await asyncio.wait_for(asyncio.gather(first.future, second.future), 30)
+        loop_task.cancel()
+        assert backend.batches == [["a", "b"]]
+        assert [a.translations for a in answers] == [["A"], ["B"]]
+
+    asyncio.run(scenario())
+
+
 def test_the_recent_rate_is_a_moving_average_that_starts_at_the_first_batch():
     assert _average(0.0, 2.0) == 2.0
     assert _average(1.0, 2.0) == pytest.approx(1.2)

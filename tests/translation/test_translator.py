@@ -789,3 +789,33 @@ def test_an_ar_batch_plan_counts_each_source_with_its_eos() -> None:
         device=torch.device("cpu"),
     )
     assert [(batch, plan) for batch, plan in planned] == [([1, 3], None), ([0, 2, 4], None)]
+
+
+@pytest.mark.parametrize("kind", ["ar", "padir"])
+def test_lines_encoded_already_translate_as_their_text_does(
+    kind: str, translators: dict[str, Translator]
+) -> None:
+    """translate_lines (the service's path: the ids its checks encoded) gives translate's
+    outputs under the same defaults, an empty line included."""
+    from gmlm.data.lengths import encode_inputs
+
+    translator = translators[kind]
+    lines = [*sentences(5, seed=6), ""]
+    ids = encode_inputs(translator.tokenizer, lines, translator.config.max_source_len).ids
+    expected = translator.translate(lines)
+    assert translator.translate_lines(ids) == expected and expected[-1] == ""
+    assert translator.translate_lines(ids, seed=1) == translator.translate(lines, seed=1)
+
+
+def test_a_language_warning_names_the_frame_that_asked(translators: dict[str, Translator]):
+    """check_language called directly warns at its caller (stacklevel 1: this file)."""
+    from gmlm.checkpoint.languages import Languages
+
+    translator = translators["ar"]
+    translator.languages, kept = Languages("de", "en"), translator.languages
+    try:
+        with pytest.warns(UserWarning) as caught:
+            translator.check_language(["1234 5678"])
+    finally:
+        translator.languages = kept
+    assert caught[0].filename == __file__
