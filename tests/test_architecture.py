@@ -481,3 +481,19 @@ def test_the_gmlm_package_exports_the_decoding_settings() -> None:
     assert gmlm.Translator.__name__ == "Translator"
     with pytest.raises(AttributeError, match="no attribute 'Options'"):
         gmlm.Options  # noqa: B018
+
+
+# The longest a function of src/gmlm may be, in lines (signature and docstring included): one
+# idea per function, readable in one screen or two.
+LONGEST_FUNCTION = 99
+
+
+def test_no_function_is_longer_than_the_limit() -> None:
+    lengths = sorted(
+        (node.end_lineno - node.lineno + 1, f"{path.relative_to(SRC)}:{node.lineno} {node.name}")
+        for path in (SRC / "gmlm").rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno
+    )
+    print("longest functions:", lengths[-3:])
+    assert lengths[-1][0] <= LONGEST_FUNCTION, [x for x in lengths if x[0] > LONGEST_FUNCTION]
