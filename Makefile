@@ -171,7 +171,8 @@ serve-overload: $(STAMP)
 #   make mutate MODULE=src/gmlm/decoding/scores.py TESTS=tests/decoding/test_refinement.py
 # MUTATE_FLAGS="--sample 20" runs 20 of them (drawn with --seed 0), --json FILE records them.
 # `make mutation` runs every line of tools/mutation-plan.txt into runs/mutation/ and prints
-# docs/MUTATION.md's table (about an hour on a shared 2-core machine).
+# its table (docs/MUTATION.md, "Survival per module"; about an hour on a shared 2-core
+# machine).
 MODULE ?=
 TESTS ?=
 MUTATE_FLAGS ?=

@@ -1,4 +1,5 @@
-"""File-translation rate of PaDIR and AR by batch setting: docs/history/multi30k-de-en-notes.md "Batches by tokens".
+"""File-translation rate of PaDIR and AR by batch setting: "Batches by tokens" in
+docs/history/multi30k-de-en-notes.md.
 
     python tools/batch_rates.py --padir checkpoints/multi30k-de-en/padir \\
         --ar checkpoints/multi30k-de-en/ar --input ../shared/data/multi30k/test_2016_flickr.de.gz \\

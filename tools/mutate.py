@@ -18,8 +18,8 @@ thread: `OMP_NUM_THREADS=1` is set for the children.
 Why not mutmut: mutmut 3 copies the whole project into `mutants/`, runs the full test suite
 once to map tests to functions and forks a worker per core; here one module is checked against
 chosen tests, one process at a time, on a shared 2-core machine, with nothing written into the
-source tree. `--json` records the result; `--table` renders such records as docs/MUTATION.md's
-table.
+source tree. `--json` records the result; `--table` renders such records as the
+table of docs/MUTATION.md's "Survival per module".
 """
 
 from __future__ import annotations
