@@ -47,15 +47,19 @@ CONTENT_WORDS = {
 }
 
 # Each shipped folder, its model kind, the language pair its meta.json records and the
-# decoding defaults its decoding.json holds (chosen by the run's calibrate stage on `val`:
-# docs/RESULTS.md, "Length calibration").
+# decoding defaults its decoding.json holds (chosen on `val`: the length settings by the run's
+# calibrate stage, English-German PaDIR's pruning by its decoding ablation; docs/RESULTS.md).
 RELEASED_FOLDERS = {
     "multi30k-de-en/ar": ("ar", ("de", "en"), {}),
     "multi30k-de-en/ar1": ("ar", ("de", "en"), {}),
     "multi30k-de-en/padir": ("padir", ("de", "en"), {"length_shift": 1}),
     "multi30k-en-de/ar": ("ar", ("en", "de"), {}),
     "multi30k-en-de/ar1": ("ar", ("en", "de"), {"length_penalty": 1.4}),
-    "multi30k-en-de/padir": ("padir", ("en", "de"), {"length_shift": 1}),
+    "multi30k-en-de/padir": (
+        "padir",
+        ("en", "de"),
+        {"length_shift": 1, "prune_after": 2, "prune_keep": [2]},
+    ),
 }
 
 
