@@ -48,8 +48,9 @@ def test_cuda_translates_as_the_cpu(name: str) -> None:
 @pytest.mark.parametrize("name", ["ar", "padir", "ar1"])
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 def test_cuda_graphs_change_no_output(name: str, precision: str) -> None:
-    eager = gmlm.load(RELEASED / name, device="cuda")
-    graphs = gmlm.load(RELEASED / name, device="cuda", cuda_graphs=True)
+    """Graphs of the eager loops (a PaDIR pass, an AR step) change no output."""
+    eager = gmlm.load(RELEASED / name, device="cuda", cuda_graphs=False, fixed_shapes=False)
+    graphs = gmlm.load(RELEASED / name, device="cuda", cuda_graphs=True, fixed_shapes=False)
     for settings in SETTINGS["padir" if name == "padir" else "ar"]:
         expected = eager.translate(SOURCES, batch_size=1, precision=precision, **settings)
         for _ in range(2):  # captured, then replayed
@@ -139,3 +140,18 @@ def test_fixed_shapes_and_whole_refinement_graphs_by_default_on_a_gpu() -> None:
         for _ in range(2):  # captured, then replayed
             assert gpu.translate(SOURCES, batch_size=size) == expected
     assert gpu.cuda_graph_count() <= 2 * 4 * 3  # encoder + refinement, few buckets
+
+
+@pytest.mark.parametrize("name", ["ar", "ar1"])
+def test_ar_search_at_fixed_shapes_by_default_on_a_gpu(name: str) -> None:
+    """AR greedy and beam search on a GPU run at fixed shapes, each step one graph per bucket,
+    by default; the outputs are the eager CPU search's, at every batch size."""
+    cpu = gmlm.load(RELEASED / name, device="cpu")
+    gpu = gmlm.load(RELEASED / name, device="cuda")
+    assert gpu.fixed_shapes and gpu.cuda_graphs and not cpu.fixed_shapes
+    for settings in SETTINGS["ar"]:
+        expected = cpu.translate(SOURCES, **settings)
+        for size in (1, 2, 5, 6):
+            for _ in range(2):  # captured, then replayed
+                assert gpu.translate(SOURCES, batch_size=size, **settings) == expected
+    assert gpu.cuda_graph_count() <= 2 * 4 * 3 * 2

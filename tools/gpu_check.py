@@ -11,9 +11,9 @@ fails is a row saying why, and the others still run:
 1. default and eager: ``Translator.translate`` of PaDIR T=4 B=5 and AR beam 5, fp32 and
    bf16, batch 1 / 8 / 32, each call on new test sentences (new shapes, as a service meets
    them): median ms of 12 calls after one; "default" as ``gmlm.load`` gives it on a GPU
-   (PaDIR at fixed shapes, its refinement by CUDA graphs; AR eager), "eager" with both off
-   (the rows of ../shared/tools/gpu_diag.py, for comparison row by row);
-2. graphs: batch 1 with CUDA graphs (PaDIR's default; AR with ``cuda_graphs=True``), end to
+   (both at fixed shapes, PaDIR's refinement and each AR step by CUDA graphs), "eager" with
+   both off (the rows of ../shared/tools/gpu_diag.py, for comparison row by row);
+2. graphs: batch 1 with CUDA graphs at fixed shapes (the default for both), end to
    end (text in, text out) on --sentences test sentences after one untimed pass over them
    (capture): p50 / p99 ms;
 3. service: ``gmlm loadtest --serve`` (open-loop Poisson, 1-line requests) of PaDIR and AR
@@ -111,7 +111,7 @@ def graphs(sentences: list[str]) -> list[Row]:
     rows = []
     for system, (name, settings) in SYSTEMS.items():
         translator = gmlm.load(CHECKPOINTS / name, device="cuda", cuda_graphs=True)
-        assert translator.fixed_shapes == (name == "padir")
+        assert translator.fixed_shapes
         options = translator.options(**settings)
         for precision in ("fp32", "bf16"):
             for line in sentences:  # capture every shape first
@@ -243,8 +243,9 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=6, help="seconds per service rate")
     parser.add_argument(
         "--serve-flags",
-        default="--max-batch-sentences 256 --max-batch-tokens 8192 --max-queue-sentences 4096",
-        help="batching flags of the served GPU (the defaults are sized for 2 CPU cores)",
+        default="",
+        help="extra flags of the served GPU (default: none, so the service runs with its GPU "
+        "batching defaults, gmlm.serve.settings.GPU_BATCHING)",
     )
     parser.add_argument("--train-steps", type=int, default=6)
     parser.add_argument(

@@ -20,8 +20,8 @@ def load(
     fixed_shapes: bool | None = None,
 ) -> Translator:
     """A Translator for a trained checkpoint: ``gmlm.load(path).translate(["Hallo Welt."])``;
-    `cuda_graphs`, `fixed_shapes`: PaDIR's GPU decoding, by CUDA graphs at bucketed shapes
-    with no host sync inside the passes; None: on for PaDIR on a GPU (:class:`gmlm.Translator`).
+    `cuda_graphs`, `fixed_shapes`: GPU decoding, by CUDA graphs at bucketed shapes with no
+    host sync inside PaDIR's passes or an AR step; None: on on a GPU (:class:`gmlm.Translator`).
 
     Imports torch and the models on first use, so ``import gmlm`` stays light.
     """

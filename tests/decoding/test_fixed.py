@@ -5,13 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from gmlm.decoding import fixed
 from gmlm.decoding.buckets import bucket
@@ -29,6 +25,7 @@ from gmlm.decoding.refinement import (
 from gmlm.errors import GmlmError
 from gmlm.models import PadirModel
 from tests.helpers.reversal import CONFIG, PAD
+from tests.helpers.syncs import counting_syncs
 
 
 def test_buckets_are_few_and_waste_at_most_half() -> None:
@@ -42,49 +39,6 @@ def test_buckets_are_few_and_waste_at_most_half() -> None:
     assert bucket(100, 128) == 128 and bucket(100, 110) == 110 and bucket(130, 128) == 192
     with pytest.raises(GmlmError, match="at least 1"):
         bucket(0)
-
-
-# What reads a device tensor's value on the host (a sync on a GPU) or gives a shape that
-# depends on data: counted by operator, and Tensor.tolist / .cpu / .item by call.
-SYNCING = {
-    "aten::_local_scalar_dense",
-    "aten::nonzero",
-    "aten::masked_select",
-    "aten::is_nonzero",
-    "aten::equal",
-    "aten::unique",
-    "aten::_unique2",
-}
-
-
-class _Syncs(TorchDispatchMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen: Counter[str] = Counter()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-        name = func._schema.name
-        if name in SYNCING:
-            self.seen[name] += 1
-        return func(*args, **(kwargs or {}))
-
-
-@contextmanager
-def counting_syncs(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter[str]]:
-    seen: Counter[str] = Counter()
-    for method in ("tolist", "cpu", "item"):
-        original = getattr(torch.Tensor, method)
-
-        def counted(self, *args, _name=method, _original=original, **kwargs):  # type: ignore[no-untyped-def]
-            seen[_name] += 1
-            return _original(self, *args, **kwargs)
-
-        monkeypatch.setattr(torch.Tensor, method, counted)
-    mode = _Syncs()
-    with mode:
-        yield seen
-    seen.update(mode.seen)
-    monkeypatch.undo()
 
 
 def _passes_inputs(

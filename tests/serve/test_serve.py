@@ -386,3 +386,31 @@ def test_models_list_the_language_pair_their_checkpoints_record(tiny_models):
     with running(lambda: models) as url:
         listed = httpx.get(url + "/v1/models").json()["models"]
     assert {m["name"]: m["languages"] for m in listed} == {"padir": "de-en", "ar": None}
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        ([], (32, 1024, 256)),
+        (["--device", "cuda"], (256, 8192, 4096)),
+        (["--device", "cuda:1", "--max-batch-tokens", "2048"], (256, 2048, 4096)),
+        (["--max-batch-sentences", "8"], (8, 1024, 256)),
+    ],
+)
+def test_a_gpu_service_batches_larger_by_default(flags, expected, monkeypatch):
+    """`gmlm serve --device cuda` takes GPU_BATCHING's batching defaults; flags given win, and
+    the CPU keeps its own."""
+    import gmlm.serve.server
+    from gmlm.cli.main import main
+
+    seen = []
+    monkeypatch.setattr(
+        gmlm.serve.server, "serve", lambda models, settings, *rest: seen.append(settings) or 0
+    )
+    assert main(["serve", *flags]) == 0
+    (settings,) = seen
+    assert (
+        settings.max_batch_sentences,
+        settings.max_batch_tokens,
+        settings.max_queue_sentences,
+    ) == expected

@@ -819,3 +819,17 @@ def test_a_language_warning_names_the_frame_that_asked(translators: dict[str, Tr
     finally:
         translator.languages = kept
     assert caught[0].filename == __file__
+
+
+def test_an_ar_translator_searches_at_fixed_shapes_when_asked(
+    tokenizer: Tokenizer, translators: dict[str, Translator]
+) -> None:
+    """fixed_shapes=True on a CPU (the default on a GPU: gmlm.decoding.autoregressive_fixed):
+    the eager search's translations, greedy and beam, at batch sizes 1 and 16."""
+    fixed = Translator("ar", translators["ar"].model, tokenizer, fixed_shapes=True)
+    assert fixed.fixed_shapes and not translators["ar"].fixed_shapes
+    lines = sentences(16)
+    for beam in (1, 5):
+        expected = translators["ar"].translate(lines, beam=beam, max_len_b=4)
+        for size in (1, 16):
+            assert fixed.translate(lines, beam=beam, max_len_b=4, batch_size=size) == expected

@@ -54,7 +54,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from gmlm.serve.server import parse_models, serve
 
-    settings = ServeSettings(**option_overrides(args, [ServeSettings]))
+    settings = ServeSettings.for_device(args.device, **option_overrides(args, [ServeSettings]))
     settings.validate()
     models = parse_models(args.model)
     return serve(models, settings, args.precision, args.device)

@@ -66,9 +66,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_device(p)
     add_cuda_graphs(
         p,
-        "- default: on for a PaDIR model on a GPU (its batches are padded to a few bucketed "
-        "shapes), off for AR (a graph per batch shape and step: it pays where shapes repeat, "
-        "e.g. --batch-size 1, not on a short file whose batches each meet new shapes)",
+        "- default: on on a GPU, where decoding runs at a few bucketed shapes (PaDIR: every "
+        "candidate every pass; AR: a preallocated cache at a bucketed length), so a few graphs "
+        "serve every batch",
         default=None,
     )
     add_precision(

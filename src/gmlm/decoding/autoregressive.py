@@ -101,15 +101,23 @@ def banned_tokens(config: ModelConfig, device: torch.device) -> Tensor:
 
 
 def constrained_log_probs(
-    logits: Tensor, length: int, limits: Tensor, options: SearchOptions, config: ModelConfig
+    logits: Tensor,
+    length: int | Tensor,
+    limits: Tensor,
+    options: SearchOptions,
+    config: ModelConfig,
 ) -> Tensor:
     """Log-probabilities (N, V) of the next token from logits (N, V), where the token would
-    make the output `length` long (EOS counted) and row n may be at most limits[n] long."""
+    make the output `length` long (EOS counted; an int, or a 0-dim tensor on the device that
+    is never read on the host) and row n may be at most limits[n] long."""
     log_probs = logits.float().log_softmax(-1)
     log_probs = log_probs.masked_fill(banned_tokens(config, logits.device), -math.inf)
     is_eos = torch.arange(log_probs.shape[1], device=logits.device) == config.eos_id
     at_limit = (limits <= length).unsqueeze(1)
-    if length < options.min_length:
+    too_early = length < options.min_length
+    if isinstance(too_early, Tensor):
+        log_probs = log_probs.masked_fill(is_eos & ~at_limit & too_early, -math.inf)
+    elif too_early:
         log_probs = log_probs.masked_fill(is_eos & ~at_limit, -math.inf)
     return log_probs.masked_fill(at_limit & ~is_eos, -math.inf)
 
@@ -344,12 +352,29 @@ def beam_step(model: AutoregressiveModel, state: BeamState, options: SearchOptio
 
 def beam_finish(state: BeamState) -> list[list[Hypothesis]]:
     """Each sentence's finished hypotheses, best score first (call once none is active)."""
+    return finished_hypotheses(
+        state.finished_tokens,
+        state.finished_lengths,
+        state.finished_log_probs,
+        state.finished_scores,
+    )
+
+
+def finished_hypotheses(
+    finished_tokens: Tensor,
+    finished_lengths: Tensor,
+    finished_log_probs: Tensor,
+    finished_scores: Tensor,
+) -> list[list[Hypothesis]]:
+    """Each sentence's hypotheses from a search's finished slots, (B, k, L) tokens and
+    (B, k) lengths (EOS counted), log-probabilities and scores (-inf: an empty slot), kept
+    best first; the slots with a finite score, in their order."""
     results = []
     for tokens, lengths, log_probs, scores in zip(
-        state.finished_tokens.tolist(),
-        state.finished_lengths.tolist(),
-        state.finished_log_probs.tolist(),
-        state.finished_scores.tolist(),
+        finished_tokens.tolist(),
+        finished_lengths.tolist(),
+        finished_log_probs.tolist(),
+        finished_scores.tolist(),
         strict=True,
     ):
         results.append(

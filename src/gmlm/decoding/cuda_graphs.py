@@ -28,10 +28,14 @@ copies a call's tensors into that graph's static input buffers before the replay
   passes and their bookkeeping: stutter remasking, early stopping and pruning as masks): (rows,
   width, source width rounded up, dtype, K, the options), the rows and width already bucketed by
   the fixed-shape decoder, so a whole decode is the encoder's graph and this one;
-* AR step: (rows, new tokens, cached positions, source width rounded up, dtype); the cache
-  length is exact (it is the causal attention's width), so a graph serves one step index.
-  The cross-attention memory's buffers are shared by the graphs of one (rows, source width),
-  and copied only when the memory changes (once per sentence, not per step).
+* AR search at fixed shapes (:mod:`gmlm.decoding.autoregressive_fixed`, the default on a
+  GPU): one graph per (sentences, beams, cache width, source width, dtype, the options), all
+  bucketed, replayed once per step on the search's static state, which each replay updates in
+  place; the host looks at the state only every few steps;
+* AR step of the eager search: (rows, new tokens, cached positions, source width rounded up,
+  dtype); the cache length is exact (it is the causal attention's width), so a graph serves
+  one step index. The cross-attention memory's buffers are shared by the graphs of one (rows,
+  source width), and copied only when the memory changes (once per sentence, not per step).
 
 A signature seen for the first time is captured then (one eager warm-up call on a side
 stream, then the capture), which costs far more than a replay: latency measurements warm up
@@ -57,10 +61,11 @@ from typing import Any, Generic, TypeVar
 import torch
 from torch import Tensor
 
+from gmlm.decoding.autoregressive_fixed import FixedSearch, fixed_search_step, run_steps
 from gmlm.decoding.buckets import bucket
 from gmlm.decoding.cancel import cancellable, checkpoint
 from gmlm.decoding.fixed import Passes, fixed_passes
-from gmlm.decoding.options import RefinementOptions
+from gmlm.decoding.options import RefinementOptions, SearchOptions
 from gmlm.errors import GmlmError
 from gmlm.models.autoregressive import AutoregressiveModel, DecoderCache
 from gmlm.models.padir import DecoderPositions, PadirEncoderOutput, PadirModel
@@ -331,7 +336,14 @@ class PadirGraphs(_Runner[PadirModel]):
 
 
 class AutoregressiveGraphs(_Runner[AutoregressiveModel]):
-    """``decode_step`` of an autoregressive model, by signature (module docstring)."""
+    """``decode_step`` of an autoregressive model, by signature, and a fixed-shape search's
+    step (module docstring)."""
+
+    def __init__(
+        self, model: AutoregressiveModel, capture: bool = True, multiple: int = MULTIPLE
+    ) -> None:
+        super().__init__(model, capture, multiple)
+        self.states: dict[tuple[object, ...], FixedSearch] = {}
 
     def decode_step(self, tokens: Tensor, cache: DecoderCache) -> tuple[Tensor, DecoderCache]:
         """:meth:`AutoregressiveModel.decode_step` by graph."""
@@ -347,6 +359,32 @@ class AutoregressiveGraphs(_Runner[AutoregressiveModel]):
         logits, *new_past = recording.run()
         layers = len(new_past) // 2
         return logits, DecoderCache(cache.cross, KVCache(new_past[:layers], new_past[layers:]))
+
+    def search(self, state: FixedSearch, options: SearchOptions) -> FixedSearch:
+        """:func:`gmlm.decoding.autoregressive_fixed.fixed_search`, each step a replay of one
+        graph per signature (sentences, beams, cache width, source width, dtype, the
+        options): `state` is copied into the graph's static state, which every replay
+        updates in place and which is returned (read it before the next search)."""
+        key = ("search", *(t.shape for t in state.tensors()), state.past_keys[0].dtype, options)
+        recording = self.recording(key, lambda: self._search(key, state, options))
+        static = self.states[key]
+        static.load(state)  # after the recording, whose warm-up and capture ran steps
+        run_steps(static, recording.run)
+        return static
+
+    def _search(
+        self, key: tuple[object, ...], state: FixedSearch, options: SearchOptions
+    ) -> _Recording:
+        static = state.empty_like()
+        static.load(state)  # the warm-up step runs on real values
+        self.states[key] = static
+
+        def call() -> tuple[Tensor, ...]:
+            with cancellable(lambda: False):  # never stop inside a capture
+                fixed_search_step(self.model, static, options)
+            return ()
+
+        return _Recording(tuple(static.tensors()), call)
 
     def _recording(self, buffers: _Memory, tokens: Tensor, past: KVCache) -> _Recording:
         static_tokens = torch.zeros_like(tokens)
@@ -383,6 +421,7 @@ def graphed(model: Model, capture: bool = True, multiple: int = MULTIPLE) -> Mod
     else:
         runner = AutoregressiveGraphs(model, capture, multiple)
         setattr(clone, "decode_step", runner.decode_step)  # noqa: B010
+        setattr(clone, "fixed_search", runner.search)  # noqa: B010 (read by autoregressive_fixed)
     setattr(clone, "encode", runner.encode)  # noqa: B010
     object.__setattr__(clone, "graphs", runner)
     return clone

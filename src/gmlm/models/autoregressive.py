@@ -104,6 +104,36 @@ class DecoderLayer(nn.Module):
             queries, (keys, values), causal=True, return_weights=return_weights
         )
         x = x + self.dropout(attended)
+        x, cross_weights = self._cross_and_ffn(x, cross, src_padding_mask, return_weights)
+        return x, (keys, values), self_weights, cross_weights
+
+    def step_in_place(
+        self,
+        x: Tensor,
+        position: Tensor,
+        past: tuple[Tensor, Tensor],
+        later: Tensor,
+        cross: tuple[Tensor, Tensor],
+        src_padding_mask: Tensor | None,
+    ) -> Tensor:
+        """One new position x (N, 1, D) at `position` (a 0-dim long tensor): its keys/values
+        are written into the preallocated `past` (N, H, L, D/H) at that position, and it
+        attends to the positions up to it (`later`: (N, L), True past it). Returns the new x."""
+        queries, (keys, values) = self.self_attn.project_qkv(self.self_norm(x))
+        index = position.view(1)
+        past[0].index_copy_(2, index, keys)
+        past[1].index_copy_(2, index, values)
+        attended, _ = self.self_attn.attend(queries, past, key_padding_mask=later)
+        x = x + self.dropout(attended)
+        return self._cross_and_ffn(x, cross, src_padding_mask, False)[0]
+
+    def _cross_and_ffn(
+        self,
+        x: Tensor,
+        cross: tuple[Tensor, Tensor],
+        src_padding_mask: Tensor | None,
+        return_weights: bool,
+    ) -> tuple[Tensor, Tensor | None]:
         attended, cross_weights = self.cross_attn(
             self.cross_norm(x),
             cross,
@@ -112,7 +142,7 @@ class DecoderLayer(nn.Module):
         )
         x = x + self.dropout(attended)
         x = x + self.dropout(self.ffn(self.ffn_norm(x)))
-        return x, (keys, values), self_weights, cross_weights
+        return x, cross_weights
 
 
 class AutoregressiveModel(nn.Module):
@@ -166,6 +196,27 @@ class AutoregressiveModel(nn.Module):
         """
         out, cache = self._run_decoder(tokens, cache, return_attention=False)
         return out.logits, cache
+
+    def decode_step_in_place(
+        self, tokens: Tensor, position: Tensor, cross: KVCache, past: KVCache
+    ) -> Tensor:
+        """Feed one token per row, tokens (N, 1), at `position` (a 0-dim long tensor, the
+        same for every row) on a preallocated self-attention cache `past` (N, H, L, D/H per
+        layer), which this writes in place at that position; keys after it are masked, so
+        their contents do not matter. Nothing is read on the host and every shape is fixed:
+        a CUDA graph can record it (:mod:`gmlm.decoding.autoregressive_fixed`). Returns the
+        next token's logits (N, V): :meth:`decode_step`'s up to float rounding."""
+        rows, width = tokens.shape[0], past.keys[0].shape[2]
+        table = self.target_positions.table.weight
+        x = self.dropout(
+            self.embeddings.embed_target(tokens) + table.index_select(0, position.view(1))
+        )
+        later = (torch.arange(width, device=tokens.device) > position).expand(rows, width)
+        for index, layer in enumerate(cast(list[DecoderLayer], self.layers)):
+            x = layer.step_in_place(
+                x, position, past.layer(index), later, cross.layer(index), cross.padding_mask
+            )
+        return self.embeddings.logits(self.final_norm(x))[:, -1]
 
     def decode(
         self, memory: EncoderOutput | KVCache, tgt_in: Tensor, return_attention: bool = False

@@ -52,14 +52,16 @@ checkpoint's kind; a name neither kind has is one that lists the valid names.
 the bf16 and int8 copies of the model are made on first use and kept. Decoding runs under
 ``torch.inference_mode``.
 
-On a GPU, PaDIR decodes at fixed shapes (``fixed_shapes``, :mod:`gmlm.decoding.fixed`): every
-candidate in every pass at bucketed widths and batch sizes, with no host sync inside the
-passes, so the host queues a whole decode without waiting; and its encoder and decoder passes
-replay CUDA graphs (``cuda_graphs``, :mod:`gmlm.decoding.cuda_graphs`; the first batch of each
-new bucket pays for its capture). Both default to on for a PaDIR model on a CUDA device and
-off elsewhere (on a CPU the eager loop, which retires finished candidates, is faster); the
-outputs are the same up to float rounding. An AR model's steps are not bucketed, so its
-graphs (one per batch shape and step) stay opt-in.
+On a GPU, decoding runs at fixed shapes (``fixed_shapes``): PaDIR
+(:mod:`gmlm.decoding.fixed`) every candidate in every pass at bucketed widths and batch sizes,
+with no host sync inside the passes, so the host queues a whole decode without waiting; AR
+search (:mod:`gmlm.decoding.autoregressive_fixed`) on a preallocated cache at a bucketed
+length, with no host sync inside a step and a look at the device every few steps. And the
+encoder, PaDIR's passes and each AR step replay CUDA graphs (``cuda_graphs``,
+:mod:`gmlm.decoding.cuda_graphs`; the first batch of each new bucket pays for its capture).
+Both default to on on a CUDA device and off elsewhere (on a CPU the eager loops, which retire
+finished candidates and sentences, are faster); the outputs are the same up to float
+rounding. With ``fixed_shapes=False`` an AR model's graphs are one per batch shape and step.
 """
 
 from __future__ import annotations
@@ -77,6 +79,7 @@ from gmlm.checkpoint.loading import load_for_inference
 from gmlm.config import SEED, check_value
 from gmlm.data.tokenizer import Tokenizer
 from gmlm.decoding.autoregressive import beam_search, greedy_search
+from gmlm.decoding.autoregressive_fixed import search_fixed
 from gmlm.decoding.cancel import checkpoint
 from gmlm.decoding.fixed import refine_fixed
 from gmlm.decoding.options import DecodingOptions, Precision, RefinementOptions
@@ -107,7 +110,7 @@ class Translator:
     `languages`: what it translates, as its checkpoint records it (:func:`load` reads it);
     :meth:`translate` checks its input against the source language
     (:mod:`gmlm.translation.language_check`; unknown: not checked). `fixed_shapes`:
-    PaDIR decodes at fixed shapes (see the module docstring); None: on a CUDA device."""
+    decoding runs at fixed shapes (see the module docstring); None: on a CUDA device."""
 
     def __init__(
         self,
@@ -142,7 +145,7 @@ class Translator:
         # grouping candidates by length saves; `gmlm translate --timing` reports it).
         self.padding = PaddingStats()
         on_gpu = self.device.type == "cuda"
-        self.cuda_graphs = on_gpu and kind == "padir" if cuda_graphs is None else cuda_graphs
+        self.cuda_graphs = on_gpu if cuda_graphs is None else cuda_graphs
         self.fixed_shapes = on_gpu if fixed_shapes is None else fixed_shapes
         if self.cuda_graphs and not on_gpu:
             raise GmlmError(
@@ -353,6 +356,8 @@ class Translator:
             refined = decode(model, src, options, seed, lengths, self.padding, encoded)
             return [r.tokens for r in refined]
         assert isinstance(model, AutoregressiveModel)
+        if self.fixed_shapes:
+            return [nbest[0].tokens for nbest in search_fixed(model, src, options)]
         if options.beam == 1:
             return [h.tokens for h in greedy_search(model, src, options)]
         return [nbest[0].tokens for nbest in beam_search(model, src, options)]
@@ -386,7 +391,7 @@ def load(
     fixed_shapes: bool | None = None,
 ) -> Translator:
     """A :class:`Translator` for a checkpoint folder (or a run folder's best checkpoint);
-    `cuda_graphs`, `fixed_shapes`: see :class:`Translator` (None: on for PaDIR on a GPU)."""
+    `cuda_graphs`, `fixed_shapes`: see :class:`Translator` (None: on on a GPU)."""
     loaded = load_for_inference(checkpoint, device=resolve_device(device))
     model = loaded.model
     if not isinstance(model, (AutoregressiveModel, PadirModel)):
