@@ -20,7 +20,9 @@ fails is a row saying why, and the others still run:
    beam 5 on ``--device cuda`` in fp32 and in bf16: p50 / p99 at each rate and the capacity
    (highest rate with p99 under 100 ms and no errors);
 4. training: ``gmlm throughput`` of small-padir, small-ar and base-padir, fp32 and bf16
-   autocast: target tokens/s and the bf16 / fp32 ratio.
+   autocast: target tokens/s, the model FLOP utilisation and the bf16 / fp32 ratio;
+5. compile: the same of base-padir with ``compile=true`` (torch.compile, 4 warm-up steps), to
+   set against its training row.
 
 Writes OUT/gpu-check.md (the table, with the card, torch and the settings) and
 OUT/gpu-check.json, and prints the table.
@@ -167,20 +169,28 @@ def service(source: Path, out: Path, rates: str, duration: float, flags: str) ->
     return rows
 
 
-def training(data: Path, steps: int) -> list[Row]:
+def training(data: Path, steps: int, configs: tuple[str, ...], *extra: str) -> list[Row]:
+    """`gmlm throughput` of each config (with the `extra` overrides), both precisions."""
     rows = []
-    for config in ("small-padir", "small-ar", "base-padir"):
+    for config in configs:
         command = [
             sys.executable, "-m", "gmlm", "throughput", "--config", config, "--steps",
-            str(steps), "--warmup", "2", f"data={data}", "device=cuda",
+            str(steps), "--warmup", "4" if extra else "2", f"data={data}", "device=cuda", *extra,
         ]  # fmt: skip
         done = subprocess.run(
             command, check=True, capture_output=True, text=True, env=ENV, timeout=300
         )
         report = json.loads(done.stdout.strip().splitlines()[-1])
         rates = report["tokens_per_s"]
-        rows.append({"config": config, "rates": rates, "bf16_over_fp32": report["speedup_median"]})
-        print(f"training {config}: {rates}")
+        rows.append(
+            {
+                "config": " ".join((config, *extra)),
+                "rates": rates,
+                "mfu": report["flop_utilisation"],
+                "bf16_over_fp32": report["speedup_median"],
+            }
+        )
+        print(f"training {config} {' '.join(extra)}: {rates}")
     return rows
 
 
@@ -213,9 +223,9 @@ def table(found: dict[str, Any]) -> str:
                     value += f" ({sum(row['errors'].values())} errors)"
             else:
                 for precision, rate in row["rates"].items():
-                    cells.setdefault(f"{row['config']}: target tokens/s", {})[precision] = (
-                        f"{rate:,.0f}"
-                    )
+                    mfu = row["mfu"].get(precision)
+                    shown = f"{rate:,.0f}" + ("" if mfu is None else f" (MFU {mfu:.1%})")
+                    cells.setdefault(f"{row['config']}: target tokens/s", {})[precision] = shown
                 continue
             cells.setdefault(what, {})[row.get("precision", "fp32")] = value
         for what, by in cells.items():
@@ -250,7 +260,7 @@ def main() -> None:
     parser.add_argument("--train-steps", type=int, default=6)
     parser.add_argument(
         "--sections",
-        default="default,eager,graphs,service,training",
+        default="default,eager,graphs,service,training,compile",
         help="which to run, in order",
     )
     args = parser.parse_args()
@@ -274,7 +284,10 @@ def main() -> None:
         "eager": lambda: batches(sentences, cuda_graphs=False, fixed_shapes=False),
         "graphs": lambda: graphs(sentences[: args.sentences]),
         "service": lambda: service(source, args.out, args.rates, args.duration, args.serve_flags),
-        "training": lambda: training(args.data, args.train_steps),
+        "training": lambda: training(
+            args.data, args.train_steps, ("small-padir", "small-ar", "base-padir")
+        ),
+        "compile": lambda: training(args.data, args.train_steps, ("base-padir",), "compile=true"),
     }
     for section in args.sections.split(","):
         print(f"== {section} ({time.perf_counter() - started:.0f} s so far)", flush=True)

@@ -97,6 +97,10 @@ class TrainConfig:
     # measured 5-13x slower than fp32).
     precision: Literal["auto", "fp32", "bf16"] = "auto"
     device: str = "auto"  # auto, cpu, cuda, cuda:1, ...
+    # torch.compile the training step's forward (the model and its loss): off by default, as
+    # it pays only on some devices and compiles again for new batch shapes; measure it first
+    # with `gmlm throughput CONFIG compile=true` against compile=false (docs/GPU.md)
+    compile: bool = False
     # CPU threads for torch; 0 keeps torch's default
     threads: int = field(default=0, metadata=bounds(THREADS))
     log_every: int = field(default=50, metadata=bounds(STEPS))

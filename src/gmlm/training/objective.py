@@ -10,6 +10,7 @@ neither imports the other.
 from __future__ import annotations
 
 import dataclasses
+from typing import cast
 
 import torch
 from torch import Tensor, nn
@@ -19,6 +20,19 @@ from gmlm.models.autoregressive import AutoregressiveModel
 from gmlm.models.losses import Loss
 from gmlm.models.padir import PadirModel
 from gmlm.training.config import TrainConfig
+
+COMPILE_BACKEND = "inductor"
+"""torch.compile's backend for ``compile=true`` (torch's default; the tests use aot_eager,
+which needs no C compiler)."""
+
+
+def loss_module(model: nn.Module, cfg: TrainConfig) -> nn.Module:
+    """The :class:`LossModule` of `model` that training runs: compiled by torch.compile with
+    ``cfg.compile`` (:data:`COMPILE_BACKEND`), the model's weights shared either way."""
+    module = LossModule(model, cfg)
+    if not cfg.compile:
+        return module
+    return cast(nn.Module, torch.compile(module, backend=COMPILE_BACKEND))
 
 
 def objective(token_loss: Loss, length_loss: Loss, cfg: TrainConfig) -> Loss:

@@ -21,7 +21,7 @@ from torch import nn
 
 from gmlm.data.batching import Batch
 from gmlm.training.config import TrainConfig
-from gmlm.training.objective import LossModule, objective
+from gmlm.training.objective import loss_module, objective
 from gmlm.training.optim import build_optimizer
 from gmlm.training.precision import autocast
 
@@ -45,7 +45,7 @@ def time_steps(
     for name in dict.fromkeys(precisions):
         model = copy.deepcopy(base)
         runs[name] = (
-            LossModule(model, cfg),
+            loss_module(model, cfg),
             build_optimizer(model, cfg.optim),
             TRAINING_PRECISIONS[name],
         )

@@ -99,6 +99,7 @@ def measure_throughput(
         "warmup_steps": warmup,
         "torch": torch_version(),
         "stages": cfg.padir.stages if cfg.kind == "padir" else None,
+        "compile": cfg.compile,
     }
     medians = {k: statistics.median(v) for k, v in rates.items()}
     if resolve_precision(auto, device) is not None and len(medians) == 2:

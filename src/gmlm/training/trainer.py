@@ -68,7 +68,7 @@ from gmlm.nn.layers import count_parameters
 from gmlm.provenance import torch_version
 from gmlm.training import checkpoint as ckpt
 from gmlm.training.config import TrainConfig, use_vocab_size
-from gmlm.training.objective import LossModule, objective
+from gmlm.training.objective import loss_module, objective
 from gmlm.training.optim import build_optimizer, lr_at, set_lr
 from gmlm.training.precision import (
     PRECISION_KEY,
@@ -141,7 +141,7 @@ class Trainer:
             torch.set_num_threads(cfg.threads)
         torch.manual_seed(cfg.seed + 1000 * self.dist.rank)
         self.model = build_model(cfg.kind, cfg.model).to(self.device)
-        self.loss_module: nn.Module = LossModule(self.model, cfg)
+        self.loss_module: nn.Module = loss_module(self.model, cfg)
         if self.dist.active:
             self.loss_module = DistributedDataParallel(self.loss_module)
         self.optimizer = build_optimizer(self.model, cfg.optim)
