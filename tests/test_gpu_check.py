@@ -47,7 +47,18 @@ def test_the_table_has_a_row_per_measurement_and_says_what_failed() -> None:
             "graphs": "RuntimeError: capture failed",
             "service": [SERVED_FP32, SERVED_BF16],
             "training": [
-                {"config": "base-padir", "rates": {"fp32": 52400.0, "bf16": 251000.0}},
+                {
+                    "config": "base-padir",
+                    "rates": {"fp32": 52400.0, "bf16": 251000.0},
+                    "mfu": {"fp32": 0.25, "bf16": None},
+                },
+            ],
+            "compile": [
+                {
+                    "config": "base-padir compile=true",
+                    "rates": {"fp32": 60000.0},
+                    "mfu": {"fp32": 0.125},
+                },
             ],
         },
     }
@@ -58,7 +69,8 @@ def test_the_table_has_a_row_per_measurement_and_says_what_failed() -> None:
     served = "| service | padir at 1000/s: achieved/s, p50 / p99 ms |"
     assert f"{served} 998, 5 / 40 | 700, 50 / - (3 errors) |" in lines
     assert "| service | padir: capacity (p99 < 100 ms, no errors) | 1000/s | none |" in lines
-    assert "| training | base-padir: target tokens/s | 52,400 | 251,000 |" in lines
+    assert "| training | base-padir: target tokens/s | 52,400 (MFU 25.0%) | 251,000 |" in lines
+    assert "| compile | base-padir compile=true: target tokens/s | 60,000 (MFU 12.5%) |  |" in lines
 
 
 @pytest.mark.skipif(
