@@ -50,6 +50,29 @@ def test_decode_stops_at_eos_and_drops_specials(tokenizer: Tokenizer) -> None:
     assert tokenizer.decode_batch([ids, [*ids, 3, *ids]]) == ["der Hund", "der Hund"]
 
 
+def test_a_character_cut_short_is_dropped_not_decoded_to_a_replacement_mark(
+    tokenizer: Tokenizer,
+) -> None:
+    """A model may emit a character's first byte pieces without the rest (or a stray
+    continuation byte): those bytes are dropped, the text around them and every whole
+    character kept, instead of U+FFFD in the translation."""
+    ids = tokenizer.encode("ein ✓ und 🐕 Haus")
+    bytes_at = [n for n, i in enumerate(ids) if tokenizer.id_to_piece(i).startswith("<0x")]
+    assert len(bytes_at) == 7  # ✓: 3 bytes, 🐕: 4
+    check, dog = bytes_at[:3], bytes_at[3:]
+    for cut in ([check[2]], [check[0]], [dog[1]], [*check[1:], dog[3]]):
+        text = tokenizer.decode([i for n, i in enumerate(ids) if n not in cut])
+        assert "\ufffd" not in text and text.startswith("ein") and text.endswith("Haus")
+        assert ("✓" in text) == (not set(cut) & set(check))
+        assert ("🐕" in text) == (not set(cut) & set(dog))
+    # A valid U+FFFD of the text itself stays; random ids never decode to a broken character.
+    assert tokenizer.decode(tokenizer.encode("a \ufffd b")) == "a \ufffd b"
+    rng = random.Random(0)
+    for _ in range(300):
+        noise = [rng.randrange(6, tokenizer.vocab_size) for _ in range(rng.randint(1, 12))]
+        assert "\ufffd" not in tokenizer.decode(noise)
+
+
 def test_save_load(tokenizer: Tokenizer, tmp_path: Path) -> None:
     tokenizer.save(tmp_path)
     loaded = Tokenizer.load(tmp_path)

@@ -62,6 +62,12 @@ class Tokenizer:
                 f"{list(expected)}, found {list(actual)}); train one with `gmlm data prepare`"
             )
         self._special = frozenset(range(6))
+        # Each byte-fallback piece's byte value ("<0xE2>" -> 0xE2).
+        self._bytes = {
+            i: int(self._sp.id_to_piece(i)[3:5], 16)
+            for i in range(self._sp.get_piece_size())
+            if self._sp.is_byte(i)
+        }
 
     # --- training and persistence -------------------------------------------------------
     @classmethod
@@ -204,7 +210,9 @@ class Tokenizer:
         return list(self._sp.encode(list(texts), num_threads=threads or os.cpu_count() or 1))
 
     def decode(self, ids: Sequence[int]) -> str:
-        """Text of `ids` up to the first EOS; pad, bos, mask and length ids are dropped."""
+        """Text of `ids` up to the first EOS; pad, bos, mask and length ids are dropped, and
+        so are byte pieces that do not spell a whole UTF-8 character (a model can emit a
+        character's first bytes without the rest), which would otherwise decode to U+FFFD."""
         out = []
         for i in ids:
             i = int(i)
@@ -212,7 +220,23 @@ class Tokenizer:
                 break
             if i not in self._special or i == SPECIAL_IDS["unk"]:
                 out.append(i)
-        return str(self._sp.decode(out))
+        return str(self._sp.decode(self._whole_characters(out)))
+
+    def _whole_characters(self, ids: list[int]) -> list[int]:
+        """`ids` without the byte pieces that belong to no complete UTF-8 character."""
+        kept: list[int] = []
+        start = 0
+        while start < len(ids):
+            if ids[start] not in self._bytes:
+                kept.append(ids[start])
+                start += 1
+                continue
+            end = start
+            while end < len(ids) and ids[end] in self._bytes:
+                end += 1
+            kept.extend(valid_utf8_runs(ids[start:end], [self._bytes[i] for i in ids[start:end]]))
+            start = end
+        return kept
 
     def decode_batch(self, batch: Iterable[Sequence[int]]) -> list[str]:
         return [self.decode(ids) for ids in batch]
@@ -267,3 +291,24 @@ def _training_problem(message: str, vocab_size: int, character_coverage: float) 
         f"take {needed} pieces; use a larger vocabulary (`gmlm data prepare --vocab-size "
         f"{needed}` or more){lower}"
     )
+
+
+def valid_utf8_runs(ids: Sequence[int], values: Sequence[int]) -> list[int]:
+    """The ids of the bytes `values` (one per id) that form complete, valid UTF-8 characters,
+    in order; a byte that starts no valid character is dropped and the next one tried."""
+    kept: list[int] = []
+    at = 0
+    while at < len(values):
+        lead = values[at]
+        size = 1 if lead < 0x80 else 2 if lead >> 5 == 0b110 else 3 if lead >> 4 == 0b1110 else 4
+        chunk = bytes(values[at : at + size])
+        try:
+            valid = len(chunk) == size and len(chunk.decode("utf-8")) == 1
+        except UnicodeDecodeError:
+            valid = False
+        if valid:
+            kept.extend(ids[at : at + size])
+            at += size
+        else:
+            at += 1
+    return kept
