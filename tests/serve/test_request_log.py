@@ -168,3 +168,43 @@ def test_a_stderr_nobody_reads_does_not_block_the_service():
     assert time.monotonic() - began < 1
     release.set()
     assert handler.dropped >= 7  # one taken by the writer, two queued, the rest dropped
+
+
+def test_dropped_log_lines_are_a_metric_that_survives_a_new_handler():
+    """gmlm_log_lines_dropped_total counts the lines an unread stderr cost, at each scrape,
+    the drops of a handler that configure() replaced included."""
+    from prometheus_client import generate_latest
+
+    from gmlm.serve.metrics import Metrics
+
+    def scraped() -> float:
+        text = generate_latest(Metrics().registry).decode()
+        found = re.search(r"^gmlm_log_lines_dropped_total (\S+)$", text, re.MULTILINE)
+        assert found is not None, text
+        return float(found.group(1))
+
+    release = threading.Event()
+
+    class Stuck(io.StringIO):
+        def write(self, text: str) -> int:
+            release.wait(60)
+            return 0
+
+    start = scraped()
+    assert start == logs.dropped_lines()
+    handler = logs.BackgroundHandler(Stuck(), capacity=2)
+    handler.setFormatter(logs.TextFormatter())
+    logs.LOG.addHandler(handler)
+    try:
+        record = logging.LogRecord("gmlm.serve", logging.INFO, __file__, 1, "x", None, None)
+        for _ in range(10):
+            handler.emit(record)
+        assert scraped() == start + handler.dropped and handler.dropped >= 7
+        release.set()
+        replacement = logs.configure(stream=io.StringIO())
+        assert handler not in logs.LOG.handlers
+        assert scraped() == start + handler.dropped
+    finally:
+        release.set()
+        logs.LOG.removeHandler(handler)
+        logs.LOG.removeHandler(replacement)

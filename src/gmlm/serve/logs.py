@@ -9,7 +9,7 @@ collector. A record's structured fields travel in ``extra={"fields": {...}}``.
 The lines reach stderr through a bounded queue and a writer thread of their own, so that the
 event loop never waits for stderr: a service whose stderr nobody reads (a pipe never
 drained) keeps answering, and drops log lines once the queue is full (counted in the
-handler's `dropped`).
+handler's `dropped`, and in the metric ``gmlm_log_lines_dropped_total``: :func:`dropped_lines`).
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ LogFormat = Literal["text", "json"]
 QUEUE_LINES = 10_000
 # How long stopping waits for queued lines to reach stderr (seconds).
 FLUSH_S = 2.0
+# Lines dropped by handlers that configure() has since replaced.
+_dropped_before = 0
 
 
 def fields_of(record: logging.LogRecord) -> dict[str, Any]:
@@ -115,14 +117,24 @@ class BackgroundHandler(logging.Handler):
 def configure(log_format: LogFormat = "text", stream: TextIO | None = None) -> logging.Handler:
     """Send ``gmlm.serve``'s records of INFO and above to `stream` (stderr) in `log_format`,
     replacing a handler an earlier call installed (a replica configures itself again)."""
+    global _dropped_before
     for old in [h for h in LOG.handlers if isinstance(h, BackgroundHandler)]:
         old.flush()
         LOG.removeHandler(old)
+        _dropped_before += old.dropped
     handler = BackgroundHandler(stream or sys.stderr)
     handler.setFormatter(formatter(log_format))
     LOG.addHandler(handler)
     LOG.setLevel(logging.INFO)
     return handler
+
+
+def dropped_lines() -> int:
+    """Log lines dropped so far in this process by every handler :func:`configure` installed
+    (a replaced handler's drops included)."""
+    return _dropped_before + sum(
+        h.dropped for h in LOG.handlers if isinstance(h, BackgroundHandler)
+    )
 
 
 def flush() -> None:

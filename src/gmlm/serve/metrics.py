@@ -3,7 +3,13 @@ in one process, as the tests start them, do not share counters)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
+
+from gmlm.serve import logs
 
 # Seconds, from 1 ms to 30 s: batch-1 latencies are tens of milliseconds on a CPU and a few on
 # a GPU; queueing under overload reaches the deadline.
@@ -14,10 +20,23 @@ LATENCY_BUCKETS = (
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 
 
+class DroppedLogLines(Collector):
+    """``gmlm_log_lines_dropped_total``: log lines the process dropped because stderr was not
+    read fast enough (:mod:`gmlm.serve.logs`); read at each scrape."""
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        yield CounterMetricFamily(
+            "gmlm_log_lines_dropped",
+            "Log lines dropped because stderr was not read fast enough (its queue was full)",
+            value=logs.dropped_lines(),
+        )
+
+
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         ProcessCollector(registry=self.registry)  # process_resident_memory_bytes, CPU seconds
+        self.registry.register(DroppedLogLines())
         self.requests = Counter(
             "gmlm_requests",
             "Translation requests answered, by model and HTTP status",
