@@ -470,9 +470,14 @@ def _distill(
     build_start = time.perf_counter()
     built = _build_dataset(prepared, data, sources, outputs, work / DATASET, loaded, beam)
     counts = _counts(sources, plan, outputs, built)
-    record = replace(
-        _record(settings, loaded, data, "bf16" if use_bf16 else "fp32", counts, timing),
+    record = _record(
+        settings,
+        loaded,
+        data,
+        counts,
+        timing,
         beam=beam,
+        precision="bf16" if use_bf16 else "fp32",
         batch_size=batch_size,
         max_tokens=max_tokens,
         threads=threads or previous_threads,
@@ -498,29 +503,35 @@ def _record(
     settings: dict[str, Any],
     teacher: Teacher,
     data: Path,
-    precision: str,
     counts: DistillCounts,
     timing: ChunkTiming,
+    *,
+    beam: int,
+    precision: str,
+    batch_size: int | None,
+    max_tokens: int | None,
+    threads: int,
+    build_seconds: float,
 ) -> DistillRecord:
-    """The record of a distillation by `teacher` of `data`, with the versions and machine that
-    made it; the batch settings, threads and build time are the caller's to fill in."""
+    """The record of a distillation by `teacher` of `data` with these settings, with the
+    versions and machine that made it."""
     return DistillRecord(
         settings=settings,
         teacher=str(teacher.path),
         teacher_step=teacher.step,
         data=str(data.resolve()),
-        beam=0,
+        beam=beam,
         precision=precision,
-        batch_size=None,
-        max_tokens=None,
-        threads=0,
+        batch_size=batch_size,
+        max_tokens=max_tokens,
+        threads=threads,
         device=str(teacher.translator.device),
         torch=provenance.torch_version(),
         gmlm=provenance.gmlm_version(),
         cpu=provenance.cpu_model(),
         counts=counts,
         timing=timing,
-        build_seconds=0.0,
+        build_seconds=build_seconds,
         created_utc=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
 
