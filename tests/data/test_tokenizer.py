@@ -73,6 +73,30 @@ def test_a_character_cut_short_is_dropped_not_decoded_to_a_replacement_mark(
         assert "\ufffd" not in tokenizer.decode(noise)
 
 
+def test_any_pieces_decode_to_the_cleaned_form(tokenizer: Tokenizer) -> None:
+    """Whatever pieces a model emits (spaces, tabs, line breaks as byte pieces, a leading or
+    trailing space), the text is in the cleaned form of the training text: single spaces,
+    none at either end, one line, as `normalize` leaves it."""
+    byte = {b: tokenizer._sp.piece_to_id(f"<0x{b:02X}>") for b in (0x09, 0x0A, 0x20)}
+    ids = [
+        byte[0x20],
+        *tokenizer.encode("der"),
+        byte[0x20],
+        byte[0x09],
+        byte[0x0A],
+        *tokenizer.encode("Hund"),
+        byte[0x20],
+        *tokenizer.encode("läuft."),
+        byte[0x0A],
+    ]
+    assert tokenizer.decode(ids) == "der Hund läuft."
+    rng = random.Random(1)
+    for _ in range(300):
+        noise = [rng.randrange(6, tokenizer.vocab_size) for _ in range(rng.randint(1, 12))]
+        text = tokenizer.decode(noise)
+        assert text == normalize(text)
+
+
 def test_save_load(tokenizer: Tokenizer, tmp_path: Path) -> None:
     tokenizer.save(tmp_path)
     loaded = Tokenizer.load(tmp_path)

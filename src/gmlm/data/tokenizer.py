@@ -25,6 +25,7 @@ from typing import Any
 
 import sentencepiece as spm
 
+from gmlm.data.cleaning import normalize
 from gmlm.errors import GmlmError
 from gmlm.io import atomic_open, atomic_write_json
 
@@ -210,7 +211,9 @@ class Tokenizer:
         return list(self._sp.encode(list(texts), num_threads=threads or os.cpu_count() or 1))
 
     def decode(self, ids: Sequence[int]) -> str:
-        """Text of `ids` up to the first EOS; pad, bos, mask and length ids are dropped, and
+        """Text of `ids` up to the first EOS, in the cleaned form of the training text
+        (:func:`gmlm.data.cleaning.normalize`: NFC, single spaces, none at either end, no line
+        break), whatever pieces a model emits; pad, bos, mask and length ids are dropped, and
         so are byte pieces that do not spell a whole UTF-8 character (a model can emit a
         character's first bytes without the rest), which would otherwise decode to U+FFFD."""
         out = []
@@ -220,7 +223,7 @@ class Tokenizer:
                 break
             if i not in self._special or i == SPECIAL_IDS["unk"]:
                 out.append(i)
-        return str(self._sp.decode(self._whole_characters(out)))
+        return normalize(str(self._sp.decode(self._whole_characters(out))))
 
     def _whole_characters(self, ids: list[int]) -> list[int]:
         """`ids` without the byte pieces that belong to no complete UTF-8 character."""

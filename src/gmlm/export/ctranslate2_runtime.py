@@ -240,7 +240,7 @@ class Ct2Translator:
         outputs = self.translate_ids([encoded.ids[i] for i in rows], options)
         texts = [""] * len(sentences)
         for i, ids in zip(rows, outputs, strict=True):
-            texts[i] = " ".join(self.tokenizer.decode(ids).splitlines())
+            texts[i] = self.tokenizer.decode(ids)  # one line, cleaned (Tokenizer.decode)
         return texts
 
 

@@ -276,8 +276,8 @@ class Translator:
         return check_lines(sentences, source, mode, origin, stacklevel=stacklevel + 1)
 
     def text(self, ids: Sequence[int]) -> str:
-        """Detokenized output ids on one line (byte-fallback pieces can spell a line break)."""
-        return " ".join(self.tokenizer.decode(ids).splitlines())
+        """Detokenized output ids, on one line (:meth:`gmlm.data.Tokenizer.decode`)."""
+        return self.tokenizer.decode(ids)
 
     def translate_lines(
         self,
