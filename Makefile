@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo demo-en-de gpu-check gpu-check-data gpu-wheels test test-slow verify-results lint bench speed speed-gpu batch-rates table1 serve-load serve-overload mutate mutation mutation-ci clean
+.PHONY: install demo demo-en-de gpu-check gpu-check-data gpu-wheels test test-slow verify-results lint bench speed speed-en-de speed-gpu batch-rates table1 serve-load serve-overload mutate mutation mutation-ci clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -74,6 +74,16 @@ speed: $(STAMP)
 	  --data runs/demo/data --sentences 200 --warmup 10 --threads $(SPEED_THREADS) --precision $(SPEED_PRECISION) \
 	  --steps 4,10 --length-beams 1,5 --batch-sizes 1,8 --ctranslate2 \
 	  --output runs/speed/bench.json --markdown runs/speed/bench.md --plots runs/speed
+
+# English-German's batch-1 row of docs/RESULTS.md (docs/RESULTS-cpu-en-de/): PaDIR T=4 B=5
+# with its decoding.json against AR greedy and beam 5, fp32 and bf16.
+speed-en-de: $(STAMP)
+	$(BIN)/gmlm reproduce --preset demo-en-de --out runs/demo-en-de --stages data \
+	  data.corpus=multi30k:$(MULTI30K):en-de
+	$(BIN)/gmlm bench --ar checkpoints/multi30k-en-de/ar --padir checkpoints/multi30k-en-de/padir \
+	  --data runs/demo-en-de/data --sentences 200 --warmup 10 --threads $(SPEED_THREADS) \
+	  --precision fp32,bf16 --steps 4 --length-beams 5 --batch-sizes 1 \
+	  --output runs/speed-en-de/bench.json --markdown runs/speed-en-de/bench.md
 
 # The GPU speed tables of docs/RESULTS.md (docs/RESULTS-gpu/): batch 1, fp32 and bf16, eager
 # and with CUDA graphs, on a machine with a CUDA torch (see TORCH_SPEC above).
