@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from gmlm.training import objective
-from tests.training.test_trainer import metrics, train, weights
+from tests.helpers.training import metrics, train, weights
 
 
 @pytest.mark.parametrize("kind", ["ar", "padir"])

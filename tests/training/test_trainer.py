@@ -35,21 +35,7 @@ from gmlm.training.throughput_settings import ThroughputSettings
 from gmlm.training.trainer import Trainer
 from gmlm.training.validation import validation_pairs
 from tests.helpers.corpora import make_pairs, tiny_config, write_corpus, write_lines
-
-FAST = ["valid_sentences=0", "log_every=1", "threads=1"]
-
-
-def train(data, out, kind="ar", *extra, log=lambda _m: None):
-    cfg = load_train_config(f"tiny-{kind}", [f"data={data}", f"out={out}", *FAST, *extra])
-    return Trainer(cfg, progress=False, log=log).run()
-
-
-def weights(path):
-    return load_file(str(Path(path) / "model.safetensors"))
-
-
-def metrics(run):
-    return [json.loads(line) for line in (Path(run) / "metrics.jsonl").read_text().splitlines()]
+from tests.helpers.training import FAST, metrics, train, weights
 
 
 def test_schedules():
