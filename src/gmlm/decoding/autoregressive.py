@@ -272,6 +272,22 @@ def beam_init(model: AutoregressiveModel, src: Tensor, options: SearchOptions) -
     )
 
 
+def best_candidates(
+    live_log_probs: Tensor, log_probs: Tensor, config: ModelConfig
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The 2k best one-token extensions of each sentence's k live beams, (A, k) summed
+    log-probabilities, by next-token log-probabilities (A * k, V): their summed
+    log-probabilities (A, 2k), best first, the beam each extends, its token, and whether it
+    finishes a hypothesis (EOS among the best k, from a beam that holds something)."""
+    active, k = live_log_probs.shape
+    vocab = log_probs.shape[1]
+    totals = live_log_probs.unsqueeze(2) + log_probs.view(active, k, vocab)
+    top, flat = totals.view(active, k * vocab).topk(2 * k, dim=1)
+    token = flat % vocab
+    first_k = torch.arange(2 * k, device=top.device) < k
+    return top, flat // vocab, token, (token == config.eos_id) & first_k & top.isfinite()
+
+
 @torch.no_grad()
 def beam_step(model: AutoregressiveModel, state: BeamState, options: SearchOptions) -> BeamState:
     """Extend every live beam by one token; retire the sentences with k finished hypotheses."""
@@ -286,15 +302,9 @@ def beam_step(model: AutoregressiveModel, state: BeamState, options: SearchOptio
     logits, cache = model.decode_step(last, state.cache)
     limits = state.limits.repeat_interleave(k)
     log_probs = constrained_log_probs(logits[:, -1], length, limits, options, config)
-    vocab = log_probs.shape[1]
-    totals = state.live_log_probs.unsqueeze(2) + log_probs.view(active, k, vocab)
-    top, flat = totals.view(active, k * vocab).topk(2 * k, dim=1)  # (A, 2k), best first
-    origin, token = flat // vocab, flat % vocab
+    top, origin, token, ends = best_candidates(state.live_log_probs, log_probs, config)
     prefixes = state.live_tokens.gather(1, origin.unsqueeze(2).expand(-1, -1, step))
-
-    # EOS among the best k candidates finishes a hypothesis; keep the k best finished.
     is_eos = token == config.eos_id
-    ends = is_eos & (torch.arange(2 * k, device=device) < k) & top.isfinite()
     penalty = float(length_penalty(length, options.length_penalty))
     rows = state.rows
     width = state.finished_tokens.shape[2]

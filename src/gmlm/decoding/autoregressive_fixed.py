@@ -41,6 +41,7 @@ from torch import Tensor
 
 from gmlm.decoding.autoregressive import (
     Hypothesis,
+    best_candidates,
     check_search_memory,
     constrained_log_probs,
     finished_hypotheses,
@@ -183,15 +184,10 @@ def fixed_search_step(
     logits = model.decode_step_in_place(last, step, cross, past)
     limits = state.limits.repeat_interleave(k)
     log_probs = constrained_log_probs(logits, length, limits, options, config)
-    vocab = log_probs.shape[1]
-    totals = state.live_log_probs.unsqueeze(2) + log_probs.view(rows, k, vocab)
-    top, flat = totals.view(rows, k * vocab).topk(2 * k, dim=1)  # (R, 2k), best first
-    origin, token = flat // vocab, flat % vocab
+    top, origin, token, ends = best_candidates(state.live_log_probs, log_probs, config)
     prefixes = state.live_tokens.gather(1, origin.unsqueeze(2).expand(-1, -1, width))
-
-    # EOS among the best k candidates finishes a hypothesis; keep the k best finished.
     is_eos = token == config.eos_id
-    ends = is_eos & (torch.arange(2 * k, device=device) < k) & top.isfinite()
+    # Keep the k best finished hypotheses.
     penalty = length_penalty(length, options.length_penalty)
     pool_scores = torch.cat(
         [state.finished_scores, (top / penalty).masked_fill(~ends, -math.inf)], dim=1
