@@ -17,6 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import torch
 
 from gmlm.cli.main import main
 from gmlm.errors import GmlmError
@@ -392,6 +393,7 @@ def test_models_list_the_language_pair_their_checkpoints_record(tiny_models):
     ("flags", "expected"),
     [
         ([], (32, 1024, 256)),
+        (["--device", "auto"], (256, 8192, 4096) if torch.cuda.is_available() else (32, 1024, 256)),
         (["--device", "cuda"], (256, 8192, 4096)),
         (["--device", "cuda:1", "--max-batch-tokens", "2048"], (256, 2048, 4096)),
         (["--max-batch-sentences", "8"], (8, 1024, 256)),

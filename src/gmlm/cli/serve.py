@@ -53,8 +53,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from gmlm.serve.server import parse_models, serve
+    from gmlm.translation.translator import resolve_device
 
-    settings = ServeSettings.for_device(args.device, **option_overrides(args, [ServeSettings]))
+    # "auto" batches as the device it picks; a named one is checked when the models load
+    device = str(resolve_device("auto")) if args.device == "auto" else args.device
+    settings = ServeSettings.for_device(device, **option_overrides(args, [ServeSettings]))
     settings.validate()
     models = parse_models(args.model)
     return serve(models, settings, args.precision, args.device)

@@ -239,10 +239,14 @@ def run_steps(state: FixedSearch, step: Callable[[], object]) -> None:
         step()
 
 
-def fixed_search(model: AutoregressiveModel, state: FixedSearch, options: SearchOptions) -> None:
-    """Every step of the search of `state`, eagerly (a graphed copy of the model replays them:
+def fixed_search(
+    model: AutoregressiveModel, state: FixedSearch, options: SearchOptions
+) -> FixedSearch:
+    """Every step of the search of `state`, eagerly, in place; `state` back (a graphed copy
+    of the model replays them on a state of its own and returns that one:
     :class:`gmlm.decoding.cuda_graphs.AutoregressiveGraphs`)."""
     run_steps(state, partial(fixed_search_step, model, state, options))
+    return state
 
 
 @torch.no_grad()
@@ -255,7 +259,7 @@ def search_fixed(
     options = options or SearchOptions()
     state, count = fixed_search_start(model, src, options)
     run = getattr(model, "fixed_search", None)
-    state = run(state, options) if run is not None else _eager(model, state, options)
+    state = run(state, options) if run is not None else fixed_search(model, state, options)
     # The copy back, in two transfers (integers, floats), of the real sentences' hypotheses.
     tokens = state.finished_tokens[:count]
     integers = torch.cat([tokens.flatten(), state.finished_lengths[:count].flatten()]).cpu()
@@ -265,11 +269,6 @@ def search_fixed(
     return finished_hypotheses(
         token_ids.view(tokens.shape), lengths.view(count, -1), log_probs, scores
     )
-
-
-def _eager(model: AutoregressiveModel, state: FixedSearch, options: SearchOptions) -> FixedSearch:
-    fixed_search(model, state, options)
-    return state
 
 
 __all__ = [
