@@ -171,13 +171,19 @@ def service(source: Path, out: Path, rates: str, duration: float, flags: str) ->
     return rows
 
 
+TRAIN_GROUP = 5
+"""Training steps per timed sample: the trainer never waits for the GPU between steps
+(gmlm.training.step), so a sample times a few steps between two waits, as training runs."""
+
+
 def training(data: Path, steps: int, configs: tuple[str, ...], *extra: str) -> list[Row]:
     """`gmlm throughput` of each config (with the `extra` overrides), both precisions."""
     rows = []
     for config in configs:
         command = [
             sys.executable, "-m", "gmlm", "throughput", "--config", config, "--steps",
-            str(steps), "--warmup", "4" if extra else "2", f"data={data}", "device=cuda", *extra,
+            str(steps), "--group", str(TRAIN_GROUP), "--warmup", "4" if extra else "2",
+            f"data={data}", "device=cuda", *extra,
         ]  # fmt: skip
         done = subprocess.run(
             command, check=True, capture_output=True, text=True, env=ENV, timeout=300

@@ -58,7 +58,14 @@ class Batch:
         return int(self.src.shape[0])
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> Batch:
+        """The batch on `device` (`indices` stay on the CPU). With `non_blocking`, a copy to a
+        GPU goes from pinned memory and the host does not wait for it (a copy from pageable
+        memory waits for the device's queue to drain first)."""
+        pin = non_blocking and torch.device(device).type == "cuda"
+
         def move(t: torch.Tensor) -> torch.Tensor:
+            if pin and t.device.type == "cpu":
+                t = t.pin_memory()
             return t.to(device, non_blocking=non_blocking)
 
         return Batch(

@@ -24,6 +24,7 @@ from gmlm.errors import GmlmError
 from gmlm.models.autoregressive import AutoregressiveModel, teacher_forcing_input
 from gmlm.models.padir import PadirModel, ordinary_argmax, random_tokens, stutter_positions
 from gmlm.nn.config import ModelConfig
+from gmlm.nn.layers import source_padding_mask
 
 StageArgmax = Literal["any", "ordinary"]
 StageStutterRemask = Literal["none", "previous"]
@@ -51,14 +52,15 @@ class LossOutput:
     length_loss: PaDIR's (label-smoothed) length cross-entropy, mean over sentences and not
         weighted; None for AR.
     stage_losses: each stage's token loss, in order.
-    n_tokens: non-pad target tokens in the batch (for per-token averages across batches).
+    n_tokens: non-pad target tokens in the batch (for per-token averages across batches), a
+        0-dim tensor on the batch's device (reading it on the host would wait for a GPU).
     """
 
     total: Tensor
     token_loss: Tensor
+    n_tokens: Tensor
     length_loss: Tensor | None = None
     stage_losses: list[Tensor] = field(default_factory=list)
-    n_tokens: int = 0
 
 
 def token_cross_entropy(
@@ -137,6 +139,13 @@ def next_stage_input(
     return hyp
 
 
+def source_mask(src: Tensor, pad_id: int, checked: bool) -> Tensor:
+    """src's padding mask (B, S). Unless the caller has `checked` that every row holds a token
+    (training's batches end each source in EOS, gmlm.data.batching), rows of padding alone
+    raise (:func:`gmlm.nn.layers.source_padding_mask`): a host read, which a GPU waits for."""
+    return src == pad_id if checked else source_padding_mask(src, pad_id)
+
+
 def padir_loss(
     model: PadirModel,
     src: Tensor,
@@ -150,6 +159,7 @@ def padir_loss(
     stage_stutter_remask: StageStutterRemask = "none",
     label_smoothing: float = 0.0,
     generator: torch.Generator | None = None,
+    sources_checked: bool = False,
 ) -> LossOutput:
     """Multi-stage PaDIR loss for src (B, S) and targets (B, T).
 
@@ -163,12 +173,12 @@ def padir_loss(
     parameters, the encoder pass and the dropout mode.
 
     The keywords from `stages` to `stage_stutter_remask` are the training config's `padir`
-    section, field for field.
+    section, field for field. `sources_checked`: see :func:`source_mask`.
     """
     if stages < 1:
         raise GmlmError(f"stages must be at least 1, got {stages}")
     config = model.config
-    enc = model.encode(src)
+    enc = model.encode_masked(src, source_mask(src, config.pad_id, sources_checked))
     memory = model.cross_memory(enc)
     padding_mask = targets == config.pad_id
     hyp = noise_targets(targets, config, keep_rate, generator)
@@ -196,20 +206,27 @@ def padir_loss(
         token_loss=token_loss,
         length_loss=length_loss,
         stage_losses=stage_losses,
-        n_tokens=int((~padding_mask).sum()),
+        n_tokens=(~padding_mask).sum(),
     )
 
 
 def autoregressive_loss(
-    model: AutoregressiveModel, src: Tensor, targets: Tensor, *, label_smoothing: float = 0.0
+    model: AutoregressiveModel,
+    src: Tensor,
+    targets: Tensor,
+    *,
+    label_smoothing: float = 0.0,
+    sources_checked: bool = False,
 ) -> LossOutput:
-    """Teacher-forced cross-entropy for src (B, S) and targets (B, T)."""
+    """Teacher-forced cross-entropy for src (B, S) and targets (B, T); `sources_checked`: see
+    :func:`source_mask`."""
     config = model.config
-    logits = model(src, teacher_forcing_input(targets, config))
+    enc = model.encode_masked(src, source_mask(src, config.pad_id, sources_checked))
+    logits = model.decode(enc, teacher_forcing_input(targets, config)).logits
     loss = token_cross_entropy(logits, targets, config.pad_id, label_smoothing)
     return LossOutput(
         total=loss,
         token_loss=loss,
         stage_losses=[loss],
-        n_tokens=int((targets != config.pad_id).sum()),
+        n_tokens=(targets != config.pad_id).sum(),
     )

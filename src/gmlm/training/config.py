@@ -103,6 +103,8 @@ class TrainConfig:
     compile: bool = False
     # CPU threads for torch; 0 keeps torch's default
     threads: int = field(default=0, metadata=bounds(THREADS))
+    # write a metrics row every this many steps: the only steps that read the losses on the
+    # host (on a GPU, a wait for the device) and check that every loss since was finite
     log_every: int = field(default=50, metadata=bounds(STEPS))
     # also writes the `last` checkpoint
     valid_every: int = field(default=500, metadata=bounds(STEPS))

@@ -62,11 +62,16 @@ class LossModule(nn.Module):
                 **dataclasses.asdict(self.cfg.padir),
                 label_smoothing=self.cfg.label_smoothing,
                 generator=generator,
+                sources_checked=True,  # every source ends in EOS (gmlm.data.batching)
             )
         else:
             assert isinstance(self.model, AutoregressiveModel)
             out = autoregressive_loss(
-                self.model, src, tgt, label_smoothing=self.cfg.label_smoothing
+                self.model,
+                src,
+                tgt,
+                label_smoothing=self.cfg.label_smoothing,
+                sources_checked=True,  # every source ends in EOS (gmlm.data.batching)
             )
         token_sum = out.token_loss * out.n_tokens
         length_sum = (

@@ -20,10 +20,11 @@ import torch
 from torch import nn
 
 from gmlm.data.batching import Batch
+from gmlm.errors import GmlmError
 from gmlm.training.config import TrainConfig
-from gmlm.training.objective import loss_module, objective
+from gmlm.training.objective import loss_module
 from gmlm.training.optim import build_optimizer
-from gmlm.training.precision import autocast
+from gmlm.training.step import LossWatch, optimizer_step
 
 TRAINING_PRECISIONS: dict[str, torch.dtype | None] = {"fp32": None, "bf16": torch.bfloat16}
 """The precisions a training step can run in, by name: their autocast dtype (None: fp32)."""
@@ -36,36 +37,67 @@ def time_steps(
     precisions: Sequence[str],
     warmup: int,
     clock: Callable[[], float] = time.perf_counter,
+    group: int = 1,
 ) -> dict[str, list[float]]:
-    """Target tokens/s of each optimizer step after the first `warmup`, per precision of
-    `precisions`, each training its own copy of `base` (left unchanged) on `batches` (on the
-    model's device), interleaved step by step."""
+    """Target tokens/s per precision of `precisions`, each training its own copy of `base`
+    (left unchanged) on `batches` (on the model's device) with the trainer's own step
+    (:func:`gmlm.training.step.optimizer_step`): the first `warmup` steps untimed, then one
+    rate per `group` consecutive steps, timed between two waits for the device (inside a group
+    a GPU overlaps a step's launches with the previous step's work, as in training);
+    precisions interleaved group by group. Batches left over from the last full group are
+    not used."""
     device = next(base.parameters()).device
     runs = {}
     for name in dict.fromkeys(precisions):
         model = copy.deepcopy(base)
-        runs[name] = (
-            loss_module(model, cfg),
-            build_optimizer(model, cfg.optim),
-            TRAINING_PRECISIONS[name],
-        )
+        runs[name] = (model, loss_module(model, cfg), build_optimizer(model, cfg.optim))
     noise = torch.Generator(device=device)
+    watch = LossWatch(device)
+    step = 0
+
+    def train(name: str, group_batches: Sequence[Batch]) -> None:
+        nonlocal step
+        model, module, optimizer = runs[name]
+        module.train()
+        for batch in group_batches:
+            step += 1
+            optimizer_step(
+                cfg,
+                model,
+                module,
+                optimizer,
+                [batch],
+                (batch.tgt_tokens, batch.size),
+                lr=cfg.optim.lr,
+                dtype=TRAINING_PRECISIONS[name],
+                noise=noise,
+                watch=watch,
+                step=step,
+            )
+
+    def wait() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
     rates: dict[str, list[float]] = {name: [] for name in runs}
-    for i, batch in enumerate(batches):
-        for name, (module, optimizer, dtype) in runs.items():
-            module.train()
-            if device.type == "cuda":
-                torch.cuda.synchronize()
+    for batch in batches[:warmup]:
+        for name in runs:
+            train(name, [batch])
+    timed = batches[warmup:]
+    for first in range(0, len(timed) - group + 1, group):
+        block = timed[first : first + group]
+        for name in runs:
+            wait()
             start = clock()
-            with autocast(device, dtype):
-                token_sum, length_sum = module(batch.src, batch.tgt, noise)
-            objective(token_sum / batch.tgt_tokens, length_sum / batch.size, cfg).backward()
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            if i >= warmup:
-                rates[name].append(batch.tgt_tokens / (clock() - start))
+            train(name, block)
+            wait()
+            rates[name].append(sum(b.tgt_tokens for b in block) / (clock() - start))
+    found = watch.check()
+    if found is not None:
+        raise GmlmError(
+            f"non-finite loss while timing training steps (step {found.step}): the timing "
+            "means nothing; lower optim.lr"
+        )
     return rates
 
 

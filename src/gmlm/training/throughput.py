@@ -11,6 +11,7 @@ AMX) or their absence, so it is measured, not assumed.
 from __future__ import annotations
 
 import copy
+import itertools
 import statistics
 import time
 from collections.abc import Callable
@@ -22,6 +23,7 @@ import torch
 from gmlm.data.batching import Batch, BatchIterator
 from gmlm.data.binarized import TranslationDataset, load_dataset
 from gmlm.distributed import pick_device
+from gmlm.errors import GmlmError
 from gmlm.models import build_model
 from gmlm.nn.layers import count_parameters
 from gmlm.provenance import cpu_model, torch_threads, torch_version
@@ -57,6 +59,7 @@ def measure_throughput(
     settings = settings or ThroughputSettings()
     settings.validate()
     steps, warmup, precisions = settings.steps, settings.warmup, settings.precisions
+    group = settings.group
     data = load_dataset(cfg.data)
     use_vocab_size(cfg, data.tokenizer)
     cfg.validate()
@@ -66,22 +69,30 @@ def measure_throughput(
         torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
     base = build_model(cfg.kind, cfg.model).to(device)
-    iterator = BatchIterator(
-        TranslationDataset(data, "train"),
-        cfg.max_tokens,
-        seed=cfg.seed,
-        max_sentences=cfg.max_sentences or None,
-        rank=0,
-        world_size=1,
-    )
+    needed = warmup + steps * group
     batches: list[Batch] = []
-    for batch in iterator:
-        batches.append(batch.to(device))
-        if len(batches) == warmup + steps:
+    split = TranslationDataset(data, "train")
+    for epoch in itertools.count():  # as many epochs as the steps need
+        iterator = BatchIterator(
+            split,
+            cfg.max_tokens,
+            seed=cfg.seed,
+            max_sentences=cfg.max_sentences or None,
+            rank=0,
+            world_size=1,
+            epoch=epoch,
+        )
+        if len(iterator) == 0:
+            raise GmlmError("the training split yields no batches: lower max_tokens or add data")
+        batches.extend(
+            batch.to(device)
+            for _, batch in zip(range(needed - len(batches)), iterator, strict=False)
+        )
+        if len(batches) == needed:
             break
     auto = copy.deepcopy(cfg)
     auto.precision = "auto"
-    rates = time_steps(cfg, base, batches, precisions, warmup, clock)
+    rates = time_steps(cfg, base, batches, precisions, warmup, clock, group)
     pairs = None
     if len(rates) == 2:
         pairs = [b / f for f, b in zip(rates["fp32"], rates["bf16"], strict=True)]
@@ -95,7 +106,8 @@ def measure_throughput(
         "threads": torch_threads(),
         "max_tokens": cfg.max_tokens,
         "mean_batch_target_tokens": statistics.mean(b.tgt_tokens for b in batches[warmup:]),
-        "timed_steps": steps,
+        "timed_steps": steps * group,
+        "steps_per_sample": group,
         "warmup_steps": warmup,
         "torch": torch_version(),
         "stages": cfg.padir.stages if cfg.kind == "padir" else None,

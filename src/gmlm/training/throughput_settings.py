@@ -11,7 +11,7 @@ import typing
 from dataclasses import field
 from typing import Literal
 
-from gmlm.config import TIMED, WARMUP, check_settings
+from gmlm.config import TIMED, WARMUP, Range, check_settings
 from gmlm.errors import GmlmError
 from gmlm.settings import doc
 
@@ -19,12 +19,17 @@ from gmlm.settings import doc
 TrainingPrecision = Literal["fp32", "bf16"]
 
 
+GROUP = Range(ge=1, le=1_000)
+
+
 @dataclasses.dataclass(frozen=True)
 class ThroughputSettings:
     """How many steps `gmlm throughput` times, in which precisions (each field's help says
     what)."""
 
-    steps: int = field(default=6, metadata=doc("timed steps per precision", range=TIMED))
+    steps: int = field(
+        default=6, metadata=doc("timed samples per precision, each of --group steps", range=TIMED)
+    )
     warmup: int = field(default=2, metadata=doc("untimed steps first", range=WARMUP))
     precisions: tuple[TrainingPrecision, ...] = field(
         default=("fp32", "bf16"),
@@ -32,6 +37,15 @@ class ThroughputSettings:
             "comma-separated training precisions to time: fp32 and/or bf16 autocast (fp32 "
             "alone where bf16 is emulated and slow)",
             flag="--precision",
+        ),
+    )
+    group: int = field(
+        default=1,
+        metadata=doc(
+            "steps per timed sample, timed between two waits for the device: on a GPU, "
+            "more than 1 lets a step's launches overlap the previous step's work, as in "
+            "training",
+            range=GROUP,
         ),
     )
 

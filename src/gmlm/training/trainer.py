@@ -68,14 +68,14 @@ from gmlm.nn.layers import count_parameters
 from gmlm.provenance import torch_version
 from gmlm.training import checkpoint as ckpt
 from gmlm.training.config import TrainConfig, use_vocab_size
-from gmlm.training.objective import loss_module, objective
-from gmlm.training.optim import build_optimizer, lr_at, set_lr
+from gmlm.training.objective import loss_module
+from gmlm.training.optim import build_optimizer, lr_at
 from gmlm.training.precision import (
     PRECISION_KEY,
-    autocast,
     precision_name,
     resolve_precision,
 )
+from gmlm.training.step import LossWatch, StepValues, optimizer_step
 from gmlm.training.step_timing import measured_precision
 from gmlm.training.stopping import StopRequests
 from gmlm.training.validation import validate, validation_pairs
@@ -147,6 +147,7 @@ class Trainer:
         self.optimizer = build_optimizer(self.model, cfg.optim)
         self.noise = torch.Generator(device=self.device)
         self.noise.manual_seed(cfg.seed * 7919 + self.dist.rank)
+        self.watch = LossWatch(self.device)
         self.valid_pairs = (
             validation_pairs(self.data, cfg.valid_sentences) if self.dist.is_main else None
         )
@@ -276,6 +277,7 @@ class Trainer:
         With `validate`, it is marked as awaiting the validation of its step until `_validate`
         records its outcome, and its weights join the history kept for averaging; otherwise it
         is a save between validations (`save_minutes`)."""
+        self.check_losses()
         self._saved_at = time.monotonic()
         rngs = self._gather(self._rng_tensors())
         data_states = self._gather(self.batches.state_dict())
@@ -357,58 +359,46 @@ class Trainer:
             raise GmlmError("the training split yields no batches: lower max_tokens or add data")
         return nxt
 
-    def train_step(self) -> dict[str, float]:
-        """One optimizer step over accum_steps micro-batches on every process."""
+    def train_step(self) -> StepValues:
+        """One optimizer step over accum_steps micro-batches on every process, with no host
+        read of a device value (gmlm.training.step)."""
         cfg = self.cfg
-        micro = [self._next_batch().to(self.device) for _ in range(cfg.accum_steps)]
-        local_tokens = float(sum(b.tgt_tokens for b in micro))
-        local_sents = float(sum(b.size for b in micro))
-        tokens, sents = all_reduce_sum([local_tokens, local_sents], self.dist, self.device)
-        scale = float(self.dist.world_size)  # DDP averages gradients over processes
+        micro = [
+            self._next_batch().to(self.device, non_blocking=True) for _ in range(cfg.accum_steps)
+        ]
+        local = [float(sum(b.tgt_tokens for b in micro)), float(sum(b.size for b in micro))]
+        tokens, sents = all_reduce_sum(local, self.dist, self.device)
         self.model.train()
-        token_total = length_total = 0.0
-        for i, batch in enumerate(micro):
-            sync: Any = nullcontext()
-            if self.dist.active and i + 1 < len(micro):
-                assert isinstance(self.loss_module, DistributedDataParallel)
-                sync = self.loss_module.no_sync()
-            with sync:
-                with autocast(self.device, self.dtype):
-                    token_sum, length_sum = self.loss_module(batch.src, batch.tgt, self.noise)
-                loss = scale * objective(token_sum / tokens, length_sum / sents, cfg)
-                if not torch.isfinite(loss):
-                    lines = [int(self.train_set.lines[r]) + 1 for r in batch.indices[:20]]
-                    raise GmlmError(
-                        f"non-finite loss at step {self.step + 1} (micro-batch {i}, lines "
-                        f"{lines} of the prepared training text); nothing was saved, the last "
-                        f"good checkpoint is {self.run_dir / 'last'}; lower optim.lr or check "
-                        "those sentences"
-                    )
-                loss.backward()
-            token_total += float(token_sum.detach())
-            length_total += float(length_sum.detach())
-        token_total, length_total = all_reduce_sum(
-            [token_total, length_total], self.dist, self.device
+        values = optimizer_step(
+            cfg,
+            self.model,
+            self.loss_module,
+            self.optimizer,
+            micro,
+            (tokens, sents),
+            lr=lr_at(self.step + 1, cfg.optim, cfg.max_steps),
+            dtype=self.dtype,
+            noise=self.noise,
+            watch=self.watch,
+            step=self.step + 1,
+            world_size=self.dist.world_size,
         )
-        lr = lr_at(self.step + 1, cfg.optim, cfg.max_steps)
-        set_lr(self.optimizer, lr)
-        grad_norm = float("nan")
-        if cfg.optim.clip_norm > 0:
-            grad_norm = float(
-                nn.utils.clip_grad_norm_(self.model.parameters(), cfg.optim.clip_norm)
-            )
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
-        return {
-            "loss": objective(token_total / tokens, length_total / sents, cfg),
-            "token_loss": token_total / tokens,
-            "length_loss": length_total / sents,
-            "lr": lr,
-            "grad_norm": grad_norm,
-            "tokens": tokens,
-            "sentences": sents,
-        }
+        return values
+
+    def check_losses(self) -> None:
+        """Stop with an error if a loss since the last check was not finite (one host read):
+        before every save and every logged row, so no checkpoint holds what followed it."""
+        found = self.watch.check()
+        if found is None:
+            return
+        lines = [int(self.train_set.lines[r]) + 1 for r in found.rows[:20]]
+        raise GmlmError(
+            f"non-finite loss at step {found.step} (micro-batch {found.micro_batch}, lines "
+            f"{lines} of the prepared training text); nothing was saved after it, the last "
+            f"good checkpoint is {self.run_dir / 'last'}; lower optim.lr or check those "
+            "sentences"
+        )
 
     def run(self) -> TrainResult:
         """Train (or resume) to max_steps in the run folder, which the main process holds
@@ -488,18 +478,17 @@ class Trainer:
         window_tokens, window_start = 0.0, time.perf_counter()
         while self.step < cfg.max_steps:
             started = time.perf_counter()
-            stats = self.train_step()
+            values = self.train_step()
             self.elapsed += time.perf_counter() - started
-            window_tokens += stats["tokens"]
+            window_tokens += values.tokens
             bar.update(1)
             if self.step % cfg.log_every == 0 or self.step == cfg.max_steps:
+                self.check_losses()
+                stats = values.read(cfg, self.dist, self.device)  # waits for the device
                 rate = window_tokens / max(time.perf_counter() - window_start, 1e-9)
                 self._last_row = {
                     "step": self.step,
-                    **{
-                        k: stats[k]
-                        for k in ("loss", "token_loss", "length_loss", "lr", "grad_norm")
-                    },
+                    **stats,
                     "target_tokens_per_s": rate,
                     "elapsed_s": self.elapsed,
                     PRECISION_KEY: precision_name(self.dtype),

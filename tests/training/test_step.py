@@ -1,0 +1,146 @@
+"""The training step without host reads (gmlm.training.step): none inside a step, the logged
+numbers as before, a non-finite loss still found at its own step, and `gmlm throughput`'s
+grouped timing."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gmlm.data.batching import BatchIterator
+from gmlm.data.binarized import TranslationDataset, load_dataset
+from gmlm.errors import GmlmError
+from gmlm.training.config import load_train_config
+from gmlm.training.objective import LossModule
+from gmlm.training.step import LossWatch, NonFinite
+from gmlm.training.throughput import measure_throughput
+from gmlm.training.throughput_settings import ThroughputSettings
+from gmlm.training.trainer import Trainer
+from tests.helpers.syncs import counting_syncs
+from tests.helpers.training import FAST, metrics, train, weights
+
+
+@pytest.mark.parametrize(
+    ("kind", "extra"),
+    [("ar", []), ("padir", []), ("padir", ["accum_steps=3", "padir.stages=2"])],
+)
+def test_a_training_step_reads_nothing_on_the_host(
+    word_task_data, tmp_path, monkeypatch, kind, extra
+):
+    cfg = load_train_config(
+        f"tiny-{kind}", [f"data={word_task_data}", f"out={tmp_path}", *FAST, *extra]
+    )
+    assert cfg.optim.clip_norm > 0  # the clipped step, as trained
+    trainer = Trainer(cfg, progress=False, log=lambda _m: None)
+    # The CPU's default AdamW reads its step counters (CPU tensors: no device to wait for);
+    # a GPU's is the fused one (gmlm.training.optim), which does not.
+    trainer.optimizer = torch.optim.AdamW(trainer.model.parameters(), fused=True)
+    trainer.train_step()
+    with counting_syncs(monkeypatch) as seen:
+        values = [trainer.train_step() for _ in range(3)]
+    assert not seen
+    # Read when logged: the numbers of the step itself.
+    row = values[-1].read(cfg, trainer.dist, trainer.device)
+    assert set(row) == {"loss", "token_loss", "length_loss", "lr", "grad_norm"}
+    assert all(torch.isfinite(torch.tensor(v)) for v in row.values())
+    assert (row["length_loss"] == 0.0) == (kind == "ar")
+    # and one read to learn that every loss was finite.
+    with counting_syncs(monkeypatch) as seen:
+        trainer.check_losses()
+    assert seen == {"aten::_local_scalar_dense": 1}
+
+
+def test_the_logged_rows_are_the_steps_own(word_task_data, tmp_path, monkeypatch):
+    # The loss of a logged row is the step's own: what the loss module returned at that step.
+    returned: list[float] = []
+    original = LossModule.forward
+
+    def recorded(self, src, tgt, generator):  # type: ignore[no-untyped-def]
+        token_sum, length_sum = original(self, src, tgt, generator)
+        returned.append(float(token_sum.detach()) / int((tgt != self.cfg.model.pad_id).sum()))
+        return token_sum, length_sum
+
+    monkeypatch.setattr(LossModule, "forward", recorded)
+    train(word_task_data, tmp_path / "r", "ar", "max_steps=9", "valid_every=9", "log_every=4")
+    rows = [r for r in metrics(tmp_path / "r") if "loss" in r]
+    assert [r["step"] for r in rows] == [4, 8, 9]
+    for row in rows:
+        assert row["token_loss"] == pytest.approx(returned[row["step"] - 1], rel=1e-6)
+        assert row["loss"] == row["token_loss"]  # AR: no length loss
+
+
+@pytest.mark.parametrize(("log_every", "bad_steps"), [(1, {11, 12}), (5, {13})])
+def test_a_non_finite_loss_is_named_at_its_step_and_nothing_after_it_is_saved(
+    word_task_data, tmp_path, monkeypatch, log_every, bad_steps
+):
+    run = tmp_path / "r"
+    train(word_task_data, run, "ar", "max_steps=10", "valid_every=10", f"log_every={log_every}")
+    before = weights(run / "last")
+    original = LossModule.forward
+    calls = [10]
+
+    def poisoned(self, src, tgt, generator):  # type: ignore[no-untyped-def]
+        calls[0] += 1
+        token_sum, length_sum = original(self, src, tgt, generator)
+        return token_sum * (float("nan") if calls[0] in bad_steps else 1.0), length_sum
+
+    monkeypatch.setattr(LossModule, "forward", poisoned)
+    first = min(bad_steps)
+    with pytest.raises(
+        GmlmError, match=rf"non-finite loss at step {first} \(micro-batch 0, lines \["
+    ):
+        # A save due at step 14 (valid_every) checks first: no checkpoint holds step 13's NaN.
+        train(word_task_data, run, "ar", "max_steps=20", "valid_every=14", f"log_every={log_every}")
+    assert calls[0] == (first if log_every == 1 else 14)  # found at the next check
+    after = weights(run / "last")
+    assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+def test_loss_watch_finds_the_first_non_finite_loss():
+    watch = LossWatch(torch.device("cpu"))
+    assert watch.check() is None
+    rows = torch.tensor([4, 2])
+    for step, value in enumerate([1.0, float("inf"), float("nan"), 2.0], start=1):
+        watch.record(torch.tensor(value), NonFinite(step, 0, rows))
+    found = watch.check()
+    assert found is not None and found.step == 2 and torch.equal(found.rows, rows)
+    assert watch.check() is None  # the record starts over
+    watch.record(torch.tensor(3.0), NonFinite(5, 0, rows))
+    watch.record(torch.tensor(float("nan")), NonFinite(5, 1, rows))
+    found = watch.check()
+    assert found is not None and (found.step, found.micro_batch) == (5, 1)
+
+
+def test_throughput_times_groups_of_steps(word_task_data, monkeypatch):
+    # A fake clock that moves only inside the loss forward: 1 s per fp32 step, 0.5 s per bf16
+    # step, plus 8 s on the first (untimed) step of each; groups of 3 steps after 1 warm-up.
+    tokens: dict[str, list[int]] = {"fp32": [], "bf16": []}
+    now = [0.0]
+    forward = LossModule.forward
+
+    def timed(module, src, tgt, generator):  # type: ignore[no-untyped-def]
+        out = forward(module, src, tgt, generator)
+        name = "bf16" if torch.is_autocast_enabled("cpu") else "fp32"
+        now[0] += (1.0 if name == "fp32" else 0.5) + (8.0 if not tokens[name] else 0.0)
+        tokens[name].append(int((tgt != module.cfg.model.pad_id).sum()))
+        return out
+
+    monkeypatch.setattr(LossModule, "forward", timed)
+    cfg = load_train_config("tiny-ar", [f"data={word_task_data}", "threads=1", "device=cpu"])
+    settings = ThroughputSettings(steps=2, warmup=1, group=3)
+    report = measure_throughput(cfg, settings, clock=lambda: now[0])
+    assert tokens["fp32"] == tokens["bf16"] and len(tokens["fp32"]) == 7
+    groups = [sum(tokens["fp32"][1:4]), sum(tokens["fp32"][4:7])]
+    assert report.rates == {"fp32": [g / 3.0 for g in groups], "bf16": [g / 1.5 for g in groups]}
+    assert report.speedup_median == 2.0
+    assert report.settings["timed_steps"] == 6 and report.settings["steps_per_sample"] == 3
+
+
+def test_throughput_takes_more_than_one_epoch(word_task_data):
+    cfg = load_train_config(
+        "tiny-ar", [f"data={word_task_data}", "threads=1", "max_tokens=20000", "max_sentences=0"]
+    )
+    epoch = BatchIterator(TranslationDataset(load_dataset(word_task_data), "train"), 20000)
+    assert len(epoch) < 7  # fewer batches an epoch than the 7 steps asked for
+    settings = ThroughputSettings(steps=3, warmup=1, group=2, precisions=("fp32",))
+    assert len(measure_throughput(cfg, settings).rates["fp32"]) == 3
