@@ -163,3 +163,24 @@ def test_fixed_shape_decodes_of_every_batch_size_share_a_few_graphs(
     assert {rows for rows, _ in passes} == {3 * b for b in encoders}
     assert {width for _, width in passes} <= {6, 8}
     assert graph_count([copy]) == len(encoders) + len(passes) <= 8 + 16
+
+
+def test_the_graphed_whole_decode_returns_the_steps_and_scores(
+    trained_padir: PadirModel, reversal: tuple[torch.Tensor, torch.Tensor]
+) -> None:
+    """The choice recorded with the passes (return_steps adds the steps to the recording's
+    outputs): each sentence's steps, candidate scores and passes as the eager loop's."""
+    src, _ = reversal
+    options = RefinementOptions(length_beam=3, steps=5, return_steps=True)
+    eager = refine(trained_padir, src[:7], options, 0)
+    got = refine_fixed(graphed(trained_padir, capture=False), src[:7], options, 0)
+    for a, b in zip(got, eager, strict=True):
+        assert (a.tokens, a.raw, a.steps, a.candidate, a.passes) == (
+            b.tokens,
+            b.raw,
+            b.steps,
+            b.candidate,
+            b.passes,
+        )
+        assert a.candidate_scores == pytest.approx(b.candidate_scores, abs=1e-5)
+        assert len(a.steps) == options.steps + 1

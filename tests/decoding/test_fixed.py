@@ -16,6 +16,7 @@ from gmlm.decoding.fixed import fixed_passes, refine_fixed
 from gmlm.decoding.options import RefinementOptions
 from gmlm.decoding.refinement import (
     PaddingStats,
+    Selection,
     candidate_lengths,
     initial_hypotheses,
     refine,
@@ -96,21 +97,24 @@ def test_a_fixed_decode_reads_the_device_a_fixed_number_of_times(
     reversal: tuple[torch.Tensor, torch.Tensor],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The whole decode: the lengths once and the outcome in two copies, whatever T and the
-    batch size (the selection then runs on the CPU's copy; on a CPU the counter cannot tell a
-    read of the device from one of a CPU copy, so the CPU copy's reads count too)."""
+    """The whole decode: the lengths once and the chosen candidates in two copies, one row
+    per sentence, whatever T and the batch size (the choice is made on the device; on a CPU
+    the counter cannot tell a read of the device from one of a CPU copy, so the CPU copy's
+    reads count too)."""
     counts = []
     for sentences in (1, 5, 16):
         src = reversal[0][:sentences]
         options = RefinementOptions(steps=steps)
-        finished: list[tuple[object, ...]] = []  # the CPU's selection, left out of the count
+        finished: list[tuple[object, ...]] = []  # the host's cutting, left out of the count
         monkeypatch.setattr(
-            fixed, "refinement_finish", lambda *args, out=finished: out.append(args)
+            fixed, "selection_results", lambda *args, out=finished: out.append(args)
         )
         with torch.no_grad(), counting_syncs(monkeypatch) as seen:
             refine_fixed(trained_padir, src, options, 0, lengths=None)
-        ((state, _),) = finished
-        assert state.tokens.shape[0] == sentences * options.length_beam
+        ((selection, _),) = finished
+        assert isinstance(selection, Selection)
+        assert selection.tokens.shape[0] == sentences
+        assert selection.candidate_scores.shape == (sentences, options.length_beam)
         counts.append(dict(seen))
     # Three copies to the host (the lengths, the integers, the floats) and three reads of the
     # CPU copy of the lengths (the width, its bucket, the memory check): on every size.

@@ -25,7 +25,8 @@ copies a call's tensors into that graph's static input buffers before the replay
   (:mod:`gmlm.translation.translator`). The decoder's position information for each padded
   width is made once and kept (the weights of an inference copy never change).
 * PaDIR's whole refinement at fixed shapes (:func:`gmlm.decoding.fixed.fixed_passes`, the T
-  passes and their bookkeeping: stutter remasking, early stopping and pruning as masks): (rows,
+  passes and their bookkeeping: stutter remasking, early stopping and pruning as masks, then
+  each sentence's choice of candidate): (rows,
   width, source width rounded up, dtype, K, the options), the rows and width already bucketed by
   the fixed-shape decoder, so a whole decode is the encoder's graph and this one;
 * AR search at fixed shapes (:mod:`gmlm.decoding.autoregressive_fixed`, the default on a
@@ -54,6 +55,7 @@ padding on a CPU with it).
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -66,6 +68,7 @@ from gmlm.decoding.buckets import bucket
 from gmlm.decoding.cancel import cancellable, checkpoint
 from gmlm.decoding.fixed import Passes, fixed_passes
 from gmlm.decoding.options import RefinementOptions, SearchOptions
+from gmlm.decoding.refinement import Selection
 from gmlm.errors import GmlmError
 from gmlm.models.autoregressive import AutoregressiveModel, DecoderCache
 from gmlm.models.padir import DecoderPositions, PadirEncoderOutput, PadirModel
@@ -292,7 +295,8 @@ class PadirGraphs(_Runner[PadirModel]):
         candidates: int,
         options: RefinementOptions,
     ) -> Passes:
-        """:func:`gmlm.decoding.fixed.fixed_passes`, all T passes and their bookkeeping, as
+        """:func:`gmlm.decoding.fixed.fixed_passes`, all T passes, their bookkeeping and the
+        choice of each sentence's candidate, as
         one graph per signature (candidates' rows and width, padded source width, dtype, K and
         the options): a whole refinement replayed with one launch. `positions` are made in
         the recording, at the same width. Cancellation (gmlm.decoding.cancel) is checked
@@ -310,8 +314,13 @@ class PadirGraphs(_Runner[PadirModel]):
         static_initial.copy_(initial)
         static_lengths.copy_(lengths)
         static_scores.copy_(length_log_probs)
-        tokens, log_probs, passes, pruned, *history = recording.run()
-        return Passes(tokens, log_probs, passes, pruned, history[0] if history else None)
+        *selected, content = recording.run()
+        steps = selected.pop() if options.return_steps else None
+        chosen, picked, scores, score, log_prob, length, passes, tokens, keep = selected
+        choice = Selection(
+            chosen, picked, scores, score, log_prob, length, passes, tokens, keep, steps
+        )
+        return Passes(choice, content)
 
     def _passes(
         self, buffers: _Memory, rows: int, width: int, candidates: int, options: RefinementOptions
@@ -329,8 +338,9 @@ class PadirGraphs(_Runner[PadirModel]):
                 done = fixed_passes(
                     self.model, cross, positions, initial, lengths, scores, candidates, options
                 )
-            history = () if done.history is None else (done.history,)
-            return (done.tokens, done.token_log_probs, done.passes, done.pruned, *history)
+            chosen = done.selection
+            fields = (getattr(chosen, f.name) for f in dataclasses.fields(chosen))
+            return (*(value for value in fields if value is not None), done.content)
 
         return _Recording((initial, lengths, scores), call)
 

@@ -12,10 +12,13 @@ rounding; only the bookkeeping differs, for a GPU:
   without waiting, and a graph can record them (:func:`fixed_passes`);
 * the sentences are padded to a bucket too (copies of the last one, dropped at the end), and
   the source width as well (masked keys), so a few signatures cover every batch;
+* the choice of each sentence's candidate runs on the device after the last pass
+  (:func:`gmlm.decoding.refinement.select`), inside the same graph;
 * the host reads the device twice per decode: the candidate lengths once (to choose the
   width bucket; none when they come planned on the CPU, as :class:`gmlm.translation.Translator`
-  plans them), and every pass's outcome once at the end, in one copy; the selection then runs
-  on the CPU (:func:`gmlm.decoding.refinement.refinement_finish`, a few hundred ids).
+  plans them), and the chosen candidates once at the end, in two copies (integers, floats),
+  one row per sentence; the host then only cuts each to its length and drops repeated
+  n-grams (:func:`gmlm.decoding.refinement.selection_results`).
 
 What it costs: the passes after every candidate has stopped still run, and padding is
 computed; on a CPU, where a pass costs its arithmetic, the eager loop is faster, so
@@ -38,7 +41,7 @@ from gmlm.decoding.options import RefinementOptions
 from gmlm.decoding.refinement import (
     PaddingStats,
     Refined,
-    RefinementState,
+    Selection,
     candidate_scores,
     initial_hypotheses,
     length_scores,
@@ -47,7 +50,8 @@ from gmlm.decoding.refinement import (
     plan_candidates,
     prune_losers,
     pruning_keep,
-    refinement_finish,
+    select,
+    selection_results,
 )
 from gmlm.errors import GmlmError
 from gmlm.models.padir import DecoderPositions, PadirEncoderOutput, PadirModel, ordinary_argmax
@@ -56,15 +60,12 @@ from gmlm.nn.attention import KVCache
 
 @dataclass(frozen=True)
 class Passes:
-    """What :func:`fixed_passes` leaves of C candidates at width W: tokens (C, W), their
-    log-probabilities (C, W), passes run (C,), pruned (C,), and with return_steps the tokens
-    after each pass (T, C, W)."""
+    """What :func:`fixed_passes` leaves of R sentences' C = R * K candidates: each sentence's
+    choice (a :class:`gmlm.decoding.refinement.Selection` of R rows), and content (R,), the
+    row-positions inside each sentence's candidate lengths that the passes computed."""
 
-    tokens: Tensor
-    token_log_probs: Tensor
-    passes: Tensor
-    pruned: Tensor
-    history: Tensor | None
+    selection: Selection
+    content: Tensor
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,21 @@ class _Scoring:
     lengths: Tensor
     initial: Tensor
     length_log_probs: Tensor
+
+
+@dataclass(frozen=True)
+class _Candidates:
+    """The candidates after the passes, as :func:`gmlm.decoding.refinement.select` reads them."""
+
+    candidates: int
+    lengths: Tensor
+    initial: Tensor
+    length_log_probs: Tensor
+    tokens: Tensor
+    token_log_probs: Tensor
+    passes: Tensor
+    pruned: Tensor
+    history: tuple[Tensor, ...]
 
 
 def fixed_passes(
@@ -86,7 +102,8 @@ def fixed_passes(
 ) -> Passes:
     """The options.steps passes over the candidates with initial hypotheses `initial` (C, W)
     of `lengths` (C,), K = `candidates` per sentence, their cross-attention `memory` (C rows)
-    and the decoder `positions` of width W: no host sync, fixed shapes (module docstring)."""
+    and the decoder `positions` of width W, then each sentence's choice: no host sync, fixed
+    shapes (module docstring)."""
     config = model.config
     width = initial.shape[1]
     index = torch.arange(width, device=initial.device)
@@ -123,13 +140,19 @@ def fixed_passes(
             done = done | pruned
         active = active & ~done
         inputs = torch.where(active.unsqueeze(1), nxt, inputs)
-    return Passes(
+    final = _Candidates(
+        candidates,
+        lengths,
+        initial,
+        length_log_probs,
         tokens,
         token_log_probs,
         passes,
         pruned,
-        torch.stack(history) if options.return_steps else None,
+        tuple(history),
     )
+    content = (passes * lengths).view(-1, candidates).sum(1)
+    return Passes(select(final, options), content)
 
 
 @torch.no_grad()
@@ -177,51 +200,12 @@ def refine_fixed(
     # A graphed copy (gmlm.decoding.cuda_graphs) replays all the passes as one graph.
     run = getattr(model, "fixed_passes", None) or partial(fixed_passes, model)
     done = run(memory, positions, initial, flat, length_log_probs, k, options)
-    # The copy back, in two transfers (integers, floats): the real sentences' candidates,
-    # to select on the CPU.
-    real = count * k
-    steps = options.steps if done.history is not None else 0
-    integers = torch.cat(
-        [
-            done.tokens[:real].flatten(),
-            initial[:real].flatten(),
-            done.passes[:real],
-            done.pruned[:real].long(),
-            flat[:real],
-            (src != config.pad_id).sum(1).repeat_interleave(k),
-            *(() if done.history is None else (done.history[:, :real].flatten(),)),
-        ]
-    ).cpu()
-    floats = torch.cat([done.token_log_probs[:real].flatten(), length_log_probs[:real]]).cpu()
-    grid = real * width
-    tokens, start, passes, pruned, cand, source, history = integers.split(
-        [grid, grid, real, real, real, real, steps * grid]
-    )
-    log_probs, length_lp = floats.split([grid, real])
-    tokens, start, log_probs = (t.view(real, width) for t in (tokens, start, log_probs))
+    # The copy back, in two transfers (integers, floats): the real sentences' choices.
+    selection = done.selection.first(count).to_host()
     if stats is not None:
         stats.computed += options.steps * rows * k * width
-        stats.content += int((passes * cand).sum())
-    state = RefinementState(
-        step=options.steps,
-        candidates=k,
-        rows=torch.zeros(0, dtype=torch.long),
-        memory=KVCache([], [], None),
-        inputs=tokens,
-        lengths=cand,
-        source_lengths=source,
-        length_log_probs=length_lp,
-        initial=start,
-        tokens=tokens,
-        token_log_probs=log_probs,
-        passes=passes,
-        pruned=pruned.bool(),
-        history=tuple(history.view(steps, real, width)) if steps else (),
-        self_attention=None,
-        cross_attention=None,
-        positions={},
-    )
-    return refinement_finish(state, options)
+        stats.content += int(done.content[:count].sum())
+    return selection_results(selection, options)
 
 
 __all__ = ["Passes", "fixed_passes", "refine_fixed"]

@@ -79,6 +79,7 @@ and stutter n-grams of up to 4 tokens: why, and the evidence, in docs/DESIGN.md 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -682,46 +683,166 @@ def candidate_scores(
     return scores
 
 
-def refinement_finish(state: RefinementState, options: RefinementOptions) -> list[Refined]:
-    """Score every candidate, keep each sentence's best and post-process it (call once no
-    candidate is active)."""
-    lengths = state.lengths
-    keep = output_mask(state.tokens, state.initial, lengths, options)
-    log_prob = state.token_log_probs.sum(1)
-    scores = candidate_scores(state.tokens, state.token_log_probs, state, options)
-    eligible = ~state.pruned
-    per_sentence = merge_identical(scores, state.tokens, state.candidates, eligible)
+class Candidates(Scoring, Protocol):
+    """What the final choice reads of the candidates, K per sentence: the :class:`Scoring`
+    fields and (C, W) tokens and token_log_probs, (C,) passes and pruned, the history of
+    tokens after each pass (return_steps) and K (a :class:`RefinementState` is one)."""
+
+    @property
+    def candidates(self) -> int: ...
+    @property
+    def tokens(self) -> Tensor: ...
+    @property
+    def token_log_probs(self) -> Tensor: ...
+    @property
+    def passes(self) -> Tensor: ...
+    @property
+    def pruned(self) -> Tensor: ...
+    @property
+    def history(self) -> Sequence[Tensor]: ...
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Each of B sentences' chosen candidate, as tensors: chosen (B,) its row among the C
+    candidates and picked (B,) its index 0 .. K-1 in its sentence; candidate_scores (B, K)
+    (see :class:`Refined`); its score, log_prob, length, passes (B,) each; tokens (B, W), its
+    last argmax; keep (B, W), the positions post-processing keeps (:func:`output_mask`); and
+    with return_steps steps (T + 1, B, W), its initial hypothesis then its tokens after each
+    pass. :func:`select` makes it with no host read, so a CUDA graph can hold the choice
+    (gmlm.decoding.fixed); :meth:`to_host` brings it back in two copies."""
+
+    chosen: Tensor
+    picked: Tensor
+    candidate_scores: Tensor
+    score: Tensor
+    log_prob: Tensor
+    length: Tensor
+    passes: Tensor
+    tokens: Tensor
+    keep: Tensor
+    steps: Tensor | None
+
+    def first(self, count: int) -> Selection:
+        """The first `count` sentences' (a batch padded with copies drops the copies)."""
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        cut = {name: value[:count] for name, value in fields.items() if name != "steps"}
+        steps = None if self.steps is None else self.steps[:, :count]
+        return Selection(**cut, steps=steps)
+
+    def to_host(self) -> Selection:
+        """On the CPU, in two copies (integers, floats): what the host reads of a decode (the
+        same two calls on a CPU, where they copy nothing)."""
+        count, width = self.tokens.shape
+        integers = [self.chosen, self.picked, self.length, self.passes, self.tokens.flatten()]
+        integers.append(self.keep.long().flatten())
+        if self.steps is not None:
+            integers.append(self.steps.flatten())
+        ints = torch.cat(integers).cpu()
+        floats = torch.cat(
+            [self.candidate_scores.flatten().float(), self.score.float(), self.log_prob.float()]
+        ).cpu()
+        grid = count * width
+        chosen, picked, length, passes, tokens, keep, steps = ints.split(
+            [count] * 4 + [grid, grid, ints.numel() - 4 * count - 2 * grid]
+        )
+        scores, score, log_prob = floats.split([self.candidate_scores.numel(), count, count])
+        return Selection(
+            chosen,
+            picked,
+            scores.view(self.candidate_scores.shape),
+            score,
+            log_prob,
+            length,
+            passes,
+            tokens.view(count, width),
+            keep.view(count, width).bool(),
+            None if self.steps is None else steps.view(self.steps.shape),
+        )
+
+
+@torch.no_grad()
+def select(state: Candidates, options: RefinementOptions) -> Selection:
+    """Score every candidate and choose each sentence's best (call once no candidate is
+    active): the highest score among its candidates that pruning kept, identical hypotheses
+    being one candidate at their lowest index (:func:`merge_identical`), equal scores going to
+    the lower index. Tensor operations only: no host read."""
+    tokens, k = state.tokens, state.candidates
+    scores = candidate_scores(tokens, state.token_log_probs, state, options)
+    per_sentence = merge_identical(scores, tokens, k, ~state.pruned)
     per_sentence = per_sentence.masked_fill(state.pruned.view_as(per_sentence), -math.inf)
     picked = per_sentence.argmax(1)  # the first of equal maxima: the lowest index
-    chosen = torch.arange(per_sentence.shape[0], device=picked.device) * state.candidates + picked
-    history = (state.initial, *state.history)
+    chosen = torch.arange(per_sentence.shape[0], device=picked.device) * k + picked
+    steps = None
     if options.return_steps:
-        history += (state.tokens,) * (options.steps + 1 - len(history))
+        history = (state.initial, *state.history)
+        history += (tokens,) * (options.steps + 1 - len(history))
+        steps = torch.stack(history).index_select(1, chosen)
+    chosen_tokens, length = tokens.index_select(0, chosen), state.lengths.index_select(0, chosen)
+    initial = state.initial.index_select(0, chosen)
+    return Selection(
+        chosen=chosen,
+        picked=picked,
+        candidate_scores=per_sentence,
+        score=scores.index_select(0, chosen),
+        log_prob=state.token_log_probs.sum(1).index_select(0, chosen),
+        length=length,
+        passes=state.passes.index_select(0, chosen),
+        tokens=chosen_tokens,
+        keep=output_mask(chosen_tokens, initial, length, options),
+        steps=steps,
+    )
+
+
+def selection_results(
+    selection: Selection,
+    options: RefinementOptions,
+    attention: tuple[Tensor | None, Tensor | None] = (None, None),
+    source_lengths: Tensor | None = None,
+) -> list[Refined]:
+    """The :class:`Refined` of each sentence of a `selection` on the host: its kept tokens,
+    without repeated n-grams (``stutter_ngram`` > 1), and with `attention` (the candidates'
+    last-layer self- and cross-attention) cut to its length and its source's
+    (`source_lengths` (C,))."""
     results = []
-    for sentence, row in enumerate(chosen.tolist()):
-        n, s = int(lengths[row]), int(state.source_lengths[row])
-        raw = state.tokens[row, : n - 1]
-        tokens = raw[keep[row, : n - 1]]
+    for sentence, row in enumerate(selection.chosen.tolist()):
+        n = int(selection.length[sentence])
+        raw = selection.tokens[sentence, : n - 1]
+        tokens = raw[selection.keep[sentence, : n - 1]]
         if options.dedup and options.stutter_ngram > 1:  # (1: output_mask did it)
-            # on the CPU: a few ids, where a device would launch a dozen tiny kernels a round
-            tokens = drop_repeats(tokens.cpu(), options.stutter_ngram)
-        attention = state.self_attention, state.cross_attention
+            tokens = drop_repeats(tokens, options.stutter_ngram)
+        self_attention, cross_attention = attention
+        if cross_attention is not None:
+            assert source_lengths is not None
+            cross_attention = cross_attention[row, :, :n, : int(source_lengths[row])]
+        steps = selection.steps
         results.append(
             Refined(
                 tokens=tokens.tolist(),
-                score=float(scores[row]),
-                log_prob=float(log_prob[row]),
-                candidate=int(picked[sentence]),
+                score=float(selection.score[sentence]),
+                log_prob=float(selection.log_prob[sentence]),
+                candidate=int(selection.picked[sentence]),
                 length=n,
-                passes=int(state.passes[row]),
-                candidate_scores=per_sentence[sentence].tolist(),
+                passes=int(selection.passes[sentence]),
+                candidate_scores=selection.candidate_scores[sentence].tolist(),
                 raw=raw.tolist(),
-                steps=[h[row, : n - 1].tolist() for h in history] if options.return_steps else [],
-                self_attention=None if attention[0] is None else attention[0][row, :, :n, :n],
-                cross_attention=None if attention[1] is None else attention[1][row, :, :n, :s],
+                steps=[] if steps is None else [h[sentence, : n - 1].tolist() for h in steps],
+                self_attention=None if self_attention is None else self_attention[row, :, :n, :n],
+                cross_attention=cross_attention,
             )
         )
     return results
+
+
+def refinement_finish(state: RefinementState, options: RefinementOptions) -> list[Refined]:
+    """Score every candidate, keep each sentence's best and post-process it (call once no
+    candidate is active): :func:`select`, then :func:`selection_results` on the host."""
+    return selection_results(
+        select(state, options).to_host(),
+        options,
+        (state.self_attention, state.cross_attention),
+        state.source_lengths,
+    )
 
 
 def refine(
