@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo demo-en-de gpu-check gpu-check-data gpu-wheels test test-slow verify-results lint bench speed speed-en-de speed-gpu batch-rates table1 serve-load serve-overload mutate mutation mutation-ci clean
+.PHONY: install demo demo-en-de gpu-check gpu-check-data gpu-check-smoke gpu-wheels test test-slow verify-results lint bench speed speed-en-de speed-gpu batch-rates table1 serve-load serve-overload mutate mutation mutation-ci clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -119,6 +119,10 @@ gpu-check-data: $(STAMP)
 	  --tokenizer checkpoints/multi30k-de-en/padir/tokenizer --out $(GPU_CHECK_DATA) --no-progress
 gpu-check: gpu-check-data
 	$(BIN)/python tools/gpu_check.py --data $(GPU_CHECK_DATA) --out runs/gpu-check
+# The same script on the CPU with tiny counts (about 10 minutes on 2 cores): run it after
+# changing what gpu-check calls, so that a GPU session spends no minutes on a broken section.
+gpu-check-smoke: gpu-check-data
+	$(BIN)/python tools/gpu_check.py --smoke --data $(GPU_CHECK_DATA) --out runs/gpu-check-smoke
 GPU_WHEELS = fastapi==0.165.0 starlette==1.10.0 pydantic==2.14.4 pydantic-core==2.50.5 \
 	uvicorn==0.54.0 annotated-types==0.8.0 annotated-doc==0.0.7 typing-inspection==0.4.5 \
 	opentelemetry-api==1.45.2

@@ -23,8 +23,8 @@ fails is a row saying why, and the others still run:
    autocast: target tokens/s, the model FLOP utilisation and the bf16 / fp32 ratio;
 5. compile: the same of base-padir with ``compile=true`` (torch.compile, 4 warm-up steps), to
    set against its training row;
-6. batch: the same of base-padir with 4 times its batch (``max_tokens=16384``): how much of
-   the chip a small model's batch leaves idle.
+6. batch: the same of base-padir with 4 times its batch (``max_tokens=65536``; base's is
+   16,384): how much of the chip its batch leaves idle.
 
 Writes OUT/gpu-check.md (the table, with the card, torch and the settings) and
 OUT/gpu-check.json, and prints the table.
@@ -40,6 +40,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -69,26 +70,57 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))]
 
 
+@dataclass(frozen=True)
+class Run:
+    """Where and how much: the device, and the counts a --smoke run shrinks."""
+
+    device: str = "cuda"
+    calls: int = 13  # per batch size, the first untimed
+    sizes: tuple[int, ...] = (1, 8, 32)
+    # training steps per timed sample: the trainer never waits for the GPU between steps
+    # (gmlm.training.step), so a sample times a few steps between two waits, as training runs
+    group: int = 5
+    # training overrides of every config timed, and the batch section's budget: 4 times
+    # base's own max_tokens (16,384)
+    train_extra: tuple[str, ...] = ()
+    batch_tokens: int = 65536
+
+
+SMOKE = Run(
+    device="cpu",
+    calls=2,
+    sizes=(1, 2),
+    group=1,
+    train_extra=("max_tokens=1024",),
+    batch_tokens=2048,
+)
+"""--smoke: every section on the CPU with tiny counts, to check the script before a GPU
+session spends minutes on it; its figures mean nothing."""
+
+
 def synchronized(call: Callable[..., object], *args: Any, **kwargs: Any) -> float:
     """Seconds of call(*args, **kwargs) with the GPU's queue drained before and after."""
-    torch.cuda.synchronize()
+    cuda = torch.cuda.is_available()
+    if cuda:
+        torch.cuda.synchronize()
     start = time.perf_counter()
     call(*args, **kwargs)
-    torch.cuda.synchronize()
+    if cuda:
+        torch.cuda.synchronize()
     return time.perf_counter() - start
 
 
-def batches(sentences: list[str], **loading: bool) -> list[Row]:
+def batches(run: Run, sentences: list[str], **loading: bool) -> list[Row]:
     """Median ms per call at batch 1 / 8 / 32 (`loading`: gmlm.load's GPU switches)."""
     rows = []
     for system, (name, settings) in SYSTEMS.items():
-        translator = gmlm.load(CHECKPOINTS / name, device="cuda", **loading)
+        translator = gmlm.load(CHECKPOINTS / name, device=run.device, **loading)
         options = translator.options(**settings)
         for precision in ("fp32", "bf16"):
             translator.model_at(precision)  # type: ignore[arg-type]
-            for size in (1, 8, 32):
+            for size in run.sizes:
                 times = []
-                for i in range(13):  # the first call of each size warms up
+                for i in range(run.calls):  # the first call of each size warms up
                     chunk = sentences[i * size : (i + 1) * size]
                     times.append(
                         synchronized(
@@ -111,11 +143,13 @@ def batches(sentences: list[str], **loading: bool) -> list[Row]:
     return rows
 
 
-def graphs(sentences: list[str]) -> list[Row]:
+def graphs(run: Run, sentences: list[str]) -> list[Row]:
     rows = []
+    cuda = run.device == "cuda"  # (--smoke: the fixed shapes without graphs)
     for system, (name, settings) in SYSTEMS.items():
-        translator = gmlm.load(CHECKPOINTS / name, device="cuda", cuda_graphs=True)
-        assert translator.fixed_shapes
+        translator = gmlm.load(
+            CHECKPOINTS / name, device=run.device, cuda_graphs=cuda, fixed_shapes=True
+        )
         options = translator.options(**settings)
         for precision in ("fp32", "bf16"):
             for line in sentences:  # capture every shape first
@@ -137,12 +171,14 @@ def graphs(sentences: list[str]) -> list[Row]:
     return rows
 
 
-def service(source: Path, out: Path, rates: str, duration: float, flags: str) -> list[Row]:
+def service(
+    run: Run, source: Path, out: Path, rates: str, duration: float, flags: str
+) -> list[Row]:
     rows = []
     for precision in ("fp32", "bf16"):
         result = out / f"load-{precision}.json"
         serve = (
-            f"--device cuda --precision {precision} --model padir={CHECKPOINTS / 'padir'} "
+            f"--device {run.device} --precision {precision} --model padir={CHECKPOINTS / 'padir'} "
             f"--model ar={CHECKPOINTS / 'ar'} {flags}"
         )
         command = [
@@ -171,19 +207,14 @@ def service(source: Path, out: Path, rates: str, duration: float, flags: str) ->
     return rows
 
 
-TRAIN_GROUP = 5
-"""Training steps per timed sample: the trainer never waits for the GPU between steps
-(gmlm.training.step), so a sample times a few steps between two waits, as training runs."""
-
-
-def training(data: Path, steps: int, configs: tuple[str, ...], *extra: str) -> list[Row]:
+def training(run: Run, data: Path, steps: int, configs: tuple[str, ...], *extra: str) -> list[Row]:
     """`gmlm throughput` of each config (with the `extra` overrides), both precisions."""
     rows = []
     for config in configs:
         command = [
             sys.executable, "-m", "gmlm", "throughput", "--config", config, "--steps",
-            str(steps), "--group", str(TRAIN_GROUP), "--warmup", "4" if extra else "2",
-            f"data={data}", "device=cuda", *extra,
+            str(steps), "--group", str(run.group), "--warmup", "4" if extra else "2",
+            f"data={data}", f"device={run.device}", *run.train_extra, *extra,
         ]  # fmt: skip
         done = subprocess.run(
             command, check=True, capture_output=True, text=True, env=ENV, timeout=300
@@ -267,12 +298,22 @@ def main() -> None:
     )
     parser.add_argument("--train-steps", type=int, default=6)
     parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="check the script on the CPU: every section with tiny counts (1 service rate of "
+        "1 s, 3 graph sentences, 1 training sample); the figures mean nothing",
+    )
+    parser.add_argument(
         "--sections",
         default="default,eager,graphs,service,training,compile,batch",
         help="which to run, in order",
     )
     args = parser.parse_args()
-    if not torch.cuda.is_available():
+    run = Run()
+    if args.smoke:
+        run = SMOKE
+        args.sentences, args.rates, args.duration, args.train_steps = 3, "5", 1.0, 1
+    elif not torch.cuda.is_available():
         parser.error("no CUDA device here: run it on a machine with a GPU and a CUDA torch")
     source = args.data / "test.src.txt"
     if not source.is_file():
@@ -281,22 +322,28 @@ def main() -> None:
     sentences = source.read_text(encoding="utf-8").splitlines()
     started = time.perf_counter()
     found: dict[str, Any] = {
-        "device": torch.cuda.get_device_name(),
+        "device": torch.cuda.get_device_name() if run.device == "cuda" else "CPU (--smoke)",
         "torch": torch.__version__,
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "command": " ".join(sys.argv),
         "sections": {},
     }
     runs: dict[str, Callable[[], list[Row]]] = {
-        "default": lambda: batches(sentences),
-        "eager": lambda: batches(sentences, cuda_graphs=False, fixed_shapes=False),
-        "graphs": lambda: graphs(sentences[: args.sentences]),
-        "service": lambda: service(source, args.out, args.rates, args.duration, args.serve_flags),
-        "training": lambda: training(
-            args.data, args.train_steps, ("small-padir", "small-ar", "base-padir")
+        "default": lambda: batches(run, sentences),
+        "eager": lambda: batches(run, sentences, cuda_graphs=False, fixed_shapes=False),
+        "graphs": lambda: graphs(run, sentences[: args.sentences]),
+        "service": lambda: service(
+            run, source, args.out, args.rates, args.duration, args.serve_flags
         ),
-        "compile": lambda: training(args.data, args.train_steps, ("base-padir",), "compile=true"),
-        "batch": lambda: training(args.data, args.train_steps, ("base-padir",), "max_tokens=16384"),
+        "training": lambda: training(
+            run, args.data, args.train_steps, ("small-padir", "small-ar", "base-padir")
+        ),
+        "compile": lambda: training(
+            run, args.data, args.train_steps, ("base-padir",), "compile=true"
+        ),
+        "batch": lambda: training(
+            run, args.data, args.train_steps, ("base-padir",), f"max_tokens={run.batch_tokens}"
+        ),
     }
     for section in args.sections.split(","):
         print(f"== {section} ({time.perf_counter() - started:.0f} s so far)", flush=True)
