@@ -18,6 +18,7 @@ def _module():  # type: ignore[no-untyped-def]
     spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules["gpu_check"] = module  # (its dataclasses look their module up there)
     spec.loader.exec_module(module)
     return module
 
