@@ -10,6 +10,7 @@ import torch
 from gmlm.data.batching import BatchIterator
 from gmlm.data.binarized import TranslationDataset, load_dataset
 from gmlm.errors import GmlmError
+from gmlm.training import throughput
 from gmlm.training.config import load_train_config
 from gmlm.training.objective import LossModule
 from gmlm.training.step import LossWatch, NonFinite
@@ -144,3 +145,23 @@ def test_throughput_takes_more_than_one_epoch(word_task_data):
     assert len(epoch) < 7  # fewer batches an epoch than the 7 steps asked for
     settings = ThroughputSettings(steps=3, warmup=1, group=2, precisions=("fp32",))
     assert len(measure_throughput(cfg, settings).rates["fp32"]) == 3
+
+
+def test_throughput_bounds_what_it_times_and_holds(word_task_data, monkeypatch):
+    cfg = load_train_config("tiny-ar", [f"data={word_task_data}", "threads=1"])
+    with pytest.raises(GmlmError, match=r"^steps=1000 x group=1000 = 1,000,000 timed steps"):
+        measure_throughput(cfg, ThroughputSettings(steps=1000, group=1000))
+    # More steps than HELD_BATCHES reuse the held batches in turn.
+    monkeypatch.setattr(throughput, "HELD_BATCHES", 3)
+    seen: list[int] = []
+    forward = LossModule.forward
+
+    def recorded(module, src, tgt, generator):  # type: ignore[no-untyped-def]
+        seen.append(id(src))
+        return forward(module, src, tgt, generator)
+
+    monkeypatch.setattr(LossModule, "forward", recorded)
+    settings = ThroughputSettings(steps=4, warmup=1, group=2, precisions=("fp32",))
+    measure_throughput(cfg, settings)
+    assert len(seen) == 9 and len(set(seen)) == 3
+    assert seen == seen[:3] * 3

@@ -57,3 +57,8 @@ class ThroughputSettings:
                 f"precisions={tuple(self.precisions)}: give fp32 and/or bf16 (training precisions)"
             )
         check_settings(self)
+        timed, most = self.steps * self.group, int(TIMED.le or 0)
+        if timed > most:
+            raise GmlmError(
+                f"steps={self.steps} x group={self.group} = {timed:,} timed steps: at most {most:,}"
+            )
