@@ -18,7 +18,7 @@ from gmlm.training.throughput import measure_throughput
 from gmlm.training.throughput_settings import ThroughputSettings
 from gmlm.training.trainer import Trainer
 from tests.helpers.syncs import counting_syncs
-from tests.helpers.training import FAST, metrics, train, weights
+from tests.helpers.training import FAST, fake_step_clock, metrics, train, weights
 
 
 @pytest.mark.parametrize(
@@ -113,23 +113,15 @@ def test_loss_watch_finds_the_first_non_finite_loss():
 
 
 def test_throughput_times_groups_of_steps(word_task_data, monkeypatch):
-    # A fake clock that moves only inside the loss forward: 1 s per fp32 step, 0.5 s per bf16
-    # step, plus 8 s on the first (untimed) step of each; groups of 3 steps after 1 warm-up.
-    tokens: dict[str, list[int]] = {"fp32": [], "bf16": []}
-    now = [0.0]
-    forward = LossModule.forward
-
-    def timed(module, src, tgt, generator):  # type: ignore[no-untyped-def]
-        out = forward(module, src, tgt, generator)
-        name = "bf16" if torch.is_autocast_enabled("cpu") else "fp32"
-        now[0] += (1.0 if name == "fp32" else 0.5) + (8.0 if not tokens[name] else 0.0)
-        tokens[name].append(int((tgt != module.cfg.model.pad_id).sum()))
-        return out
-
-    monkeypatch.setattr(LossModule, "forward", timed)
+    # 1 s per fp32 step, 0.5 s per bf16 step, plus 8 s on the first (untimed) step of each;
+    # groups of 3 steps after 1 warm-up.
+    tokens, clock = fake_step_clock(
+        monkeypatch,
+        lambda name, call: (1.0 if name == "fp32" else 0.5) + (8.0 if not call else 0.0),
+    )
     cfg = load_train_config("tiny-ar", [f"data={word_task_data}", "threads=1", "device=cpu"])
     settings = ThroughputSettings(steps=2, warmup=1, group=3)
-    report = measure_throughput(cfg, settings, clock=lambda: now[0])
+    report = measure_throughput(cfg, settings, clock=clock)
     assert tokens["fp32"] == tokens["bf16"] and len(tokens["fp32"]) == 7
     groups = [sum(tokens["fp32"][1:4]), sum(tokens["fp32"][4:7])]
     assert report.rates == {"fp32": [g / 3.0 for g in groups], "bf16": [g / 1.5 for g in groups]}

@@ -35,7 +35,7 @@ from gmlm.training.throughput_settings import ThroughputSettings
 from gmlm.training.trainer import Trainer
 from gmlm.training.validation import validation_pairs
 from tests.helpers.corpora import make_pairs, tiny_config, write_corpus, write_lines
-from tests.helpers.training import FAST, metrics, train, weights
+from tests.helpers.training import FAST, fake_step_clock, metrics, train, weights
 
 
 def test_schedules():
@@ -474,20 +474,9 @@ def test_throughput_statistics_follow_from_known_step_times(word_task_data, monk
     # A fake clock that moves only inside the loss forward, by these seconds per call: the
     # first call of each precision is the warm-up; dyadic values keep every sum exact.
     seconds = {"fp32": [8.0, 0.5, 0.25, 0.75], "bf16": [0.0625, 0.25, 0.5, 0.125]}
-    tokens: dict[str, list[int]] = {"fp32": [], "bf16": []}
-    now = [0.0]
-    forward = LossModule.forward
-
-    def timed(module, src, tgt, generator):  # type: ignore[no-untyped-def]
-        out = forward(module, src, tgt, generator)
-        name = "bf16" if torch.is_autocast_enabled("cpu") else "fp32"
-        now[0] += seconds[name][len(tokens[name])]
-        tokens[name].append(int((tgt != module.cfg.model.pad_id).sum()))
-        return out
-
-    monkeypatch.setattr(LossModule, "forward", timed)
+    tokens, clock = fake_step_clock(monkeypatch, lambda name, call: seconds[name][call])
     cfg = load_train_config("tiny-ar", [f"data={word_task_data}", "threads=1", "device=cpu"])
-    report = measure_throughput(cfg, ThroughputSettings(steps=3, warmup=1), clock=lambda: now[0])
+    report = measure_throughput(cfg, ThroughputSettings(steps=3, warmup=1), clock=clock)
     assert tokens["fp32"] == tokens["bf16"] and len(tokens["fp32"]) == 4  # the same batches
     timed_tokens = tokens["fp32"][1:]
     for name in ("fp32", "bf16"):
@@ -851,21 +840,14 @@ def test_auto_precision_follows_a_measurement(
     trains in what a few timed steps of each show to be faster (a tie: bf16), on the run's own
     batches and copies of its model, and records it: a fake clock moves 1 s per fp32 forward
     and `bf16_seconds` per bf16 one."""
-    forward = LossModule.forward
-    now = [0.0]
-
-    def timed(module, src, tgt, generator):  # type: ignore[no-untyped-def]
-        out = forward(module, src, tgt, generator)
-        now[0] += bf16_seconds if torch.is_autocast_enabled("cpu") else 1.0
-        return out
-
-    monkeypatch.setattr(LossModule, "forward", timed)
+    step = {"fp32": 1.0, "bf16": bf16_seconds}
+    _, clock = fake_step_clock(monkeypatch, lambda name, call: step[name])
     monkeypatch.setattr(trainer_module, "resolve_precision", lambda cfg, device: torch.bfloat16)
     real = trainer_module.measured_precision
     monkeypatch.setattr(
         trainer_module,
         "measured_precision",
-        lambda cfg, model, batches: real(cfg, model, batches, clock=lambda: now[0]),
+        lambda cfg, model, batches: real(cfg, model, batches, clock=clock),
     )
     common = [f"data={word_task_data}", f"out={tmp_path / 'run'}", "threads=1", "device=cpu"]
     cfg = load_train_config("tiny-ar", [*common, "precision=auto"])
