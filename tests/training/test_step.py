@@ -4,6 +4,8 @@ grouped timing."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
@@ -12,8 +14,8 @@ from gmlm.data.binarized import TranslationDataset, load_dataset
 from gmlm.errors import GmlmError
 from gmlm.training import throughput
 from gmlm.training.config import load_train_config
-from gmlm.training.objective import LossModule
-from gmlm.training.step import LossWatch, NonFinite
+from gmlm.training.objective import LossModule, objective
+from gmlm.training.step import LossWatch, NonFinite, optimizer_step
 from gmlm.training.throughput import measure_throughput
 from gmlm.training.throughput_settings import ThroughputSettings
 from gmlm.training.trainer import Trainer
@@ -97,6 +99,56 @@ def test_a_non_finite_loss_is_named_at_its_step_and_nothing_after_it_is_saved(
     assert all(torch.equal(before[k], after[k]) for k in before)
 
 
+@pytest.mark.parametrize("kind", ["ar", "padir"])
+def test_a_step_follows_the_gradient_of_the_mean_losses(word_task_data, tmp_path, kind):
+    """With plain SGD at rate 1 and no clipping, two steps of 2 micro-batches each move every
+    weight by minus the gradient of that step's objective: the token loss summed over both
+    micro-batches over their target tokens, plus the length loss over their sentences
+    (PaDIR's noise drawn alike), computed here on a copy; and the step's sums are theirs."""
+    cfg = load_train_config(
+        f"tiny-{kind}",
+        [f"data={word_task_data}", f"out={tmp_path}", *FAST, "optim.clip_norm=0"],
+    )
+    trainer = Trainer(cfg, progress=False, log=lambda _m: None)
+    model, batches = trainer.model, list(trainer.batches)[:4]
+    optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+    watch = LossWatch(torch.device("cpu"))
+    for step, micro in enumerate((batches[:2], batches[2:]), start=1):
+        tokens = float(sum(b.tgt_tokens for b in micro))
+        sentences = float(sum(b.size for b in micro))
+        reference = copy.deepcopy(model)
+        noise_state = trainer.noise.get_state()
+        sums = [LossModule(reference, cfg)(b.src, b.tgt, trainer.noise) for b in micro]
+        token_sum = sum(t for t, _ in sums)
+        length_sum = sum(n for _, n in sums)
+        objective(token_sum / tokens, length_sum / sentences, cfg).backward()
+        trainer.noise.set_state(noise_state)
+        values = optimizer_step(
+            cfg,
+            model,
+            trainer.loss_module,
+            optimizer,
+            micro,
+            (tokens, sentences),
+            lr=1.0,
+            dtype=None,
+            noise=trainer.noise,
+            watch=watch,
+            step=step,
+        )
+        assert float(values.token_sum) == pytest.approx(float(token_sum.detach()), rel=1e-6)
+        assert float(values.length_sum) == pytest.approx(
+            float(length_sum.detach()), rel=1e-6, abs=1e-9
+        )
+        assert values.grad_norm is None
+        for (name, after), before in zip(
+            model.named_parameters(), reference.parameters(), strict=True
+        ):
+            expected = before.detach() - (0 if before.grad is None else before.grad)
+            assert torch.allclose(after, expected, atol=1e-6), name
+    assert watch.check() is None
+
+
 def test_loss_watch_finds_the_first_non_finite_loss():
     watch = LossWatch(torch.device("cpu"))
     assert watch.check() is None
@@ -110,6 +162,11 @@ def test_loss_watch_finds_the_first_non_finite_loss():
     watch.record(torch.tensor(float("nan")), NonFinite(5, 1, rows))
     found = watch.check()
     assert found is not None and (found.step, found.micro_batch) == (5, 1)
+    # The very first recorded is not overwritten by a later one.
+    watch.record(torch.tensor(float("nan")), NonFinite(6, 0, rows))
+    watch.record(torch.tensor(float("nan")), NonFinite(6, 1, rows))
+    found = watch.check()
+    assert found is not None and (found.step, found.micro_batch) == (6, 0)
 
 
 def test_throughput_times_groups_of_steps(word_task_data, monkeypatch):
