@@ -202,6 +202,8 @@ def service(
                     "p99_ms": point["p99_ms"],
                     "errors": point["errors"],
                     "capacity_rps": loaded["capacity_rps"].get(point["model"]),
+                    "graph_captures": point.get("graph_captures"),
+                    "graph_capture_ms": point.get("graph_capture_ms"),
                 }
             )
     return rows
@@ -254,12 +256,17 @@ def table(found: dict[str, Any]) -> str:
                 what = f"{row['system']}, batch 1: p50 / p99 ms"
                 value = f"{row['p50_ms']:.1f} / {row['p99_ms']:.1f}"
             elif section == "service":
-                what = f"{row['model']} at {row['offered_rps']:g}/s: achieved/s, p50 / p99 ms"
+                what = (
+                    f"{row['model']} at {row['offered_rps']:g}/s: achieved/s, p50 / p99 ms; "
+                    "graph captures"
+                )
                 p50 = "-" if row["p50_ms"] is None else f"{row['p50_ms']:.0f}"
                 p99 = "-" if row["p99_ms"] is None else f"{row['p99_ms']:.0f}"
                 value = f"{row['achieved_rps']:g}, {p50} / {p99}"
                 if row["errors"]:
                     value += f" ({sum(row['errors'].values())} errors)"
+                if row.get("graph_captures"):
+                    value += f"; {row['graph_captures']} captures, {row['graph_capture_ms']:.0f} ms"
             else:
                 for precision, rate in row["rates"].items():
                     mfu = row["mfu"].get(precision)

@@ -13,9 +13,9 @@ import torch
 from gmlm.bench import BenchSettings, run_bench
 from gmlm.cli.main import main
 from gmlm.data.tokenizer import Tokenizer
-from gmlm.decoding import RefinementOptions
+from gmlm.decoding import RefinementOptions, cuda_graphs
 from gmlm.decoding.autoregressive import SearchOptions, beam_search, greedy_search
-from gmlm.decoding.cuda_graphs import graph_count, graphed
+from gmlm.decoding.cuda_graphs import capture_seconds, graph_count, graphed
 from gmlm.decoding.fixed import refine_fixed
 from gmlm.decoding.refinement import refine
 from gmlm.errors import GmlmError
@@ -184,3 +184,28 @@ def test_the_graphed_whole_decode_returns_the_steps_and_scores(
         )
         assert a.candidate_scores == pytest.approx(b.candidate_scores, abs=1e-5)
         assert len(a.steps) == options.steps + 1
+
+
+def test_capture_time_is_counted_once_per_new_signature(
+    trained_padir: PadirModel,
+    reversal: tuple[torch.Tensor, torch.Tensor],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What the service's gmlm_cuda_graph_capture_seconds reads: the host's time in each new
+    signature's recording, counted once (a clock moving 0.25 s per reading, recording made a
+    no-op so that it runs without a GPU); none without capture."""
+    src, _ = reversal
+    copy = graphed(trained_padir, capture=False)
+    refine_fixed(copy, src[:3], RefinementOptions(), 0)
+    assert graph_count([copy]) > 0 and capture_seconds([copy]) == 0.0  # capture=False
+    copy = graphed(trained_padir, capture=False)
+    copy.graphs.capture = True  # type: ignore[attr-defined]
+    monkeypatch.setattr(cuda_graphs._Recording, "record", lambda self, capture, pool: None)
+    ticks = iter(range(1000))
+    monkeypatch.setattr(cuda_graphs, "perf_counter", lambda: 0.25 * next(ticks))
+    refine_fixed(copy, src[:3], RefinementOptions(), 0)
+    first = graph_count([copy])
+    assert capture_seconds([copy]) == 0.25 * first
+    refine_fixed(copy, src[:3], RefinementOptions(), 0)  # the same signatures: no capture
+    assert graph_count([copy]) == first and capture_seconds([copy]) == 0.25 * first
+    assert capture_seconds([trained_padir]) == 0.0  # a plain model captures nothing

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 
+import httpx
 import numpy as np
 import pytest
 
@@ -19,6 +20,7 @@ from gmlm.serve.loadtest import (
     arrivals,
     capacity,
     check_loopback,
+    describe,
     percentile,
     run_loadtest,
     scrape,
@@ -113,6 +115,44 @@ def test_a_short_run_against_a_real_server(tmp_path):
     table = markdown(result)
     assert "| fake | 40 |" in table and "Capacity" in table
     assert plot(result, tmp_path / "load.png") == tmp_path / "load.png"
+
+
+class CapturingBackend(GatedBackend):
+    """A fake model that "captures a CUDA graph" with every batch, waiting 10 ms for it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.captured = 0
+
+    def translate(self, texts, prepared):  # type: ignore[no-untyped-def]
+        self.captured += 1
+        return super().translate(texts, prepared)
+
+    def graph_captures(self) -> tuple[int, float]:
+        return self.captured, 0.01 * self.captured
+
+
+def test_graph_captures_are_a_metric_and_counted_per_rate():
+    settings = ServeSettings(max_batch_sentences=1, max_wait_ms=0)
+    with running(
+        lambda: {"fake": CapturingBackend(), "plain": GatedBackend("plain")}, settings
+    ) as url:
+        load = LoadSettings(rates=(20.0, 5.0), duration=0.5, warmup=1, p99_limit_ms=5000.0)
+        result = run_loadtest(url, ["fake", "plain"], ["ein Hund"], load, log=lambda _l: None)
+        metrics = httpx.get(url + "/metrics").text
+    # One batch a request: the captures during a rate are its answered requests.
+    for p in result.points:
+        if p.model == "fake":
+            assert p.graph_captures == p.ok > 0
+            assert p.graph_capture_ms == pytest.approx(10.0 * p.ok)
+            assert f"{p.ok} CUDA graph captures" in describe(p)
+        else:  # a model without graphs exports none
+            assert p.graph_captures is None and p.graph_capture_ms is None
+            assert "captures" not in describe(p)
+    total = sum(p.ok for p in result.points if p.model == "fake") + 1  # the warm-up
+    assert f'gmlm_cuda_graph_captures_total{{model="fake"}} {total}.0' in metrics
+    assert 'gmlm_cuda_graph_captures_total{model="plain"}' not in metrics
+    assert "| fake | 20 |" in markdown(result)
 
 
 def test_refuses_unknown_models_and_bad_settings():

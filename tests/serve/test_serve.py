@@ -72,6 +72,8 @@ def test_outputs_equal_gmlm_translate_under_concurrent_clients(tiny_models, word
             assert max(g["timings"]["batch_requests"] for g in got) > 1
             assert all(g["timings"]["total_ms"] >= g["timings"]["batch_ms"] for g in got)
             assert got[0]["options"][next(iter(options[model]))] == 4 if model == "padir" else 2
+        # A model on the CPU runs without CUDA graphs: it exports no capture counts.
+        assert "gmlm_cuda_graph_captures_total{" not in httpx.get(url + "/metrics").text
 
 
 @pytest.mark.parametrize(

@@ -58,6 +58,7 @@ import copy
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from time import perf_counter
 from typing import Any, Generic, TypeVar
 
 import torch
@@ -177,6 +178,7 @@ class _Runner(Generic[Model]):
         self.pool = torch.cuda.graph_pool_handle() if capture else None
         self.recordings: dict[tuple[object, ...], _Recording] = {}
         self.memories: dict[tuple[object, ...], _Memory] = {}
+        self.capture_seconds = 0.0  # the host's time in captures (the call waiting on them)
 
     @property
     def graphs(self) -> int:
@@ -236,9 +238,12 @@ class _Runner(Generic[Model]):
     def recording(self, key: tuple[object, ...], make: Callable[[], _Recording]) -> _Recording:
         recording = self.recordings.get(key)
         if recording is None:
+            started = perf_counter()
             recording = make()
             recording.record(self.capture, self.pool)
             self.recordings[key] = recording
+            if self.capture:
+                self.capture_seconds += perf_counter() - started
         return recording
 
 
@@ -439,8 +444,15 @@ def graphed(model: Model, capture: bool = True, multiple: int = MULTIPLE) -> Mod
 
 def graph_count(models: Sequence[object]) -> int:
     """Signatures recorded by the graphed copies among `models` (0 for plain models)."""
-    return sum(
-        runner.graphs
-        for runner in (getattr(m, "graphs", None) for m in models)
-        if isinstance(runner, _Runner)
-    )
+    return sum(runner.graphs for runner in _runners(models))
+
+
+def capture_seconds(models: Sequence[object]) -> float:
+    """The host's seconds spent capturing the graphs of the graphed copies among `models`:
+    the time the calls that met a new signature waited for its capture."""
+    return sum(runner.capture_seconds for runner in _runners(models))
+
+
+def _runners(models: Sequence[object]) -> list[_Runner[Any]]:
+    runners = (getattr(m, "graphs", None) for m in models)
+    return [runner for runner in runners if isinstance(runner, _Runner)]

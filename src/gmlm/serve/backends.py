@@ -163,6 +163,13 @@ class TorchBackend:
             precision=self.precision,
         )
 
+    def graph_captures(self) -> tuple[int, float] | None:
+        """The CUDA graphs captured so far and the seconds translations waited for them; None
+        where the model runs without graphs (a CPU)."""
+        if not self.translator.cuda_graphs:
+            return None
+        return self.translator.cuda_graph_count(), self.translator.cuda_graph_capture_seconds()
+
     def close(self) -> None:
         pass
 

@@ -31,6 +31,7 @@ COLUMNS = (
     "queue wait ms",
     "batch sentences",
     "RSS MB",
+    "graph captures (ms)",
 )
 
 
@@ -43,7 +44,7 @@ def markdown(result: LoadResult) -> str:
         f"{s['lines']} line(s) per request, options {options}; "
         f"{result.provenance.get('cpu', '?')}, gmlm {result.provenance.get('gmlm', '?')}.",
         "",
-        *table(COLUMNS, align="lrrrrrrrlrrlrrr"),
+        *table(COLUMNS, align="lrrrrrrrlrrlrrrr"),
     ]
     for p in result.points:
         errors = ", ".join(f"{k}: {v}" for k, v in p.errors.items()) or "none"
@@ -63,6 +64,7 @@ def markdown(result: LoadResult) -> str:
             _ms(p.queue_wait_ms_mean),
             _ms(p.batch_sentences_mean),
             _ms(p.resident_mb),
+            "-" if p.graph_captures is None else f"{p.graph_captures} ({_ms(p.graph_capture_ms)})",
         )
         lines.append(row(cells))
     lines += [

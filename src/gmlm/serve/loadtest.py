@@ -109,6 +109,10 @@ class RatePoint(Record):
     # rest is HTTP both ways and the client. Medians; absent in files written before them.
     overhead_ms_p50: float | None = field(default=None, metadata=OMIT_NONE)
     handler_overhead_ms_p50: float | None = field(default=None, metadata=OMIT_NONE)
+    # CUDA graphs the model captured during this rate (new batch shapes on a GPU) and the ms
+    # its batches waited for them; absent where it captures none (a CPU) or in older files.
+    graph_captures: int | None = field(default=None, metadata=OMIT_NONE)
+    graph_capture_ms: float | None = field(default=None, metadata=OMIT_NONE)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -169,6 +173,12 @@ def scrape(text: str, name: str, model: str | None) -> float | None:
     return None
 
 
+def _delta(before: str, after: str, name: str, model: str) -> float | None:
+    """How much the counter `name` of `model` grew between two scrapes (None: not exported)."""
+    values = [scrape(t, name, model) for t in (before, after)]
+    return None if values[1] is None else values[1] - (values[0] or 0.0)
+
+
 def _delta_mean(before: str, after: str, name: str, model: str) -> float | None:
     sums = [scrape(t, f"{name}_sum", model) or 0.0 for t in (before, after)]
     counts = [scrape(t, f"{name}_count", model) or 0.0 for t in (before, after)]
@@ -226,6 +236,8 @@ async def _one_rate(
     span = max(time.monotonic() - start, 1e-9)
     after = (await client.get("/metrics")).text
     wait = _delta_mean(before, after, "gmlm_queue_wait_seconds", model)
+    captures = _delta(before, after, "gmlm_cuda_graph_captures_total", model)
+    capture_s = _delta(before, after, "gmlm_cuda_graph_capture_seconds_total", model)
     resident = scrape(after, "process_resident_memory_bytes", None)
     return RatePoint(
         model=model,
@@ -244,6 +256,8 @@ async def _one_rate(
         queue_wait_ms_mean=None if wait is None else 1000.0 * wait,
         batch_sentences_mean=_delta_mean(before, after, "gmlm_batch_sentences", model),
         resident_mb=None if resident is None else resident / 2**20,
+        graph_captures=None if captures is None else round(captures),
+        graph_capture_ms=None if capture_s is None else 1000.0 * capture_s,
     )
 
 
@@ -400,4 +414,9 @@ def describe(p: RatePoint) -> str:
         f"server decode p50 {ms(p.server_batch_ms_p50)} ms, queue wait {ms(p.queue_wait_ms_mean)} "
         f"ms, batch {ms(p.batch_sentences_mean)} sentences; not decoding (p50 per request) "
         f"{ms(p.overhead_ms_p50)} ms, {ms(p.handler_overhead_ms_p50)} of it in the handler"
+        + (
+            ""
+            if p.graph_captures is None
+            else f"; {p.graph_captures} CUDA graph captures, {ms(p.graph_capture_ms)} ms waited"
+        )
     )

@@ -3,7 +3,7 @@ in one process, as the tests start them, do not share counters)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 from prometheus_client.core import CounterMetricFamily
@@ -30,6 +30,32 @@ class DroppedLogLines(Collector):
             "Log lines dropped because stderr was not read fast enough (its queue was full)",
             value=logs.dropped_lines(),
         )
+
+
+class GraphCaptures(Collector):
+    """``gmlm_cuda_graph_captures_total{model}`` and ``gmlm_cuda_graph_capture_seconds_total
+    {model}``: the CUDA graphs each model has captured and the seconds its batches waited for
+    the captures (a batch of a new shape captures its graphs first), read at each scrape from
+    the models that capture graphs (`graph_captures()`; none off a GPU)."""
+
+    def __init__(self, models: Callable[[], Mapping[str, object]]) -> None:
+        self.models = models
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        help_count = "CUDA graphs captured (each new batch shape on a GPU), by model"
+        help_seconds = "Seconds batches waited for CUDA graph captures, by model"
+        count = CounterMetricFamily("gmlm_cuda_graph_captures", help_count, labels=["model"])
+        seconds = CounterMetricFamily(
+            "gmlm_cuda_graph_capture_seconds", help_seconds, labels=["model"]
+        )
+        for name, model in self.models().items():
+            read = getattr(model, "graph_captures", None)
+            found = None if read is None else read()
+            if found is not None:
+                count.add_metric([name], found[0])
+                seconds.add_metric([name], found[1])
+        yield count
+        yield seconds
 
 
 class Metrics:

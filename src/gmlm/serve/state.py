@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from gmlm.serve.backends import Backend, Supervised
 from gmlm.serve.batcher import Batcher
-from gmlm.serve.metrics import Metrics
+from gmlm.serve.metrics import GraphCaptures, Metrics
 from gmlm.serve.settings import ServeSettings
 
 
@@ -31,6 +31,9 @@ class AppState:
     decoders: dict[str, ThreadPoolExecutor] = field(default_factory=dict)  # one per model
     tasks: list[asyncio.Task[None]] = field(default_factory=list)  # batchers and supervisor
     ready: bool = False  # loaded and warmed up, and not stopping
+
+    def __post_init__(self) -> None:
+        self.metrics.registry.register(GraphCaptures(lambda: self.backends))
 
     def down(self) -> list[str]:
         """The models whose worker process is dead (being restarted), sorted."""

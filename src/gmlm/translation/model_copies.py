@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from gmlm.decoding.cuda_graphs import graph_count, graphed
+from gmlm.decoding.cuda_graphs import capture_seconds, graph_count, graphed
 from gmlm.decoding.options import Precision
 from gmlm.models import AutoregressiveModel, PadirModel
 from gmlm.translation.precision import at_precision, check_precision
@@ -39,3 +39,7 @@ class ModelCopies:
     def graph_count(self) -> int:
         """How many CUDA graphs (encoder and decoder shapes) the graphed copies hold so far."""
         return graph_count(list(self._graphed.values()))
+
+    def capture_seconds(self) -> float:
+        """The seconds translations have waited for graph captures so far."""
+        return capture_seconds(list(self._graphed.values()))

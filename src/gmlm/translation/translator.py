@@ -179,6 +179,11 @@ class Translator:
         """How many CUDA graphs (encoder and decoder shapes) the graphed copies hold so far."""
         return self.copies.graph_count()
 
+    def cuda_graph_capture_seconds(self) -> float:
+        """The seconds translations have waited for CUDA graph captures so far (a new batch
+        shape's first translation captures its graphs)."""
+        return self.copies.capture_seconds()
+
     def options(
         self, options: DecodingOptions | None = None, /, **overrides: Any
     ) -> DecodingOptions:
