@@ -89,11 +89,22 @@ def test_a_non_finite_loss_is_named_at_its_step_and_nothing_after_it_is_saved(
 
     monkeypatch.setattr(LossModule, "forward", poisoned)
     first = min(bad_steps)
-    with pytest.raises(
-        GmlmError, match=rf"non-finite loss at step {first} \(micro-batch 0, lines \["
-    ):
+    # The lines named: those of the first bad step's batch (1-based lines of the training text).
+    split = TranslationDataset(load_dataset(word_task_data), "train")
+    cfg = load_train_config("tiny-ar", [f"data={word_task_data}", f"out={run}"])
+    epoch = BatchIterator(
+        split, cfg.max_tokens, seed=cfg.seed, max_sentences=cfg.max_sentences or None
+    )
+    assert len(epoch) > 14  # every step here is in the first epoch
+    rows = list(epoch)[first - 1].indices[:20]
+    lines = [int(split.lines[r]) + 1 for r in rows]
+    with pytest.raises(GmlmError) as raised:
         # A save due at step 14 (valid_every) checks first: no checkpoint holds step 13's NaN.
         train(word_task_data, run, "ar", "max_steps=20", "valid_every=14", f"log_every={log_every}")
+    assert str(raised.value).startswith(
+        f"non-finite loss at step {first} (micro-batch 0, lines {lines} of the prepared "
+        f"training text); nothing was saved after it, the last good checkpoint is {run / 'last'}"
+    )
     assert calls[0] == (first if log_every == 1 else 14)  # found at the next check
     after = weights(run / "last")
     assert all(torch.equal(before[k], after[k]) for k in before)
