@@ -187,8 +187,9 @@ def service(
             "--options", 'ar={"beam": 5}', "--output", str(result),
             "--markdown", str(out / f"load-{precision}.md"),
         ]  # fmt: skip
+        # (the start-up, before the first rate, includes the service's graph warm-up)
         subprocess.run(
-            command, check=True, env=ENV, timeout=60 + 6 * duration * len(rates.split(","))
+            command, check=True, env=ENV, timeout=240 + 6 * duration * len(rates.split(","))
         )
         loaded = json.loads(result.read_text(encoding="utf-8"))
         for point in loaded["points"]:

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from gmlm.decoding import fixed
-from gmlm.decoding.buckets import bucket
+from gmlm.decoding.buckets import bucket, bucket_sizes
 from gmlm.decoding.draws import sentence_keys
 from gmlm.decoding.fixed import fixed_passes, refine_fixed
 from gmlm.decoding.options import RefinementOptions
@@ -40,6 +40,9 @@ def test_buckets_are_few_and_waste_at_most_half() -> None:
     assert bucket(100, 128) == 128 and bucket(100, 110) == 110 and bucket(130, 128) == 192
     with pytest.raises(GmlmError, match="at least 1"):
         bucket(0)
+    # Every bucket up to a limit, as a two-implementation check: the set of bucket(v), v <= n.
+    for limit in (1, 2, 5, 100, 256, 4096):
+        assert bucket_sizes(limit) == sorted({bucket(v) for v in range(1, limit + 1)})
 
 
 def _passes_inputs(

@@ -28,4 +28,13 @@ def bucket(value: int, limit: int | None = None) -> int:
     return size
 
 
-__all__ = ["bucket"]
+def bucket_sizes(limit: int) -> list[int]:
+    """Every bucket a size from 1 to `limit` rounds up to, in order: 1, 2, 3, 4, 6, ...,
+    bucket(limit)."""
+    sizes = [bucket(1)]
+    while sizes[-1] < limit:
+        sizes.append(bucket(sizes[-1] + 1))
+    return sizes
+
+
+__all__ = ["bucket", "bucket_sizes"]

@@ -18,6 +18,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from gmlm.decoding.buckets import bucket_sizes
 from gmlm.decoding.options import Precision
 from gmlm.errors import GmlmError
 from gmlm.serve import logs
@@ -33,6 +34,15 @@ SHIPPED = {
 }
 # Warm-up sentences: each model translates them once per length beam / beam before /ready.
 WARMUP = ("Ein Hund rennt über die Wiese.", "Zwei Männer spielen Fußball im Park.")
+# A model that decodes by CUDA graphs (on a GPU) also translates, before /ready, batches of
+# each row bucket up to the largest batch, of sentences of these lengths: so that the shapes
+# most batches meet are captured before requests come (a capture costs far more than a replay).
+GRAPH_WARMUP = (
+    "Ein Hund.",
+    "Zwei Männer spielen Fußball im Park.",
+    "Eine Gruppe von Menschen steht vor einem großen Gebäude, während ein Mann in einem roten "
+    "Hemd auf einer Bank sitzt und eine Zeitung liest.",
+)
 
 
 def parse_models(specs: list[str] | None) -> dict[str, str]:
@@ -61,17 +71,46 @@ def parse_models(specs: list[str] | None) -> dict[str, str]:
     return models
 
 
-def warm_up(backends: Mapping[str, Backend]) -> dict[str, float]:
+def warm_up(backends: Mapping[str, Backend], settings: ServeSettings) -> dict[str, float]:
     """Translate WARMUP twice with each model's defaults; each model's seconds per unit of
-    work in the second (warm) round, the first price of its requests (gmlm.serve.batcher)."""
+    work in the second (warm) round, the first price of its requests (gmlm.serve.batcher).
+    A model that captures CUDA graphs first captures those of common shapes
+    (:func:`capture_common_shapes`)."""
     rates = {}
     for name, backend in backends.items():
+        capture_common_shapes(backend, settings)
         prepared = backend.prepare(list(WARMUP), {}, 0)
         for _ in range(2):
             start = time.monotonic()
             backend.translate(list(WARMUP), prepared)
         rates[name] = (time.monotonic() - start) / max(1, prepared.work)
     return rates
+
+
+def capture_common_shapes(backend: Backend, settings: ServeSettings) -> None:
+    """For a model that decodes by CUDA graphs (`graph_captures()` not None): translate, for
+    every row bucket up to `settings.max_batch_sentences` (gmlm.decoding.buckets), that many
+    copies (at most the batch limits) of each GRAPH_WARMUP sentence, capturing the graphs of
+    those shapes; logs how many and how long. Nothing for other models."""
+    read = getattr(backend, "graph_captures", None)
+    if read is None or (before := read()) is None:
+        return
+    started = time.monotonic()
+    most = settings.max_batch_sentences
+    for size in bucket_sizes(most):
+        for sentence in GRAPH_WARMUP:
+            texts = [sentence] * min(size, most)
+            prepared = backend.prepare(texts, {}, 0)
+            if size > 1 and prepared.tokens > settings.max_batch_tokens:
+                continue  # a batch the batcher never forms
+            backend.translate(texts, prepared)
+    after = read()
+    LOG.info(
+        "%s: %d CUDA graphs captured for common shapes in %.1f s",
+        backend.name,
+        after[0] - before[0],
+        time.monotonic() - started,
+    )
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -204,7 +243,7 @@ def _app(spec: ReplicaSpec, report: Callable[[str], None], stop: Callable[[], No
         }
 
     def ready(backends: Mapping[str, Backend]) -> dict[str, float]:
-        rates = warm_up(backends)
+        rates = warm_up(backends, settings)
         shown = ", ".join(f"{name} ({b.kind}, {b.source})" for name, b in backends.items())
         replica = f" (replica {os.getpid()})" if settings.workers > 1 else ""
         LOG.info("ready at %s%s: %s", spec.url, replica, shown)
