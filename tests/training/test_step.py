@@ -11,8 +11,10 @@ import torch
 
 from gmlm.data.batching import BatchIterator
 from gmlm.data.binarized import TranslationDataset, load_dataset
+from gmlm.distributed import DistInfo
 from gmlm.errors import GmlmError
 from gmlm.training import throughput
+from gmlm.training import trainer as trainer_module
 from gmlm.training.config import load_train_config
 from gmlm.training.objective import LossModule, objective
 from gmlm.training.step import LossWatch, NonFinite, optimizer_step
@@ -225,3 +227,36 @@ def test_throughput_bounds_what_it_times_and_holds(word_task_data, monkeypatch):
     measure_throughput(cfg, settings)
     assert len(seen) == 9 and len(set(seen)) == 3
     assert seen == seen[:3] * 3
+
+
+def test_under_torchrun_every_process_stops_when_any_found_a_non_finite_loss(
+    word_task_data, tmp_path, monkeypatch
+):
+    """The check is a collective: a process whose own losses were finite stops too when
+    another's were not (with one process, no collective). The collective is faked here: what
+    the other process says is `others`."""
+    cfg = load_train_config("tiny-ar", [f"data={word_task_data}", f"out={tmp_path}", *FAST])
+    trainer = Trainer(cfg, progress=False, log=lambda _m: None)
+    trainer.train_step()
+    trainer.check_losses()  # one process: no collective, all finite
+    trainer.dist = DistInfo(rank=1, world_size=2)
+    calls: list[list[float]] = []
+
+    def others(flag: float):  # type: ignore[no-untyped-def]
+        def reduce(values, info, device):  # type: ignore[no-untyped-def]
+            calls.append(values)
+            return [values[0] + flag]
+
+        return reduce
+
+    monkeypatch.setattr(trainer_module, "all_reduce_sum", others(0.0))
+    trainer.check_losses()
+    assert calls == [[0.0]]
+    monkeypatch.setattr(trainer_module, "all_reduce_sum", others(1.0))
+    with pytest.raises(GmlmError, match=r"^non-finite loss on another process before step 1 "):
+        trainer.check_losses()
+    # Its own non-finite loss: its own message, after the same collective.
+    trainer.watch.record(torch.tensor(float("nan")), NonFinite(2, 0, torch.tensor([0])))
+    with pytest.raises(GmlmError, match=r"^non-finite loss at step 2 \(micro-batch 0, lines \[1\]"):
+        trainer.check_losses()
+    assert calls[-1] == [1.0]

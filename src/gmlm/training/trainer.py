@@ -388,8 +388,18 @@ class Trainer:
 
     def check_losses(self) -> None:
         """Stop with an error if a loss since the last check was not finite (one host read):
-        before every save and every logged row, so no checkpoint holds what followed it."""
+        before every save and every logged row, so no checkpoint holds what followed it. Under
+        torchrun every process learns whether any found one, and all stop together (a process
+        that went on alone would wait for the others forever)."""
         found = self.watch.check()
+        if self.dist.active:
+            anywhere = all_reduce_sum([float(found is not None)], self.dist, self.device)[0]
+            if found is None and anywhere > 0:
+                raise GmlmError(
+                    f"non-finite loss on another process before step {self.step} (its error "
+                    f"names the step and lines); nothing was saved after it, the last good "
+                    f"checkpoint is {self.run_dir / 'last'}"
+                )
         if found is None:
             return
         lines = [int(self.train_set.lines[r]) + 1 for r in found.rows[:20]]
