@@ -12,6 +12,7 @@ import pytest
 
 from gmlm.cli.main import main
 from gmlm.errors import GmlmError
+from gmlm.serve.backends import Captures
 from gmlm.serve.load_report import markdown, plot
 from gmlm.serve.loadtest import (
     LoadResult,
@@ -128,8 +129,8 @@ class CapturingBackend(GatedBackend):
         self.captured += 1
         return super().translate(texts, prepared)
 
-    def graph_captures(self) -> tuple[int, float]:
-        return self.captured, 0.01 * self.captured
+    def graph_captures(self) -> Captures:
+        return Captures(self.captured, 0.01 * self.captured)
 
 
 def test_graph_captures_are_a_metric_and_counted_per_rate():

@@ -3,6 +3,7 @@ decodes by CUDA graphs, first a batch of every row bucket up to the batch limits
 
 from __future__ import annotations
 
+from gmlm.serve.backends import Captures
 from gmlm.serve.server import GRAPH_WARMUP, WARMUP, warm_up
 from gmlm.serve.settings import ServeSettings
 from tests.helpers.serving import GatedBackend
@@ -11,14 +12,14 @@ from tests.helpers.serving import GatedBackend
 class GraphedBackend(GatedBackend):
     """A fake model that says it captures CUDA graphs: one per batch size it has seen."""
 
-    def graph_captures(self) -> tuple[int, float] | None:
-        return len({len(batch) for batch in self.batches}), 0.0
+    def graph_captures(self) -> Captures | None:
+        return Captures(len({len(batch) for batch in self.batches}), 0.0)
 
 
 class CpuBackend(GatedBackend):
     """A fake model that runs without graphs, as a real one on a CPU says."""
 
-    def graph_captures(self) -> tuple[int, float] | None:
+    def graph_captures(self) -> Captures | None:
         return None
 
 

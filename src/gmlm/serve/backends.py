@@ -163,12 +163,12 @@ class TorchBackend:
             precision=self.precision,
         )
 
-    def graph_captures(self) -> tuple[int, float] | None:
-        """The CUDA graphs captured so far and the seconds translations waited for them; None
-        where the model runs without graphs (a CPU)."""
+    def graph_captures(self) -> Captures | None:
         if not self.translator.cuda_graphs:
             return None
-        return self.translator.cuda_graph_count(), self.translator.cuda_graph_capture_seconds()
+        return Captures(
+            self.translator.cuda_graph_count(), self.translator.cuda_graph_capture_seconds()
+        )
 
     def close(self) -> None:
         pass
@@ -257,6 +257,27 @@ class Supervised(Protocol):
     def alive(self) -> bool: ...
 
     def revive(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Captures:
+    """The CUDA graphs a model has captured so far, and the seconds its batches waited for
+    the captures (a batch of a new shape captures its graphs first)."""
+
+    graphs: int
+    seconds: float
+
+
+@runtime_checkable
+class Graphed(Protocol):
+    """A backend that may decode by CUDA graphs (None where it runs without them: a CPU)."""
+
+    def graph_captures(self) -> Captures | None: ...
+
+
+def graph_captures(backend: Backend) -> Captures | None:
+    """`backend`'s graph captures, or None for a model that decodes without CUDA graphs."""
+    return backend.graph_captures() if isinstance(backend, Graphed) else None
 
 
 def is_ctranslate2_export(folder: str) -> bool:

@@ -4,12 +4,16 @@ in one process, as the tests start them, do not share counters)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
 from gmlm.serve import logs
+
+if TYPE_CHECKING:
+    from gmlm.serve.backends import Captures
 
 # Seconds, from 1 ms to 30 s: batch-1 latencies are tens of milliseconds on a CPU and a few on
 # a GPU; queueing under overload reaches the deadline.
@@ -36,10 +40,11 @@ class GraphCaptures(Collector):
     """``gmlm_cuda_graph_captures_total{model}`` and ``gmlm_cuda_graph_capture_seconds_total
     {model}``: the CUDA graphs each model has captured and the seconds its batches waited for
     the captures (a batch of a new shape captures its graphs first), read at each scrape from
-    the models that capture graphs (`graph_captures()`; none off a GPU)."""
+    `captures`, by model (:func:`gmlm.serve.backends.graph_captures`; None for a model that
+    decodes without graphs, as every model does off a GPU)."""
 
-    def __init__(self, models: Callable[[], Mapping[str, object]]) -> None:
-        self.models = models
+    def __init__(self, captures: Callable[[], Mapping[str, Captures | None]]) -> None:
+        self.captures = captures
 
     def collect(self) -> Iterator[CounterMetricFamily]:
         help_count = "CUDA graphs captured (each new batch shape on a GPU), by model"
@@ -48,12 +53,10 @@ class GraphCaptures(Collector):
         seconds = CounterMetricFamily(
             "gmlm_cuda_graph_capture_seconds", help_seconds, labels=["model"]
         )
-        for name, model in self.models().items():
-            read = getattr(model, "graph_captures", None)
-            found = None if read is None else read()
+        for name, found in self.captures().items():
             if found is not None:
-                count.add_metric([name], found[0])
-                seconds.add_metric([name], found[1])
+                count.add_metric([name], found.graphs)
+                seconds.add_metric([name], found.seconds)
         yield count
         yield seconds
 

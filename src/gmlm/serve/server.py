@@ -22,7 +22,7 @@ from gmlm.decoding.buckets import bucket_sizes
 from gmlm.decoding.options import Precision
 from gmlm.errors import GmlmError
 from gmlm.serve import logs
-from gmlm.serve.backends import Backend, load_backend
+from gmlm.serve.backends import Backend, graph_captures, load_backend
 from gmlm.serve.logs import LOG
 from gmlm.serve.replica import ReplicaSpec, from_environment, to_environment
 from gmlm.serve.settings import ServeSettings
@@ -88,12 +88,12 @@ def warm_up(backends: Mapping[str, Backend], settings: ServeSettings) -> dict[st
 
 
 def capture_common_shapes(backend: Backend, settings: ServeSettings) -> None:
-    """For a model that decodes by CUDA graphs (`graph_captures()` not None): translate, for
+    """For a model that decodes by CUDA graphs (`graph_captures` not None): translate, for
     every row bucket up to `settings.max_batch_sentences` (gmlm.decoding.buckets), that many
     copies (at most the batch limits) of each GRAPH_WARMUP sentence, capturing the graphs of
     those shapes; logs how many and how long. Nothing for other models."""
-    read = getattr(backend, "graph_captures", None)
-    if read is None or (before := read()) is None:
+    before = graph_captures(backend)
+    if before is None:
         return
     started = time.monotonic()
     most = settings.max_batch_sentences
@@ -104,11 +104,12 @@ def capture_common_shapes(backend: Backend, settings: ServeSettings) -> None:
             if size > 1 and prepared.tokens > settings.max_batch_tokens:
                 continue  # a batch the batcher never forms
             backend.translate(texts, prepared)
-    after = read()
+    after = graph_captures(backend)
+    assert after is not None  # a model that decodes by graphs keeps decoding by them
     LOG.info(
         "%s: %d CUDA graphs captured for common shapes in %.1f s",
         backend.name,
-        after[0] - before[0],
+        after.graphs - before.graphs,
         time.monotonic() - started,
     )
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from gmlm.serve.backends import Backend, Supervised
+from gmlm.serve.backends import Backend, Supervised, graph_captures
 from gmlm.serve.batcher import Batcher
 from gmlm.serve.metrics import GraphCaptures, Metrics
 from gmlm.serve.settings import ServeSettings
@@ -33,7 +33,9 @@ class AppState:
     ready: bool = False  # loaded and warmed up, and not stopping
 
     def __post_init__(self) -> None:
-        self.metrics.registry.register(GraphCaptures(lambda: self.backends))
+        self.metrics.registry.register(
+            GraphCaptures(lambda: {n: graph_captures(b) for n, b in self.backends.items()})
+        )
 
     def down(self) -> list[str]:
         """The models whose worker process is dead (being restarted), sorted."""
