@@ -1,11 +1,14 @@
 """Devices and processes, for training and distillation alike: the device a `device=` setting
 names, whether it computes in bf16 by default, and multi-process data parallelism under
-`torchrun` (gloo on CPU, NCCL on CUDA)."""
+`torchrun` (gloo on CPU, NCCL on CUDA, and a gloo group beside NCCL for values the host holds:
+summing a few host numbers through the GPU would make the host wait for everything queued
+there)."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -18,6 +21,8 @@ class DistInfo:
     rank: int = 0
     world_size: int = 1
     local_rank: int = 0
+    # a gloo process group over every process, for host values (None: the default group)
+    host_group: Any = field(default=None, compare=False, repr=False)
 
     @property
     def active(self) -> bool:
@@ -71,15 +76,22 @@ def init_distributed(device: torch.device) -> DistInfo:
         return DistInfo()
     if not dist.is_initialized():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
-    return DistInfo(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
+    rank, world, local = (
+        dist.get_rank(),
+        dist.get_world_size(),
+        int(os.environ.get("LOCAL_RANK", "0")),
+    )
+    # Created on every backend (not only beside NCCL), so that the CPU's tests run this path.
+    return DistInfo(rank, world, local, host_group=dist.new_group(backend="gloo"))
 
 
-def all_reduce_sum(values: list[float], info: DistInfo, device: torch.device) -> list[float]:
-    """Sum a few floats over all processes (identity with one process)."""
+def all_reduce_sum(values: list[float], info: DistInfo) -> list[float]:
+    """Sum a few host floats over all processes (identity with one process), on the host:
+    through the gloo group, never waiting for a GPU."""
     if not info.active:
         return values
-    tensor = torch.tensor(values, dtype=torch.float64, device=device)
-    dist.all_reduce(tensor)
+    tensor = torch.tensor(values, dtype=torch.float64)
+    dist.all_reduce(tensor, group=info.host_group)
     return [float(v) for v in tensor.tolist()]
 
 

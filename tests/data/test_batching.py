@@ -122,6 +122,25 @@ def test_evaluation_mode_keeps_every_row(tiny_dataset: Path) -> None:
     assert sorted(seen) == list(range(len(valid)))
 
 
+@pytest.mark.parametrize("world_size", [1, 3])
+def test_every_rank_knows_the_global_batch_it_shares(
+    train: TranslationDataset, world_size: int
+) -> None:
+    # Over two epochs: at each step, every rank's totals are those of all ranks' batches of
+    # that step together (what the loss is normalised by, known without communication).
+    ranks = [
+        BatchIterator(train, max_tokens=200, seed=3, rank=r, world_size=world_size)
+        for r in range(world_size)
+    ]
+    steps = [list(it) + list(it) for it in ranks]
+    assert len({len(s) for s in steps}) == 1 and len(steps[0]) > 4
+    for together in zip(*steps, strict=True):
+        tokens = sum(b.tgt_tokens for b in together)
+        sentences = sum(b.size for b in together)
+        assert {(b.all_tgt_tokens, b.all_size) for b in together} == {(tokens, sentences)}
+        assert all(b.to("cpu").all_tgt_tokens == tokens for b in together)
+
+
 def test_max_sentences_and_budget_errors(train: TranslationDataset) -> None:
     it = BatchIterator(train, max_tokens=10_000, max_sentences=16, seed=0)
     assert max(b.size for b in it) == 16

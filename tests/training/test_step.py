@@ -45,7 +45,7 @@ def test_a_training_step_reads_nothing_on_the_host(
         values = [trainer.train_step() for _ in range(3)]
     assert not seen
     # Read when logged: the numbers of the step itself.
-    row = values[-1].read(cfg, trainer.dist, trainer.device)
+    row = values[-1].read(cfg, trainer.dist)
     assert set(row) == {"loss", "token_loss", "length_loss", "lr", "grad_norm"}
     assert all(torch.isfinite(torch.tensor(v)) for v in row.values())
     assert (row["length_loss"] == 0.0) == (kind == "ar")
@@ -243,7 +243,7 @@ def test_under_torchrun_every_process_stops_when_any_found_a_non_finite_loss(
     calls: list[list[float]] = []
 
     def others(flag: float):  # type: ignore[no-untyped-def]
-        def reduce(values, info, device):  # type: ignore[no-untyped-def]
+        def reduce(values, info):  # type: ignore[no-untyped-def]
             calls.append(values)
             return [values[0] + flag]
 

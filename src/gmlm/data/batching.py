@@ -42,7 +42,10 @@ class Batch:
         one prepends it to its input: `[bos] + tgt[:-1]`).
     src_lengths, tgt_lengths: (B,) int64, non-pad lengths including the EOS.
     indices: (B,) int64, the rows of the dataset split (see `TranslationDataset.lines`).
-    src_tokens, tgt_tokens: non-pad token counts (EOS included), for loss normalisation.
+    src_tokens, tgt_tokens: non-pad token counts (EOS included).
+    all_tgt_tokens, all_size: the target tokens (EOS included) and sentences of the global
+        batch that this is one process's share of (under torchrun; else this batch's own): the
+        loss's normalisers, known to every process without asking the others.
     """
 
     src: torch.Tensor
@@ -52,6 +55,8 @@ class Batch:
     indices: torch.Tensor
     src_tokens: int
     tgt_tokens: int
+    all_tgt_tokens: int
+    all_size: int
 
     @property
     def size(self) -> int:
@@ -76,6 +81,8 @@ class Batch:
             self.indices,
             self.src_tokens,
             self.tgt_tokens,
+            self.all_tgt_tokens,
+            self.all_size,
         )
 
 
@@ -170,14 +177,19 @@ class BatchIterator:
         if max_sentences is not None and max_sentences < 1:
             raise GmlmError(f"batching: max_sentences must be >= 1, got {max_sentences}")
         self._plan_epoch: int | None = None
-        self._plan: list[np.ndarray] = []
+        self._plan: list[tuple[np.ndarray, np.ndarray]] = []  # (this rank's share, global)
 
     # --- planning ---------------------------------------------------------------------------
     def plan(self, epoch: int) -> list[np.ndarray]:
-        """This rank's batches for `epoch`, as arrays of dataset rows (cached for one epoch)."""
+        """This rank's batches for `epoch`, as arrays of dataset rows."""
+        return [share for share, _ in self._shares(epoch)]
+
+    def _shares(self, epoch: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """This rank's batches for `epoch`, each with the global batch it is a share of
+        (cached for one epoch)."""
         if self._plan_epoch != epoch:
             self._plan = [
-                share
+                (share, batch)
                 for batch in self._global_batches(epoch)
                 if len(share := batch[self.rank :: self.world_size])
             ]
@@ -214,19 +226,20 @@ class BatchIterator:
 
     def __len__(self) -> int:
         """Number of batches this rank gets in the current epoch."""
-        return len(self.plan(self.epoch))
+        return len(self._shares(self.epoch))
 
     # --- iteration ----------------------------------------------------------------------------
     def __iter__(self) -> Iterator[Batch]:
-        plan = self.plan(self.epoch)
+        plan = self._shares(self.epoch)
         while self.position < len(plan):
-            rows = plan[self.position]
+            rows, whole = plan[self.position]
             self.position += 1
-            yield self.collate(rows)
+            yield self.collate(rows, whole)
         self.epoch += 1
         self.position = 0
 
-    def collate(self, rows: np.ndarray) -> Batch:
+    def collate(self, rows: np.ndarray, whole: np.ndarray) -> Batch:
+        """The batch of dataset `rows`, a share of the global batch `whole`."""
         ds = self.dataset
         src_len = ds.src_lengths[rows]
         tgt_len = ds.tgt_lengths[rows]
@@ -240,6 +253,8 @@ class BatchIterator:
             indices=torch.from_numpy(np.asarray(rows, dtype=np.int64)),
             src_tokens=int(src_len.sum()) + len(rows),
             tgt_tokens=int(tgt_len.sum()) + len(rows),
+            all_tgt_tokens=int(ds.tgt_lengths[whole].sum()) + len(whole),
+            all_size=len(whole),
         )
 
     # --- resumption ---------------------------------------------------------------------------
@@ -270,5 +285,5 @@ class BatchIterator:
                 )
         self.epoch = int(state["epoch"])
         self.position = int(state["position"])
-        if self.position > len(self.plan(self.epoch)):
+        if self.position > len(self._shares(self.epoch)):
             raise GmlmError(f"batch iterator state position {self.position} is past the epoch end")

@@ -17,6 +17,12 @@ worse. So a step leaves its numbers on the device:
 measurement (gmlm.training.step_timing), so that what `gmlm throughput` times is what training
 runs. Batches reach a GPU from pinned memory without waiting (:meth:`gmlm.data.batching.Batch.to`
 with ``non_blocking``).
+
+Under torchrun the same holds: the loss's normalisers (the target tokens and sentences of all
+processes' micro-batches) come with each batch (:attr:`gmlm.data.batching.Batch.all_tgt_tokens`,
+every process's batch being a share of one global batch), and the per-step stop question goes
+through a gloo group on the host (:func:`gmlm.distributed.all_reduce_sum`), so a step's only
+collective on the device is DDP's gradient all-reduce.
 """
 
 from __future__ import annotations
@@ -88,10 +94,10 @@ class StepValues:
     lr: float
     grad_norm: Tensor | None
 
-    def read(self, cfg: TrainConfig, dist: DistInfo, device: torch.device) -> dict[str, float]:
+    def read(self, cfg: TrainConfig, dist: DistInfo) -> dict[str, float]:
         """The logged row's numbers, summed over processes: host reads (a sync on a GPU)."""
         token_total, length_total = all_reduce_sum(
-            [float(self.token_sum), float(self.length_sum)], dist, device
+            [float(self.token_sum), float(self.length_sum)], dist
         )
         token_loss, length_loss = token_total / self.tokens, length_total / self.sentences
         return {

@@ -366,8 +366,10 @@ class Trainer:
         micro = [
             self._next_batch().to(self.device, non_blocking=True) for _ in range(cfg.accum_steps)
         ]
-        local = [float(sum(b.tgt_tokens for b in micro)), float(sum(b.size for b in micro))]
-        tokens, sents = all_reduce_sum(local, self.dist, self.device)
+        # Every process's batches are shares of the same global batches, so each knows the
+        # totals without asking the others.
+        tokens = float(sum(b.all_tgt_tokens for b in micro))
+        sents = float(sum(b.all_size for b in micro))
         self.model.train()
         values = optimizer_step(
             cfg,
@@ -393,7 +395,7 @@ class Trainer:
         that went on alone would wait for the others forever)."""
         found = self.watch.check()
         if self.dist.active:
-            anywhere = all_reduce_sum([float(found is not None)], self.dist, self.device)[0]
+            anywhere = all_reduce_sum([float(found is not None)], self.dist)[0]
             if found is None and anywhere > 0:
                 raise GmlmError(
                     f"non-finite loss on another process before step {self.step} (its error "
@@ -494,7 +496,7 @@ class Trainer:
             bar.update(1)
             if self.step % cfg.log_every == 0 or self.step == cfg.max_steps:
                 self.check_losses()
-                stats = values.read(cfg, self.dist, self.device)  # waits for the device
+                stats = values.read(cfg, self.dist)  # waits for the device
                 rate = window_tokens / max(time.perf_counter() - window_start, 1e-9)
                 self._last_row = {
                     "step": self.step,
@@ -528,7 +530,7 @@ class Trainer:
         """Whether any process got a stop signal (they stop together, after the same step)."""
         asked = stop.signum is not None
         if self.dist.active:
-            asked = all_reduce_sum([float(asked)], self.dist, self.device)[0] > 0
+            asked = all_reduce_sum([float(asked)], self.dist)[0] > 0
         return asked
 
     def _tensorboard(self) -> Any:

@@ -22,8 +22,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-import torch
-
 from gmlm.distributed import (
     DistInfo,
     all_reduce_sum,
@@ -140,12 +138,12 @@ def my_chunks(count: int, shard: DistInfo) -> list[int]:
     return list(range(shard.rank, count, shard.world_size))
 
 
-def raise_if_any_failed(error: BaseException | None, shard: DistInfo, device: str) -> None:
+def raise_if_any_failed(error: BaseException | None, shard: DistInfo) -> None:
     """Every process of the job calls this after its share, with the exception it met (or
     None): the one that failed raises its own error, the others a GmlmError saying that one
     failed; with no failure, nothing (one process: re-raises `error`, if any)."""
     if shard.active:
-        failed = all_reduce_sum([1.0 if error is not None else 0.0], shard, torch.device(device))
+        failed = all_reduce_sum([1.0 if error is not None else 0.0], shard)
         if error is None and failed[0] > 0:
             raise GmlmError(
                 f"{int(failed[0])} other process(es) of this torchrun job failed (see their "
@@ -156,14 +154,14 @@ def raise_if_any_failed(error: BaseException | None, shard: DistInfo, device: st
         raise error
 
 
-def on_every_process(run: Callable[[], T], shard: DistInfo, device: str) -> T:
+def on_every_process(run: Callable[[], T], shard: DistInfo) -> T:
     """`run()`'s result once every process of the job has done its own call (a step that
     other processes wait for): an exception in any process raises in all of them
     (:func:`raise_if_any_failed`), so that none waits for the failed one forever."""
     try:
         result = run()
     except Exception as exc:
-        raise_if_any_failed(exc, shard, device)
+        raise_if_any_failed(exc, shard)
         raise
-    raise_if_any_failed(None, shard, device)
+    raise_if_any_failed(None, shard)
     return result

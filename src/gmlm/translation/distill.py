@@ -388,9 +388,9 @@ def distill(
         with contextlib.ExitStack() as held:
             if shard.is_main:  # the job's rank 0 holds the folder for all its processes
                 lock = functools.partial(folder_lock, out, f"--out {out}")
-                on_every_process(lambda: held.enter_context(lock()), shard, here)
+                on_every_process(lambda: held.enter_context(lock()), shard)
             else:
-                on_every_process(lambda: None, shard, here)
+                on_every_process(lambda: None, shard)
             return run()
     finally:
         shutdown(shard)
@@ -433,7 +433,7 @@ def _distill(
         work = out / WORK
         # Every process sees the work folder rank 0 made ready (or learns that it failed).
         on_every_process(
-            lambda: _prepare_work(work, settings, say) if shard.is_main else None, shard, device
+            lambda: _prepare_work(work, settings, say) if shard.is_main else None, shard
         )
         sources = prepared.read_text("train", "src")
         plan = make_plan(sources, loaded.translator, chosen.chunk_sentences)
@@ -456,11 +456,11 @@ def _distill(
             say=say,
             shard=shard,
         )
-        outputs, timing = on_every_process(translate, shard, device)
+        outputs, timing = on_every_process(translate, shard)
     finally:
         torch.set_num_threads(previous_threads)
     if shard.active:  # every process's share, counted together (also waits for all)
-        timing = _summed(timing, shard, loaded.translator.device)
+        timing = _summed(timing, shard)
     barrier(shard)  # every chunk is written, and its time recorded
     if not shard.is_main:
         return out
@@ -551,10 +551,10 @@ def _reused(out: Path, settings: dict[str, Any], say: Log) -> bool:
     return True
 
 
-def _summed(timing: ChunkTiming, shard: DistInfo, device: torch.device) -> ChunkTiming:
+def _summed(timing: ChunkTiming, shard: DistInfo) -> ChunkTiming:
     """`timing` with every process's sentences and resumed chunks summed (all processes)."""
     done_now: list[float] = [timing.sentences_this_run, timing.chunks_resumed]
-    sentences_this_run, chunks_resumed = (int(v) for v in all_reduce_sum(done_now, shard, device))
+    sentences_this_run, chunks_resumed = (int(v) for v in all_reduce_sum(done_now, shard))
     return replace(timing, sentences_this_run=sentences_this_run, chunks_resumed=chunks_resumed)
 
 

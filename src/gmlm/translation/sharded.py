@@ -25,8 +25,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from gmlm.checkpoint.fingerprint import checkpoint_fingerprint
 from gmlm.checkpoint.loading import resolve_checkpoint
 from gmlm.distributed import DistInfo, all_reduce_sum, barrier, shutdown
@@ -151,7 +149,7 @@ def _translate_file(
                 prepare_work(work, settings, say, flag=f"--output {output}", depends_on=what)
             return translator
 
-        translator = on_every_process(setup, shard, device)
+        translator = on_every_process(setup, shard)
         mine = my_chunks(len(chunks), shard)
         todo = [i for i in mine if read_chunk(chunk_path(work, i), len(chunks[i])) is None]
         resumed = len(mine) - len(todo)
@@ -173,12 +171,10 @@ def _translate_file(
                 write_chunk(work, index, outputs, time.perf_counter() - chunk_start)
             return sum(len(chunks[i]) for i in todo)
 
-        translated = on_every_process(translate_mine, shard, device)
+        translated = on_every_process(translate_mine, shard)
         padding = translator.padding
         counts = [float(translated), float(padding.content), float(padding.computed)]
-        translated_now, content, computed = (
-            int(v) for v in all_reduce_sum(counts, shard, torch.device(device))
-        )
+        translated_now, content, computed = (int(v) for v in all_reduce_sum(counts, shard))
         barrier(shard)  # every chunk is written
         if not shard.is_main:
             return None
