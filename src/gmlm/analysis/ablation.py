@@ -157,7 +157,7 @@ def decoding_ablation(
     rows_options = variant_options(translator, base, settings)
 
     started = time.perf_counter()
-    pairs = read_pairs(data, split, sentences)
+    pairs = read_pairs(data, split, sentences, checkpoint, translator.languages)
     precision: Precision = "bf16" if bf16 else "fp32"
 
     decoded: list[Decoded] = []

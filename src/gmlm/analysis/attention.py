@@ -253,7 +253,7 @@ def attention_analysis(
     decoding = translator.options(options, **{**overrides, "return_attention": True})
     assert isinstance(decoding, RefinementOptions)
 
-    pairs = read_pairs(data, split, sentences)
+    pairs = read_pairs(data, split, sentences, checkpoint, translator.languages)
     encoded = encode_sources(translator, pairs)
     over = set(encoded.over_length)
     lines = [i for i, ids in enumerate(encoded.ids) if ids and i not in over]

@@ -100,7 +100,7 @@ def calibrate(
     # every value checked before the first decoding
     options = [translator.options(**(decoding or {}), **{setting: v}) for v in grid]
 
-    pairs = read_pairs(data, split, sentences)
+    pairs = read_pairs(data, split, sentences, checkpoint, translator.languages)
     rows = []
     signature = ""
     decodings = decode_each(

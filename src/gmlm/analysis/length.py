@@ -235,12 +235,17 @@ def configuration_options(
 
 
 def read_analysable(
-    translator: Translator, data: str | Path, split: str, sentences: int | None
+    translator: Translator,
+    checkpoint: str | Path,
+    data: str | Path,
+    split: str,
+    sentences: int | None,
 ) -> tuple[SplitPairs, list[Pair], dict[str, int]]:
-    """The first `sentences` pairs of `split` of the prepared dataset `data`, those of them
+    """The first `sentences` pairs of `split` of the prepared dataset `data`, for the
+    `translator` of `checkpoint` (a dataset of another language pair is an error), those of them
     that can be analysed, and the counts of the others by reason (:func:`analysable_pairs`);
     none analysable is an error."""
-    text = read_pairs(data, split, sentences)
+    text = read_pairs(data, split, sentences, checkpoint, translator.languages)
     encoded = encode_sources(translator, text)
     pairs, skipped = analysable_pairs(
         translator.tokenizer,
@@ -288,7 +293,7 @@ def length_analysis(
     steps, length_beam = base.steps, base.length_beam
     runs = configurations(length_beam, tuple(length_weights))
     decodings = configuration_options(translator, base, runs)
-    text, pairs, skipped = read_analysable(translator, data, split, sentences)
+    text, pairs, skipped = read_analysable(translator, checkpoint, data, split, sentences)
     decoded = decode_pairs(
         translator,
         model,

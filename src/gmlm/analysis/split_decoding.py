@@ -13,6 +13,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from gmlm.checkpoint.languages import Languages, check_dataset
 from gmlm.data.binarized import load_dataset
 from gmlm.data.lengths import EncodedInputs, encode_inputs
 from gmlm.decoding.options import DecodingOptions
@@ -45,9 +46,18 @@ class ScoredDecoding:
     signatures: Signatures
 
 
-def read_pairs(data: str | Path, split: str, sentences: int | None) -> SplitPairs:
-    """The pairs of `split` of the prepared dataset `data`, the first `sentences` if given."""
+def read_pairs(
+    data: str | Path,
+    split: str,
+    sentences: int | None,
+    checkpoint: str | Path,
+    languages: Languages,
+) -> SplitPairs:
+    """The pairs of `split` of the prepared dataset `data`, the first `sentences` if given, to
+    be translated by the checkpoint in `checkpoint`, which translates `languages`: a dataset of
+    another language pair is an error (:func:`gmlm.checkpoint.languages.check_dataset`)."""
     prepared = load_dataset(data)
+    check_dataset(checkpoint, languages, prepared)
     if split not in prepared.splits:
         raise GmlmError(f"{prepared.root}: no split {split!r}; it has {', '.join(prepared.splits)}")
     sources = prepared.read_text(split, "src")

@@ -97,6 +97,7 @@ from gmlm.bench.result import (
 from gmlm.bench.settings import SWEPT, BenchSettings
 from gmlm.bench.systems import System, ctranslate2_systems, load_role, make_systems, padir_note
 from gmlm.bench.timing import Clock, measure_latency, measure_throughput, rates
+from gmlm.checkpoint.languages import check_dataset
 from gmlm.data.binarized import PreparedDataset, load_dataset
 from gmlm.data.lengths import encode_inputs
 from gmlm.decoding.options import Precision
@@ -416,6 +417,8 @@ def run_bench(
     try:
         optional = {"teacher": teacher, "ar1": ar1}
         loaded = _load(ar, padir, optional, device, clock, cuda_graphs)
+        for role, path, _ in loaded.roles:  # a model of another language pair is an error
+            check_dataset(path, loaded.translators[role].languages, prepared)
         sentences = _sentences(data, prepared, texts, settings, loaded.translators)
         systems = make_systems(
             loaded.translators, settings.padir_steps, settings.length_beams, options

@@ -5,8 +5,11 @@ manifest), and `gmlm export` keeps them. An older checkpoint records none; its c
 still names the prepared dataset it was trained on, whose manifest does, where that dataset
 is on this machine and holds the checkpoint's tokenizer (a dataset prepared again at that
 path since tells nothing). Commands that pair a checkpoint with text of a known language pair
-(`gmlm analyze table1`, a `gmlm reproduce` stage given a checkpoint) check it here, so that a
-German-English model is never scored on English sources without a word.
+check it here, so that a German-English model is never run or scored on English sources
+without a word: `gmlm analyze table1` and a `gmlm reproduce` stage given a checkpoint
+(:func:`check_languages`), and every command that runs a checkpoint on a prepared dataset,
+whose manifest records its pair (:func:`check_dataset`: the analyses, `gmlm bench`, `gmlm
+distill`).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Any
 
 from gmlm.checkpoint.config import recorded_training_data
 from gmlm.checkpoint.meta import TOKENIZER_DIR, Meta
-from gmlm.data.binarized import MANIFEST, read_manifest
+from gmlm.data.binarized import MANIFEST, PreparedDataset, read_manifest
 from gmlm.data.tokenizer import Tokenizer
 from gmlm.errors import GmlmError
 
@@ -100,3 +103,18 @@ def check_languages(what: str, folder: Path, wanted: tuple[str, str], fix: str) 
             + fix.format(pair=pair, wanted=want)
         )
     return found
+
+
+def check_dataset(checkpoint: str | Path, languages: Languages, data: PreparedDataset) -> None:
+    """The checkpoint in `checkpoint`, which translates `languages` (as it records them), run on
+    the prepared dataset `data`: a GmlmError where both record a language pair and the pairs
+    differ. Either unknown: not checked (:attr:`Languages.how` says why)."""
+    wanted = pair_of(data.manifest)
+    if wanted is None or languages.pair is None or languages.pair == wanted:
+        return
+    pair, want = pair_name(languages.pair), pair_name(wanted)
+    raise GmlmError(
+        f"{checkpoint} translates {pair} ({languages.how} says so), but the dataset {data.root} "
+        f"holds {want} pairs (its {MANIFEST} says so); give a dataset prepared for {pair}, or "
+        f"a {want} checkpoint"
+    )

@@ -7,8 +7,11 @@ import os
 import signal
 import sys
 import threading
+import warnings
 from collections.abc import Sequence
+from pathlib import Path
 from types import ModuleType
+from typing import TextIO
 
 from gmlm import __version__
 from gmlm.cli import (
@@ -27,6 +30,9 @@ from gmlm.cli import (
     translate,
 )
 from gmlm.errors import GmlmError, Stopped
+
+PACKAGE = Path(__file__).resolve().parent.parent  # src/gmlm: where gmlm's own warnings come from
+SHOW_WARNING = warnings.showwarning  # Python's, for everyone else's warnings
 
 # Each module exposes add_parser(subparsers) and sets `func` on its parser(s).
 COMMANDS: tuple[ModuleType, ...] = (
@@ -69,7 +75,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        status = int(args.func(args) or 0)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            status = int(args.func(args) or 0)
         sys.stdout.flush()  # here, so that a closed pipe is caught below, not at exit
         return status
     except Stopped as err:
@@ -89,6 +97,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         # that Python's own flush at exit does not fail again.
         _discard_stdout()
         return 141
+
+
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    """A warning of gmlm's own (raised in its code) as one `gmlm: warning:` message, as its
+    errors are, without Python's source location; others as Python shows them."""
+    if Path(filename).resolve().is_relative_to(PACKAGE):
+        print(f"gmlm: warning: {message}", file=file or sys.stderr)
+    else:
+        SHOW_WARNING(message, category, filename, lineno, file, line)
 
 
 def _ignore_stop_signals() -> None:

@@ -60,6 +60,7 @@ import torch
 from tqdm import tqdm
 
 from gmlm import provenance
+from gmlm.checkpoint.languages import check_dataset
 from gmlm.checkpoint.loading import resolve_checkpoint
 from gmlm.checkpoint.meta import Meta
 from gmlm.config import load_saved_config
@@ -420,6 +421,7 @@ def _distill(
         torch.set_num_threads(threads)
     try:
         loaded = load_teacher(teacher, device)
+        check_dataset(teacher, loaded.translator.languages, prepared)
         use_bf16 = (
             bf16_by_default(loaded.translator.device)
             if chosen.precision == "auto"
