@@ -285,8 +285,13 @@ def test_real_models_bound_settings_rows_and_lengths(tiny_models):
             answer = post(url, {"model": "ar", "text": ["der Hund"], "options": options})
             assert answer.status_code == 422 and message in answer.json()["detail"], answer.text
         long = " ".join(["Hund"] * 200)
-        answer = post(url, {"model": "ar", "text": [long]})
-        assert answer.status_code == 422 and "longer than the model's" in answer.json()["detail"]
+        answer = post(url, {"model": "ar", "text": ["der Hund", long]})
+        detail = answer.json()["detail"]
+        assert answer.status_code == 422 and detail.startswith(
+            "1 line(s) longer than the model's max_len="
+        ), detail
+        assert "text[1] (" in detail and "as a line of its own" in detail, detail
+        assert "--over-length" not in detail and "Python" not in detail  # no CLI hints
         answer = httpx.post(  # a JSON escape that decodes to a lone surrogate
             url + "/v1/translate",
             content=b'{"model": "ar", "text": ["\\ud800"]}',

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from gmlm.data.lengths import encode_inputs
+from gmlm.data.lengths import SHOWN, encode_inputs
 from gmlm.data.tokenizer import Tokenizer
 from gmlm.decoding.options import (
     OPTIONS,
@@ -118,13 +118,25 @@ def prepared(
 
 def check_lines(tokenizer: Tokenizer, texts: Sequence[str], max_source_len: int) -> list[list[int]]:
     """The ids of the request's lines; a line that does not encode as UTF-8 (a lone
-    surrogate) or is over the model's maximum is a GmlmError."""
+    surrogate) or is over the model's maximum is a GmlmError naming it as the request does
+    (`text[i]`, 0-based) and saying what a client can do (the service has no over-length
+    policies: a line is translated whole or refused)."""
     for i, text in enumerate(texts):
         try:
             text.encode("utf-8")
         except UnicodeEncodeError:
             raise GmlmError(f"text[{i}] is not valid Unicode (a lone surrogate)") from None
-    return encode_inputs(tokenizer, texts, max_source_len, origin="text").ids
+    encoded = encode_inputs(tokenizer, texts, max_source_len, on_over_length="report")
+    over = encoded.over_length
+    if over:
+        shown = ", ".join(f"text[{i}] ({encoded.lengths[i]} tokens)" for i in over[:SHOWN])
+        more = f" and {len(over) - SHOWN} more" if len(over) > SHOWN else ""
+        raise GmlmError(
+            f"{len(over)} line(s) longer than the model's max_len={max_source_len} tokens (EOS "
+            f"included): {shown}{more}; lines are never truncated: send each sentence of a "
+            "longer text as a line of its own"
+        )
+    return encoded.ids
 
 
 class TorchBackend:
