@@ -82,6 +82,29 @@ def test_invalid_utf8_names_file_and_line(tmp_path: Path) -> None:
         read_lines(bad)
 
 
+@pytest.mark.parametrize(
+    ("encoding", "named"),
+    [
+        ("utf-16", "utf-16"),  # with its byte-order mark, as Python and Windows write it
+        ("utf-16-be", "utf-16be"),  # no mark: every other byte a NUL, which comes first
+        ("utf-16-le", "utf-16le"),
+        ("utf-32", "utf-32"),
+        ("latin-1", "latin1"),
+    ],
+)
+def test_text_in_another_encoding_gets_the_conversion_that_fits(
+    tmp_path: Path, encoding: str, named: str
+) -> None:
+    # Each conversion named in the error turns the file into the text it holds.
+    text = "Ein Hund läuft über die Wiese.\nZwei Männer.\n"
+    bad = tmp_path / "in.de"
+    bad.write_bytes(text.encode(encoding))
+    with pytest.raises(GmlmError, match=f"`iconv -f {named} -t utf-8 IN > OUT`") as caught:
+        read_lines(bad)
+    assert str(caught.value).startswith(f"{bad}")
+    assert bad.read_bytes().decode(named) == text
+
+
 def test_bad_gzip_and_missing_file(tmp_path: Path) -> None:
     fake = tmp_path / "x.gz"
     fake.write_bytes(b"not gzip at all")

@@ -37,10 +37,34 @@ def read_bytes(path: Path) -> bytes:
         raise GmlmError(f"{path}: cannot read: {err.strerror or err}") from None
 
 
+# Byte-order marks of the encodings a text file not in UTF-8 is most often in, longest first
+# (UTF-32LE's starts with UTF-16LE's), as iconv names them.
+BOMS = (
+    (b"\xff\xfe\x00\x00", "utf-32"),
+    (b"\x00\x00\xfe\xff", "utf-32"),
+    (b"\xff\xfe", "utf-16"),
+    (b"\xfe\xff", "utf-16"),
+)
+
+
 def decode_utf8(data: bytes, path: Path) -> str:
+    """`data`, the content of `path`, decoded as UTF-8; other text is a GmlmError that names
+    where and says how to convert it: from UTF-16 or UTF-32 (a byte-order mark at the start,
+    or every other byte a NUL: UTF-16 in the byte order the NULs show), else from Latin-1, the
+    usual single-byte encoding."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
+        encoding = next((name for bom, name in BOMS if data.startswith(bom)), None)
+        head = data[:4096]
+        if encoding is None and head.count(0) * 3 >= len(head):  # ASCII in UTF-16, no BOM
+            # the NUL of an ASCII character comes second in little-endian order
+            encoding = "utf-16le" if head[1::2].count(0) > head[::2].count(0) else "utf-16be"
+        if encoding is not None:
+            raise GmlmError(
+                f"{path}: {encoding.upper()} text, not UTF-8; convert the file to UTF-8, e.g. "
+                f"`iconv -f {encoding} -t utf-8 IN > OUT`"
+            ) from None
         line = data.count(b"\n", 0, err.start) + 1
         column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
         raise GmlmError(
