@@ -265,8 +265,11 @@ def test_vocab_size_comes_from_the_data_and_a_different_one_is_an_error(word_tas
 def test_bad_configs_and_resume_errors(word_task_data, tmp_path):
     with pytest.raises(ConfigError, match=r"unknown config key 'optim\.lrr'"):
         load_train_config("tiny-ar", ["optim.lrr=1"])
-    with pytest.raises(GmlmError, match="no data"):
+    no_data = r"^no data: pass data=DIR \(a folder made by `gmlm data prepare`\)$"
+    with pytest.raises(GmlmError, match=no_data):
         Trainer(load_train_config("tiny-ar", [f"out={tmp_path}"]))
+    with pytest.raises(GmlmError, match=no_data):  # the same words where throughput reads it
+        measure_throughput(load_train_config("tiny-ar", []), ThroughputSettings(steps=1))
     train(word_task_data, tmp_path / "r", "ar", "max_steps=10", "valid_every=10")
     with pytest.raises(GmlmError, match=r"changed model shape.*d_model: 32 -> 48"):
         train(word_task_data, tmp_path / "r", "ar", "max_steps=20", "model.d_model=48")

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from gmlm.data.batching import Batch, BatchIterator
-from gmlm.data.binarized import TranslationDataset, load_dataset
+from gmlm.data.binarized import TranslationDataset
 from gmlm.distributed import pick_device
 from gmlm.errors import GmlmError
 from gmlm.models import build_model
@@ -31,7 +31,7 @@ from gmlm.training.config import TrainConfig, use_vocab_size
 from gmlm.training.precision import resolve_precision
 from gmlm.training.step_timing import time_steps
 from gmlm.training.throughput_settings import ThroughputSettings
-from gmlm.training.trainer import check_data_fits
+from gmlm.training.trainer import check_data_fits, training_data
 
 HELD_BATCHES = 64
 """The most distinct batches `gmlm throughput` holds on the device; longer timings reuse them
@@ -64,7 +64,7 @@ def measure_throughput(
     settings.validate()
     steps, warmup, precisions = settings.steps, settings.warmup, settings.precisions
     group = settings.group
-    data = load_dataset(cfg.data)
+    data = training_data(cfg)
     use_vocab_size(cfg, data.tokenizer)
     cfg.validate()
     check_data_fits(cfg, data)

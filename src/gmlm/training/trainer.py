@@ -92,6 +92,13 @@ class TrainResult:
     last_metrics: dict[str, Any] = field(default_factory=dict)
 
 
+def training_data(cfg: TrainConfig) -> PreparedDataset:
+    """The prepared dataset `cfg.data` names (training and `gmlm throughput`)."""
+    if not cfg.data:
+        raise GmlmError("no data: pass data=DIR (a folder made by `gmlm data prepare`)")
+    return load_dataset(cfg.data)
+
+
 def check_data_fits(cfg: TrainConfig, data: PreparedDataset) -> None:
     """The tokenizer's ids must be the model's; every sentence, with the EOS (AR targets: the
     BOS) that batches add, must fit the model's maxima."""
@@ -122,11 +129,9 @@ def check_data_fits(cfg: TrainConfig, data: PreparedDataset) -> None:
 
 class Trainer:
     def __init__(self, cfg: TrainConfig, progress: bool = True, log: Log = print) -> None:
-        if not cfg.data:
-            raise GmlmError("no data: pass data=DIR (a folder made by `gmlm data prepare`)")
+        self.data = training_data(cfg)
         if not cfg.out:
             raise GmlmError("no output folder: pass out=DIR")
-        self.data = load_dataset(cfg.data)
         use_vocab_size(cfg, self.data.tokenizer)
         cfg.validate()
         check_data_fits(cfg, self.data)
