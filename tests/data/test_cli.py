@@ -38,6 +38,21 @@ def test_prepare_stats_bench(
     assert last["iterator"]["max_tokens"] == 512 and last["iterator"]["tgt_tokens_per_s_median"] > 0
     assert last["environment"]["torch_threads"] >= 1
 
+    # Options that only preparing a corpus uses are refused with a folder, not ignored; so is
+    # a benchmark with nothing to time (more processes than any batch has pairs).
+    bench = ["data", "bench", str(out), "--epochs", "1"]
+    for extra, named in [
+        (["--set", "valid_fraction=abc"], "--set"),
+        (["--max-len", "2", "--tokenizer", "/nonexistent"], "--max-len, --tokenizer"),
+        (["--vocab-size", "5", "--valid", "files:x,y"], "--vocab-size, --valid"),
+    ]:
+        assert main([*bench, *extra]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"gmlm: error: data bench: {named} set how a corpus is prepared"), err
+    assert main([*bench, "--world-size", "1000"]) == 2
+    err = capsys.readouterr().err
+    assert "make no batch for 1,000 processes" in err and "lower --world-size" in err, err
+
 
 def test_bench_with_corpus_times_preparation(
     corpus_spec: str, capsys: pytest.CaptureFixture[str]

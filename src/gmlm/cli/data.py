@@ -13,6 +13,7 @@ from gmlm.cli.flags import add_seed
 from gmlm.cli.options import add_option_flags, option_overrides, settings_from_args
 from gmlm.config import deep_update, load_config, merge, parse_override
 from gmlm.data.settings import DataBenchSettings, PrepareSettings, config_values
+from gmlm.errors import GmlmError
 
 if TYPE_CHECKING:
     from gmlm.data.prepare import DataConfig
@@ -152,10 +153,23 @@ def run_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+# The flags of `data bench` that only preparing a corpus uses, and their argparse names.
+PREPARING = {"--valid": "valid", "--test": "test", "--tokenizer": "tokenizer", "--set": "overrides"}
+
+
 def run_bench(args: argparse.Namespace) -> int:
     from gmlm.data.bench import format_report, run_benchmark
 
     cfg = _config(args) if args.corpus or args.config else None
+    if cfg is None:
+        given = option_overrides(args, [PrepareSettings])
+        preparing = [f"--{name.replace('_', '-')}" for name in given]
+        preparing += [flag for flag, value in PREPARING.items() if getattr(args, value)]
+        if preparing:
+            raise GmlmError(
+                f"data bench: {', '.join(preparing)} set how a corpus is prepared, so they "
+                "apply only with --corpus (or --config); a prepared DIR is timed as it is"
+            )
     report = run_benchmark(
         settings_from_args(DataBenchSettings, args),
         dataset_dir=args.dir,

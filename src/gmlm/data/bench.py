@@ -49,6 +49,12 @@ def bench_iterator(
     first."""
     max_tokens, epochs = settings.max_tokens, settings.epochs
     iterator = BatchIterator(dataset, max_tokens, seed=seed, rank=0, world_size=settings.world_size)
+    if len(iterator) == 0:  # nothing to time: an empty benchmark would read as a fast one
+        raise GmlmError(
+            f"data bench: the {len(dataset):,} pairs of split '{dataset.split}' make no batch "
+            f"for {settings.world_size:,} processes (--world-size: each process needs at least "
+            "one pair of every batch); lower --world-size or use a larger split"
+        )
     for _ in iterator:  # warm-up: page cache, allocator
         pass
     seconds, tgt_tokens, src_tokens, padded_tgt, batches, sentences = [], [], [], [], [], []
