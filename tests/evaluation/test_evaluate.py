@@ -104,6 +104,26 @@ def test_cli_json_and_errors(tmp_path, capsys):
     assert "bad.txt:2: invalid UTF-8" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("code", "tokenizer"),
+    [("zh", "zh"), ("ZH", "zh"), ("zh-CN", "zh"), ("zh_Hans", "zh"), ("zho", "zh"), ("de", "13a")],
+)
+def test_target_language_codes_choose_the_tokenizer(tmp_path, capsys, code, tokenizer):
+    hyp = write(tmp_path, "hyp.txt", ["一个男人在沙发睡觉。"])
+    ref = write(tmp_path, "ref.txt", ["一个男人在沙发上睡觉。"])
+    assert main(["evaluate", "--hyp", str(hyp), "--ref", str(ref), "--target-lang", code]) == 0
+    assert f"tok:{tokenizer}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("code", ["", "chinese", "z", "zh CN", "1a", "zh-"])
+def test_a_target_language_that_is_no_code_is_refused(tmp_path, capsys, code):
+    hyp = write(tmp_path, "hyp.txt", HYPS)
+    ref = write(tmp_path, "ref.txt", REFS)
+    argv = ["evaluate", "--hyp", str(hyp), "--ref", str(ref), "--tokenize", "13a"]
+    assert main([*argv, "--target-lang", code]) == 2
+    assert f"gmlm: error: {code!r} is not a language code" in capsys.readouterr().err
+
+
 def test_cli_reports_repeated_ngrams(tmp_path, capsys):
     hyps, refs = ["A girl in a field in a field.", "a dog"], ["A girl in a field.", "a a dog"]
     hyp, ref = write(tmp_path, "hyp.txt", hyps), write(tmp_path, "ref.txt", refs)

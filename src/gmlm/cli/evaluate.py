@@ -10,7 +10,7 @@ from pathlib import Path
 
 from gmlm.data.textfiles import read_lines
 from gmlm.errors import GmlmError
-from gmlm.evaluation.bleu import corpus_scores, default_tokenizer
+from gmlm.evaluation.bleu import corpus_scores, default_tokenizer, language_code
 from gmlm.evaluation.results import Evaluation, ScoreSummary
 from gmlm.evaluation.stutter import repeat_lines, stutter_report
 
@@ -29,7 +29,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--hyp", type=Path, required=True, help="hypotheses, one per line (UTF-8)")
     p.add_argument("--ref", type=Path, required=True, help="references, line-aligned with --hyp")
     p.add_argument("--src", type=Path, help="sources (optional; only checked for line count)")
-    p.add_argument("--target-lang", help="target language code (zh selects the zh tokenizer)")
+    p.add_argument(
+        "--target-lang",
+        help="target language code, as de or zh-CN (Chinese, zh in any case or region, or zho, "
+        "selects the zh tokenizer)",
+    )
     p.add_argument(
         "--tokenize",
         choices=("13a", "zh", "intl", "char", "none"),
@@ -40,6 +44,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.target_lang is not None:  # checked first, also where --tokenize makes it moot
+        language_code(args.target_lang)
+    tokenize = args.tokenize or default_tokenizer(args.target_lang)
     hyps = read_lines(args.hyp)
     refs = read_lines(args.ref)
     if len(hyps) != len(refs):
@@ -60,7 +67,6 @@ def run(args: argparse.Namespace) -> int:
             "those of no translation; check how the hypotheses were made",
             file=sys.stderr,
         )
-    tokenize = args.tokenize or default_tokenizer(args.target_lang)
     scores = corpus_scores(hyps, refs, tokenize)
     stutter = stutter_report(hyps, refs, "zh" if tokenize == "zh" else "13a")
     if args.json:

@@ -7,6 +7,7 @@ by running `sacrebleu REF -i HYP -m bleu chrf` on the same files.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -25,9 +26,33 @@ class Score:
     length_ratio: float | None = None
 
 
+# Chinese, under the codes a user may give it by (ISO 639-1, 639-2/B and 639-3).
+CHINESE = {"zh", "chi", "zho", "cmn"}
+LANGUAGE_CODE = re.compile(r"[A-Za-z]{2,3}([-_][A-Za-z0-9]{1,8})*")
+
+
+def language_code(text: str) -> str:
+    """The language of a code as a user gives it (`zh`, `ZH`, `zh-CN`, `zh_Hans`, `zho`):
+    its language part, lower-case; anything else that is not a language code (BCP 47's form:
+    two or three letters, then optional subtags) is a GmlmError."""
+    if not LANGUAGE_CODE.fullmatch(text):
+        raise GmlmError(
+            f"{text!r} is not a language code: give one of two or three letters, as de, en "
+            "or zh (a region or script after it, as zh-CN, is allowed)"
+        )
+    return language_part(text)
+
+
+def language_part(code: str) -> str:
+    """`zh-CN` -> `zh`: the part of a language code before any region or script, lower-case."""
+    return re.split(r"[-_]", code, maxsplit=1)[0].lower()
+
+
 def default_tokenizer(target_lang: str | None) -> str:
-    """The tokenizer the paper's evaluation uses for a target language."""
-    return "zh" if target_lang == "zh" else "13a"
+    """The tokenizer the paper's evaluation uses for a target language (a code in any case,
+    with or without a region, as a dataset records it or :func:`language_code` checked it):
+    zh for Chinese, else 13a (also where none is known)."""
+    return "zh" if target_lang and language_part(target_lang) in CHINESE else "13a"
 
 
 def corpus_scores(
