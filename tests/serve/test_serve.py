@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -341,12 +342,23 @@ def test_sigterm_under_load_answers_every_accepted_request(tiny_models):
         server.wait()
 
 
-def test_cli_errors_are_one_line(tmp_path, capsys):
+def test_cli_errors_are_one_line(tmp_path, capsys, tiny_models):
     assert main(["serve", "--model", f"x={tmp_path}", "--port", "0"]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err
     assert err.strip().splitlines()[-1].startswith("gmlm: error:")
     assert Path(tmp_path).is_dir()
+    # A model that fails to load while the server starts: the error, and no claim that
+    # requests were answered.
+    broken = tmp_path / "broken"
+    shutil.copytree(tiny_models["ar"], broken)
+    weights = broken / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    assert main(["serve", "--model", f"x={broken}", "--port", "0", "--threads", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "corrupt or truncated" in err, err
+    assert "every accepted request answered" not in err, err
+    assert "stopped: the models did not start, so no request was translated" in err, err
 
 
 def test_replicas_share_the_port_and_stop_together(tiny_models):

@@ -81,6 +81,7 @@ async def stop(state: AppState, starting: asyncio.Task[None]) -> None:
         batcher.stopping = True  # a running batch stops at its next pass or step
     with contextlib.suppress(Exception):
         await starting
+    started = bool(state.batchers)  # made once the models loaded and warmed up
     for task in state.tasks:
         task.cancel()
     for task in state.tasks:
@@ -90,7 +91,10 @@ async def stop(state: AppState, starting: asyncio.Task[None]) -> None:
         pool.shutdown(wait=True)  # a running batch ends at its next pass or step
     for backend in state.backends.values():
         backend.close()
-    LOG.info("stopped: every accepted request answered, the models closed")
+    if started:
+        LOG.info("stopped: every accepted request answered, the models closed")
+    else:
+        LOG.info("stopped: the models did not start, so no request was translated")
 
 
 def lifespan(

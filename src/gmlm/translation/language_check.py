@@ -166,7 +166,7 @@ def flag_lines(lines: Sequence[str], source: str) -> list[Flag]:
         if not any(ch.isalpha() for ch in text):
             flags.append(
                 Flag(index, "no_letters", "no letters (only punctuation, digits, symbols or "
-                "control characters): nothing to translate")
+                "control characters): likely no text to translate")
             )  # fmt: skip
             continue
         if judge is None or len(WORD.findall(text)) < MIN_WORDS:
