@@ -171,8 +171,15 @@ def test_separate_splits_and_reused_tokenizer(tmp_path: Path, tiny_dataset: Path
     )
     cfg = tiny_config(files_spec(tmp_path, src, tgt), valid=f"tsv:{dev}")
     cfg.tokenizer.path = str(tiny_dataset)
-    prepared = load_dataset(prepare_dataset(cfg, tmp_path / "out"))
+    cfg.tokenizer.vocab_size = 300  # not the reused tokenizer's size: said, not silent
+    said: list[str] = []
+    prepared = load_dataset(prepare_dataset(cfg, tmp_path / "out", log=said.append))
     assert prepared.tokenizer == Tokenizer.load(tiny_dataset)
+    pieces = f"{prepared.tokenizer.vocab_size:,} pieces"
+    assert (
+        f"note: reusing the tokenizer of {tiny_dataset} ({pieces}); tokenizer.vocab_size=300 "
+        "applies only to a tokenizer trained here" in said
+    )
     assert prepared.read_text("valid", "tgt") == dev_tgt
     stats = prepared.stats().splits
     assert stats["train"].pairs + stats["test"].pairs == 200

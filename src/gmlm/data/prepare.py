@@ -307,6 +307,12 @@ def _prepare(
     lap("read")
     corpus = clean_corpus(corpus, progress)
     reused = Tokenizer.load(cfg.tokenizer.path) if cfg.tokenizer.path else None
+    if reused is not None and reused.vocab_size != cfg.tokenizer.vocab_size:
+        say(
+            f"note: reusing the tokenizer of {cfg.tokenizer.path} ({reused.vocab_size:,} pieces); "
+            f"tokenizer.vocab_size={cfg.tokenizer.vocab_size:,} applies only to a tokenizer "
+            "trained here"
+        )
     if "train" in corpus.splits or reused is None:
         splits = carve_splits(
             corpus, valid_fraction=cfg.valid_fraction, test_fraction=cfg.test_fraction
