@@ -361,6 +361,16 @@ def test_an_options_object_of_its_kind_with_overrides(translators: dict[str, Tra
         ar.options(RefinementOptions())
     with pytest.raises(GmlmError, match=r"steps=0 must be between 1"):  # validated as a whole
         padir.translate(lines, RefinementOptions(steps=0))
+    # Length moves are bounded by the model's own maximum, not only by the static range.
+    most = padir.config.max_target_len
+    assert padir.options(length_shift=most - 1, length_offsets=(1 - most,)).length_shift == most - 1
+    for moves, named in [
+        ({"length_shift": most}, f"length_shift={most} moves"),
+        ({"length_shift": -most}, f"length_shift={-most} moves"),
+        ({"length_offsets": (1, -most)}, rf"length_offsets=\(1, {-most}\) moves"),
+    ]:
+        with pytest.raises(GmlmError, match=f"^{named} lengths by the model's max_target_len="):
+            padir.options(**moves)
 
 
 def test_no_setting_is_restated_as_a_keyword() -> None:

@@ -328,6 +328,16 @@ class RefinementOptions:
                 f"length_beam={self.length_beam} must be between 1 and the model's "
                 f"max_target_len={config.max_target_len}"
             )
+        # A move of max_target_len or more would cut every length to 1 or to the maximum.
+        most = config.max_target_len
+        moves = {"length_shift": (self.length_shift,), "length_offsets": self.length_offsets}
+        for name, values in moves.items():
+            if any(abs(value) >= most for value in values):
+                shown = values[0] if name == "length_shift" else values
+                raise GmlmError(
+                    f"{name}={shown} moves lengths by the model's max_target_len={most} or "
+                    f"more; give moves between {1 - most} and {most - 1}"
+                )
         if 0 in self.length_offsets or len(set(self.length_offsets)) != len(self.length_offsets):
             raise GmlmError(
                 f"length_offsets={self.length_offsets} must be distinct and non-zero (the "
