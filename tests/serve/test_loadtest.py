@@ -12,7 +12,6 @@ import pytest
 
 from gmlm.cli.main import main
 from gmlm.errors import GmlmError
-from gmlm.serve.backends import Captures
 from gmlm.serve.load_report import markdown, plot
 from gmlm.serve.loadtest import (
     LoadResult,
@@ -26,6 +25,7 @@ from gmlm.serve.loadtest import (
     run_loadtest,
     scrape,
 )
+from gmlm.serve.metrics import Captures
 from gmlm.serve.settings import ServeSettings
 from tests.helpers.cli import exit_status
 from tests.helpers.serving import GatedBackend, running

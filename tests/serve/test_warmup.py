@@ -3,7 +3,7 @@ decodes by CUDA graphs, first a batch of every row bucket up to the batch limits
 
 from __future__ import annotations
 
-from gmlm.serve.backends import Captures
+from gmlm.serve.metrics import Captures
 from gmlm.serve.server import GRAPH_WARMUP, WARMUP, warm_up
 from gmlm.serve.settings import ServeSettings
 from tests.helpers.serving import GatedBackend

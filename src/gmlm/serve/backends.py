@@ -33,6 +33,7 @@ from gmlm.decoding.options import (
 from gmlm.errors import GmlmError
 from gmlm.export.ctranslate2_worker import Ct2Worker, WorkerExited
 from gmlm.serve.language import preload
+from gmlm.serve.metrics import Captures
 from gmlm.settings import cli_fields
 
 
@@ -269,15 +270,6 @@ class Supervised(Protocol):
     def alive(self) -> bool: ...
 
     def revive(self) -> None: ...
-
-
-@dataclass(frozen=True)
-class Captures:
-    """The CUDA graphs a model has captured so far, and the seconds its batches waited for
-    the captures (a batch of a new shape captures its graphs first)."""
-
-    graphs: int
-    seconds: float
 
 
 @runtime_checkable

@@ -4,16 +4,13 @@ in one process, as the tests start them, do not share counters)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
 from gmlm.serve import logs
-
-if TYPE_CHECKING:
-    from gmlm.serve.backends import Captures
 
 # Seconds, from 1 ms to 30 s: batch-1 latencies are tens of milliseconds on a CPU and a few on
 # a GPU; queueing under overload reaches the deadline.
@@ -34,6 +31,15 @@ class DroppedLogLines(Collector):
             "Log lines dropped because stderr was not read fast enough (its queue was full)",
             value=logs.dropped_lines(),
         )
+
+
+@dataclass(frozen=True)
+class Captures:
+    """The CUDA graphs a model has captured so far, and the seconds its batches waited for
+    the captures (a batch of a new shape captures its graphs first)."""
+
+    graphs: int
+    seconds: float
 
 
 class GraphCaptures(Collector):
