@@ -230,7 +230,8 @@ def add_json(parser: argparse.ArgumentParser, help: str = "print one JSON object
 # What an output file may replace (gmlm.io.check_output_file; docs/DESIGN.md section 6),
 # for the help of every flag that names one.
 OUTPUT_FILE_RULE = (
-    "written atomically, gzip-compressed if the name ends in .gz; an existing file is "
+    "written atomically (its folder created if missing), gzip-compressed if the name ends in "
+    ".gz; an existing file is "
     "replaced, as a shell redirect would, but never an input of the command nor a file inside "
     "a checkpoint or training run folder"
 )
