@@ -166,3 +166,47 @@ def test_outputs_of_one_command_never_name_one_file(
         assert status == 2, (argv, err)
         assert f"--output and {argv[-2]} both name" in err, (argv, err)
         assert first.read_text(encoding="utf-8") == "{}\n"
+
+
+# Folders gmlm wrote whole or is writing, by the file that marks them: no output lands in one.
+OWNED = {
+    "a prepared dataset folder": ("manifest.json", '{"format": "gmlm-translation-data"}'),
+    "a reproduce run folder": ("reproduce.yaml", "description: x\n"),
+    "a folder a gmlm command is writing": (".gmlm.lock", "12345\n"),
+}
+
+
+@pytest.mark.parametrize("kind", OWNED)
+def test_no_output_lands_in_a_folder_gmlm_owns(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _layout(tmp_path)
+    marker, text = OWNED[kind]
+    owned = tmp_path / "owned"
+    owned.mkdir()
+    (owned / marker).write_text(text, encoding="utf-8")
+    before = _contents(owned)
+    for output in (owned / "out.txt", owned / marker):
+        argv = f"translate --checkpoint {tmp_path}/ckpt --input {tmp_path}/in.txt --output {output}"
+        assert main(argv.split()) == 2
+        err = capsys.readouterr().err
+        said = f"--output {output} lies inside {owned}, {kind}, where only its writer"
+        if output.name == ".gmlm.lock":  # refused by its name first
+            said = f"--output {output} is the name of gmlm's lock files"
+        assert said in err, err
+    assert _contents(owned) == before
+
+
+def test_a_lock_file_is_never_an_output_and_other_tools_manifests_are_not_gmlms(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gmlm.io import check_output_file
+
+    _layout(tmp_path)
+    argv = f"translate --checkpoint {tmp_path}/ckpt --input {tmp_path}/in.txt --output "
+    assert main([*argv.split(), str(tmp_path / ".gmlm.lock")]) == 2
+    assert "is the name of gmlm's lock files" in capsys.readouterr().err
+    web = tmp_path / "web"
+    web.mkdir()
+    (web / "manifest.json").write_text('{"name": "an app"}', encoding="utf-8")
+    check_output_file(web / "out.txt", "--output")  # another tool's manifest: no gmlm folder

@@ -36,6 +36,11 @@ from gmlm.errors import GmlmError
 # The lock file of a folder a writer holds (gmlm.locking); never counts as content.
 LOCK_FILE = ".gmlm.lock"
 MODEL_FILE = "model.safetensors"  # every checkpoint folder holds its weights here
+MANIFEST = "manifest.json"  # every prepared dataset folder's record (gmlm.data.binarized)
+REPRODUCE_FILE = "reproduce.yaml"  # every `gmlm reproduce` run folder's settings
+# The folders this process holds the lock of (gmlm.locking.folder_lock keeps it): their
+# writer may put files in them, which the rule of check_not_protected keeps others from.
+HELD_FOLDERS: set[Path] = set()
 RUN_CHECKPOINTS = ("last", "best", "averaged")  # the checkpoint folders a run folder can hold
 
 # What to do about a failed write, by its cause.
@@ -228,12 +233,29 @@ def is_run_folder(folder: Path) -> bool:
 
 def gmlm_folder(folder: Path) -> str | None:
     """What `folder` is if gmlm wrote it as a whole to read it back ("a checkpoint folder",
-    "a training run folder"), else None."""
+    "a training run folder", "a prepared dataset folder", "a reproduce run folder"), or if a
+    gmlm command is writing it (its lock file is there), else None."""
     if (folder / MODEL_FILE).is_file():
         return "a checkpoint folder"
     if is_run_folder(folder):
         return "a training run folder"
+    if _gmlm_manifest(folder / MANIFEST):
+        return "a prepared dataset folder"
+    if (folder / REPRODUCE_FILE).is_file():
+        return "a reproduce run folder"
+    if (folder / LOCK_FILE).exists():
+        return "a folder a gmlm command is writing"
     return None
+
+
+def _gmlm_manifest(path: Path) -> bool:
+    """Whether `path` is a manifest gmlm wrote (its "format" names a gmlm format), not another
+    tool's file of that common name."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(record, dict) and str(record.get("format", "")).startswith("gmlm-")
 
 
 def _named(flag: str, path: Path) -> str:
@@ -285,8 +307,9 @@ def _same_file(a: Path, b: Path) -> bool:
 def check_not_protected(path: Path, flag: str, inputs: Inputs | None = None) -> None:
     """The rule every output obeys: it is none of the command's `inputs` however it is named
     (the same path, a symbolic or hard link to it, or the file standard input reads when
-    `inputs` holds :data:`STDIN`), neither inside one nor holding one, and not inside a
-    checkpoint or training run folder (their writers own every file in them)."""
+    `inputs` holds :data:`STDIN`), neither inside one nor holding one, and not inside a folder
+    gmlm wrote whole or is writing (:func:`gmlm_folder`: their writers own every file in them),
+    nor a lock file."""
     shown = _named(flag, path)
     target = Path(path).resolve()
     existing = _file_stat(target)
@@ -317,7 +340,11 @@ def check_not_protected(path: Path, flag: str, inputs: Inputs | None = None) -> 
             raise GmlmError(
                 f"{shown} {where} {name} {given}, which this command reads; choose another path"
             )
+    if target.name == LOCK_FILE:
+        raise GmlmError(f"{shown} is the name of gmlm's lock files; choose another name")
     for folder in target.parents:
+        if folder in HELD_FOLDERS:  # this process writes this folder: it may write inside
+            break
         kind = gmlm_folder(folder)
         if kind is not None:
             raise GmlmError(

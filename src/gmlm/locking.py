@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from gmlm.errors import GmlmError
-from gmlm.io import LOCK_FILE, failure_cause, make_dirs
+from gmlm.io import HELD_FOLDERS, LOCK_FILE, failure_cause, make_dirs
 
 __all__ = ["LOCK_FILE", "folder_lock"]
 
@@ -57,9 +57,11 @@ def folder_lock(folder: Path, what: str) -> Iterator[Path]:
                 folder.rmdir()
         raise
     _held[key] = [fd, 1]
+    HELD_FOLDERS.add(key)
     try:
         yield folder
     finally:
+        HELD_FOLDERS.discard(key)
         del _held[key]
         _release(folder / LOCK_FILE, fd)
         if created:  # a command that failed before writing leaves no empty folder behind

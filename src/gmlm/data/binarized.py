@@ -30,9 +30,8 @@ from gmlm.data.splits import SPLITS
 from gmlm.data.stats import DatasetStats
 from gmlm.data.tokenizer import META_FILE, MODEL_FILE, Tokenizer
 from gmlm.errors import GmlmError
-from gmlm.io import atomic_open
+from gmlm.io import MANIFEST, atomic_open
 
-MANIFEST = "manifest.json"
 STATS = "stats.json"
 CONFIG = "config.yaml"
 FORMAT = "gmlm-translation-data"

@@ -37,6 +37,7 @@ from typing import Any
 
 from gmlm.config import ConfigError, save_config, to_dict
 from gmlm.errors import GmlmError
+from gmlm.io import REPRODUCE_FILE
 from gmlm.locking import LOCK_FILE, folder_lock
 from gmlm.provenance import host
 from gmlm.reproduce import stages
@@ -52,7 +53,6 @@ from gmlm.reproduce.config import (
 from gmlm.reproduce.stage_record import StageRecord
 from gmlm.reproduce.stand_in import stand_in_reason
 
-CONFIG_FILE = "reproduce.yaml"
 # Settings that may change between a run and its resumption: they do not change the recipe.
 # threads and train_precision belong to the machine (train_precision changes rounding, as a
 # change of CPU does); the others change what the report says, not what a stage computes.
@@ -85,11 +85,11 @@ def _differences(a: Any, b: Any, prefix: str = "") -> list[str]:
 
 def check_run_folder(cfg: ReproduceConfig, out: Path) -> None:
     """Refuse a folder that holds another preset's (or another config's) run."""
-    saved_path = out / CONFIG_FILE
+    saved_path = out / REPRODUCE_FILE
     if not saved_path.is_file():
         if out.is_dir() and any(p.name != LOCK_FILE for p in out.iterdir()):
             raise GmlmError(
-                f"--out {out} exists, is not empty and holds no {CONFIG_FILE}: it is not a "
+                f"--out {out} exists, is not empty and holds no {REPRODUCE_FILE}: it is not a "
                 "reproduction run; choose an empty or new folder"
             )
         return
@@ -98,7 +98,7 @@ def check_run_folder(cfg: ReproduceConfig, out: Path) -> None:
         saved = to_dict(read_reproduce_file(saved_path))
     except ConfigError as err:
         raise GmlmError(
-            f"--out {out}: its {CONFIG_FILE} does not fit this version of gmlm ({err}); use "
+            f"--out {out}: its {REPRODUCE_FILE} does not fit this version of gmlm ({err}); use "
             "another --out"
         ) from None
     new = to_dict(cfg)
@@ -222,7 +222,7 @@ def _run_stages(
     import torch
 
     check_run_folder(cfg, out)
-    save_config(cfg, out / CONFIG_FILE)
+    save_config(cfg, out / REPRODUCE_FILE)
     if cfg.threads > 0:
         torch.set_num_threads(cfg.threads)
     ctx = stages.Context(cfg, out, progress, log)

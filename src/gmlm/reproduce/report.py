@@ -28,7 +28,7 @@ from gmlm.checkpoint.meta import META_FILE, Meta
 from gmlm.data.binarized import load_dataset
 from gmlm.errors import GmlmError
 from gmlm.evaluation.results import EvaluationScores
-from gmlm.io import atomic_write_text
+from gmlm.io import REPRODUCE_FILE, atomic_write_text
 from gmlm.reproduce import plots, sections, summary
 from gmlm.reproduce.config import STAGE_REGISTRY, STAGES, ReproduceConfig
 from gmlm.reproduce.metrics import validations
@@ -140,7 +140,7 @@ def write_report(cfg: ReproduceConfig, out: Path) -> Path:
         lines += sections.theory_section(verify, drawn)
     lines += sections.stage_section(records)
     lines += sections.commands_section(cfg, out)
-    config_text = (out / "reproduce.yaml").read_text(encoding="utf-8")
+    config_text = (out / REPRODUCE_FILE).read_text(encoding="utf-8")
     lines += ["## Resolved configuration", "", "```yaml", config_text.rstrip(), "```", ""]
     path = out / "REPORT.md"
     atomic_write_text(path, "\n".join(lines))
