@@ -94,7 +94,7 @@ def test_one_process_nests_locks_and_a_folder_made_for_nothing_goes(tmp_path: Pa
         pass
 
 
-@pytest.mark.parametrize("command", ["train", "data prepare", "distill", "reproduce"])
+@pytest.mark.parametrize("command", ["train", "data prepare", "distill", "reproduce", "export"])
 def test_every_command_writing_a_folder_refuses_one_in_use(
     command: str, word_task_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -106,10 +106,12 @@ def test_every_command_writing_a_folder_refuses_one_in_use(
         "data prepare": ["data", "prepare", "--corpus", corpus],
         "distill": ["distill", "--teacher", str(tmp_path / "t"), "--data", str(word_task_data)],
         "reproduce": ["reproduce", "--preset", "smoke"],
+        "export": ["export", "--checkpoint", str(tmp_path / "t")],  # written whole, held too
     }[command]
     if command != "train":
         args += ["--out", str(out)]
-    args.append("--no-progress")
+    if command != "export":
+        args.append("--no-progress")
     with held_by_another_process(out) as holder:
         assert main(args) == 2
         assert f"gmlm: error: {flag} is in use by another gmlm process (PID {holder.pid})" in (

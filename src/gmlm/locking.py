@@ -18,11 +18,11 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from gmlm.errors import GmlmError
-from gmlm.io import HELD_FOLDERS, LOCK_FILE, failure_cause, make_dirs
+from gmlm.io import HELD_FOLDERS, LOCK_FILE, Inputs, check_output_folder, failure_cause, make_dirs
 
 __all__ = ["LOCK_FILE", "folder_lock"]
 
@@ -128,3 +128,22 @@ def _release(path: Path, fd: int) -> None:
         if os.path.samestat(os.fstat(fd), os.stat(path)):
             os.unlink(path)
     os.close(fd)
+
+
+@contextlib.contextmanager
+def output_folder(
+    path: Path,
+    flag: str,
+    what: str,
+    own: Callable[[Path], bool],
+    *,
+    inputs: Inputs | None = None,
+    replace: bool = True,
+) -> Iterator[bool]:
+    """For a command that writes the folder `path` whole: :func:`gmlm.io.check_output_folder`
+    before anything is created, then the folder's lock held while the caller writes (a second
+    writer is refused, not raced), checked again under it. Yields whether `path` holds an
+    earlier `what`."""
+    check_output_folder(path, flag, what, own, inputs=inputs, replace=replace)
+    with folder_lock(path, f"{flag} {path}"):
+        yield check_output_folder(path, flag, what, own, inputs=inputs, replace=replace)

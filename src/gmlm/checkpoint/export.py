@@ -20,7 +20,7 @@ from gmlm.checkpoint.meta import (
 )
 from gmlm.checkpoint.source import ExportSource, check_replaceable
 from gmlm.errors import GmlmError
-from gmlm.io import check_output_folder
+from gmlm.locking import output_folder
 
 # The meta.json entries of an export that name its source (gmlm.checkpoint.source; the
 # record's Meta.exported_from and Meta.exported_from_fingerprint).
@@ -60,32 +60,32 @@ def export_checkpoint(
     (:mod:`gmlm.checkpoint.source`), and never `source`, inside it or inside a checkpoint or
     training run folder (`gmlm.io.check_output_folder`)."""
     target = Path(out)
-    earlier = check_output_folder(
+    with output_folder(
         target,
         "--out",
         "a gmlm export",
         is_export,
         inputs={"--checkpoint": Path(source)},
         replace=force,
-    )
-    if earlier:
-        check_replaceable(target, recorded_source(target), resolve_checkpoint(source))
-    loaded = load_for_inference(source)
-    exported_from = ExportSource.of(loaded.path)
-    meta = Meta.of(loaded.path).updated(
-        **language_meta(checkpoint_languages(loaded.path).pair),
-        **{EXPORTED_FROM: exported_from.path, EXPORTED_FINGERPRINT: exported_from.fingerprint},
-        tokenizer_sha256=loaded.tokenizer.fingerprint,
-        weights_dtype=str(dtype or "fp32"),
-    )
+    ) as earlier:
+        if earlier:
+            check_replaceable(target, recorded_source(target), resolve_checkpoint(source))
+        loaded = load_for_inference(source)
+        exported_from = ExportSource.of(loaded.path)
+        meta = Meta.of(loaded.path).updated(
+            **language_meta(checkpoint_languages(loaded.path).pair),
+            **{EXPORTED_FROM: exported_from.path, EXPORTED_FINGERPRINT: exported_from.fingerprint},
+            tokenizer_sha256=loaded.tokenizer.fingerprint,
+            weights_dtype=str(dtype or "fp32"),
+        )
 
-    def fill(tmp: Path) -> None:
-        save_weights(tmp, loaded.model, dtype)
-        shutil.copyfile(loaded.path / CONFIG_FILE, tmp / CONFIG_FILE)
-        loaded.tokenizer.save(tmp / TOKENIZER_DIR)
-        meta.write(tmp)
-        if (loaded.path / DECODING_FILE).is_file():
-            shutil.copyfile(loaded.path / DECODING_FILE, tmp / DECODING_FILE)
+        def fill(tmp: Path) -> None:
+            save_weights(tmp, loaded.model, dtype)
+            shutil.copyfile(loaded.path / CONFIG_FILE, tmp / CONFIG_FILE)
+            loaded.tokenizer.save(tmp / TOKENIZER_DIR)
+            meta.write(tmp)
+            if (loaded.path / DECODING_FILE).is_file():
+                shutil.copyfile(loaded.path / DECODING_FILE, tmp / DECODING_FILE)
 
-    write_checkpoint_dir(target, fill)
+        write_checkpoint_dir(target, fill)
     return target

@@ -34,7 +34,8 @@ import numpy as np
 from gmlm import provenance
 from gmlm.data.tokenizer import Tokenizer
 from gmlm.errors import GmlmError
-from gmlm.io import atomic_write_json, check_output_folder
+from gmlm.io import atomic_write_json
+from gmlm.locking import output_folder
 
 if TYPE_CHECKING:
     from torch import Tensor, nn
@@ -229,47 +230,47 @@ def export_ctranslate2(source: str | Path, out: str | Path, *, force: bool = Fal
 
     import_ctranslate2()  # not installed: the error names the extra, before any work
     target = Path(out)
-    earlier = check_output_folder(
+    with output_folder(
         target,
         "--out",
         "a CTranslate2 export",
         is_export,
         inputs={"--checkpoint": Path(source)},
         replace=force,
-    )
-    if earlier:
-        recorded = Ct2ModelInfo.read(target)
-        earlier_source = ExportSource(recorded.exported_from, recorded.source_fingerprint)
-        check_replaceable(target, earlier_source, resolve_checkpoint(source))
-    loaded = load_for_inference(source)
-    exported_from = ExportSource.of(loaded.path)
-    if not isinstance(loaded.model, AutoregressiveModel):
-        raise GmlmError(
-            f"--checkpoint {source}: is a checkpoint of kind '{loaded.kind}'; the "
-            "CTranslate2 export takes an autoregressive checkpoint (kind 'ar'): PaDIR's "
-            "length prediction and parallel refinement have no CTranslate2 equivalent"
+    ) as earlier:
+        if earlier:
+            recorded = Ct2ModelInfo.read(target)
+            earlier_source = ExportSource(recorded.exported_from, recorded.source_fingerprint)
+            check_replaceable(target, earlier_source, resolve_checkpoint(source))
+        loaded = load_for_inference(source)
+        exported_from = ExportSource.of(loaded.path)
+        if not isinstance(loaded.model, AutoregressiveModel):
+            raise GmlmError(
+                f"--checkpoint {source}: is a checkpoint of kind '{loaded.kind}'; the "
+                "CTranslate2 export takes an autoregressive checkpoint (kind 'ar'): PaDIR's "
+                "length prediction and parallel refinement have no CTranslate2 equivalent"
+            )
+        spec = transformer_spec(loaded.model, loaded.tokenizer)
+        config = loaded.model_config
+        info = Ct2ModelInfo(
+            max_source_len=config.max_source_len,
+            max_target_len=config.max_target_len,
+            eos_id=config.eos_id,
+            refused_ids=tuple(i for i in range(config.n_special) if i != config.eos_id),
+            exported_from=exported_from.path,
+            languages=loaded.languages.name,
+            source_fingerprint=exported_from.fingerprint,
+            tokenizer_sha256=loaded.tokenizer.fingerprint,
+            versions={
+                "gmlm": provenance.gmlm_version(),
+                "ctranslate2": provenance.package_version("ctranslate2"),
+            },
         )
-    spec = transformer_spec(loaded.model, loaded.tokenizer)
-    config = loaded.model_config
-    info = Ct2ModelInfo(
-        max_source_len=config.max_source_len,
-        max_target_len=config.max_target_len,
-        eos_id=config.eos_id,
-        refused_ids=tuple(i for i in range(config.n_special) if i != config.eos_id),
-        exported_from=exported_from.path,
-        languages=loaded.languages.name,
-        source_fingerprint=exported_from.fingerprint,
-        tokenizer_sha256=loaded.tokenizer.fingerprint,
-        versions={
-            "gmlm": provenance.gmlm_version(),
-            "ctranslate2": provenance.package_version("ctranslate2"),
-        },
-    )
 
-    def fill(tmp: Path) -> None:
-        spec.save(str(tmp))
-        loaded.tokenizer.save(tmp / "tokenizer")
-        atomic_write_json(tmp / INFO_FILE, info.to_json())
+        def fill(tmp: Path) -> None:
+            spec.save(str(tmp))
+            loaded.tokenizer.save(tmp / "tokenizer")
+            atomic_write_json(tmp / INFO_FILE, info.to_json())
 
-    write_checkpoint_dir(target, fill)
+        write_checkpoint_dir(target, fill)
     return target
