@@ -361,6 +361,19 @@ def test_an_options_object_of_its_kind_with_overrides(translators: dict[str, Tra
         ar.options(RefinementOptions())
     with pytest.raises(GmlmError, match=r"steps=0 must be between 1"):  # validated as a whole
         padir.translate(lines, RefinementOptions(steps=0))
+    # Neither options object: named as what it is, not as the other kind's settings.
+    wrong_type = r"^options: expected RefinementOptions .*got (dict|str)$"
+    for given in ({"steps": 3}, "beam=3"):
+        with pytest.raises(GmlmError, match=wrong_type):
+            padir.translate(lines, given)  # type: ignore[arg-type]
+    with pytest.raises(GmlmError, match=r"^options: expected SearchOptions .*, got dict$"):
+        ar.translate(lines, {"beam": 3})  # type: ignore[arg-type]
+    # Length limits that cannot hold together, or that overflow, are refused.
+    with pytest.raises(GmlmError, match=r"^min_length=50 is over max_length=5"):
+        ar.translate(lines, min_length=50, max_length=5)
+    with pytest.raises(GmlmError, match=r"^max_len_a=1e\+18 must be between 0 and 65536"):
+        ar.translate(lines, max_len_a=1e18)
+
     # Length moves are bounded by the model's own maximum, not only by the static range.
     most = padir.config.max_target_len
     assert padir.options(length_shift=most - 1, length_offsets=(1 - most,)).length_shift == most - 1

@@ -123,7 +123,9 @@ class SearchOptions:
     )
     max_len_a: float = field(
         default=1.5,
-        metadata=doc("output length limit a * src_len + b: the a", range=Range(ge=0)),
+        metadata=doc(
+            "output length limit a * src_len + b: the a", range=Range(ge=0, le=MAX_LENGTH)
+        ),
     )
     max_len_b: int = field(
         default=10,
@@ -152,6 +154,11 @@ class SearchOptions:
 
     def validate(self, config: ModelConfig) -> None:
         check_settings(self)
+        if self.max_length is not None and self.min_length > self.max_length:
+            raise GmlmError(
+                f"min_length={self.min_length} is over max_length={self.max_length}: no output "
+                "can have both; give min_length <= max_length"
+            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -461,6 +468,11 @@ def decoding_options(
     mine = field_names(cls)
     if options is None:
         options = cls()
+    elif not isinstance(options, tuple(OPTIONS.values())):  # a dict, a string, ...
+        raise GmlmError(
+            f"options: expected {cls.__name__} (or its settings as keywords), got "
+            f"{type(options).__name__}"
+        )
     elif not isinstance(options, cls):
         raise GmlmError(
             f"options: {type(options).__name__} are the settings of {KIND_NAMES[other]} "
