@@ -168,6 +168,15 @@ def current_umask() -> int:
     return current
 
 
+def share_permissions(path: Path) -> None:
+    """Give `path` (a file, or a folder and everything in it) the permissions ordinary files
+    and folders get under the current umask: temporary files and folders are private
+    (0600/0700), and so is every file safetensors writes."""
+    umask = current_umask()
+    for item in [path, *(path.rglob("*") if path.is_dir() else [])]:
+        item.chmod((0o777 if item.is_dir() else 0o666) & ~umask)
+
+
 def replace_dir(tmp: Path, target: Path) -> None:
     """Put the finished folder `tmp` (a sibling of `target`) at `target`, replacing any old one.
 

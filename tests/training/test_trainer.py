@@ -4,6 +4,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -243,6 +244,14 @@ def test_checkpoint_averaging(word_task_data, tmp_path):
         assert torch.equal(value, mean), key
     meta = json.loads((tmp_path / "r" / "averaged" / "meta.json").read_text())
     assert meta["averaged"] == [p.name for p in history[1:]]
+    # Every file and folder of the run has the permissions the umask gives, safetensors' too
+    # (which it writes private), as the released checkpoints have.
+    umask = os.umask(0)
+    os.umask(umask)
+    for path in [*(tmp_path / "r").rglob("*")]:
+        if path.name != ".gmlm.lock":
+            wanted = (0o777 if path.is_dir() else 0o666) & ~umask
+            assert stat.S_IMODE(path.stat().st_mode) == wanted, path
 
 
 def test_vocab_size_comes_from_the_data_and_a_different_one_is_an_error(word_task_data, tmp_path):

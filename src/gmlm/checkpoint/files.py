@@ -28,7 +28,7 @@ from gmlm.checkpoint.meta import load_json as load_json
 from gmlm.config import save_config
 from gmlm.data.tokenizer import Tokenizer
 from gmlm.errors import GmlmError
-from gmlm.io import MODEL_FILE, current_umask, make_dirs, replace_dir, writing
+from gmlm.io import MODEL_FILE, make_dirs, replace_dir, share_permissions, writing
 
 # The meta.json entry recording the tokenizer the weights were made with (its fingerprint,
 # Meta.tokenizer_sha256): another tokenizer of the same vocabulary size copied into the folder
@@ -45,7 +45,7 @@ def write_checkpoint_dir(path: Path, fill: Callable[[Path], None]) -> None:
         try:
             with safetensors_errors():
                 fill(tmp)
-            tmp.chmod(0o777 & ~current_umask())
+            share_permissions(tmp)
             replace_dir(tmp, path)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -129,6 +129,7 @@ def _unique_state(model: nn.Module) -> dict[str, torch.Tensor]:
 
 def save_tensors(tensors: dict[str, torch.Tensor], path: Path) -> None:
     save_file({k: v.detach().contiguous() for k, v in tensors.items()}, str(path))
+    share_permissions(path)  # safetensors writes files private (0600)
 
 
 def load_tensors(path: Path) -> dict[str, torch.Tensor]:

@@ -69,10 +69,10 @@ from gmlm.errors import GmlmError
 from gmlm.io import (
     atomic_write_json,
     check_output_folder,
-    current_umask,
     make_dirs,
     replace_dir,
     restore_replaced,
+    share_permissions,
     writing,
 )
 from gmlm.locking import LOCK_FILE, folder_lock
@@ -237,15 +237,6 @@ def _link_or_copy(source: Path, target: Path) -> None:
         link(str(source), str(target))
 
 
-def _share_permissions(folder: Path) -> None:
-    """Temporary files and folders are private (0600/0700); give the finished dataset the
-    permissions ordinary files get under the current umask."""
-    umask = current_umask()
-    folder.chmod(0o777 & ~umask)
-    for path in folder.iterdir():
-        path.chmod(0o666 & ~umask)
-
-
 def _up_to_date(out: Path, digest: str) -> bool:
     try:
         prepared = load_dataset(out)
@@ -339,7 +330,7 @@ def _prepare(
             lap("encode_write")
             seconds["total"] = round(time.perf_counter() - t_start, 3)
             _write_metadata(cfg, corpus, splits, tokenizer, tmp, stats, entries, digest, seconds)
-            _share_permissions(tmp)
+            share_permissions(tmp)
             kept = _keep_other_files(out, tmp) if existing else []
             replace_dir(tmp, out)
         except BaseException:
