@@ -47,14 +47,13 @@ def folder_lock(folder: Path, what: str) -> Iterator[Path]:
         finally:
             _held[key][1] -= 1
         return
-    created = not folder.exists()
+    # The folders this lock creates, innermost first: removed again if nothing was written.
+    created = [f for f in (folder, *folder.parents) if not f.exists()]
     make_dirs(folder, what)
     try:
         fd = _acquire(folder / LOCK_FILE, what)
     except GmlmError:
-        if created:
-            with contextlib.suppress(OSError):
-                folder.rmdir()
+        _remove_empty(created)
         raise
     _held[key] = [fd, 1]
     HELD_FOLDERS.add(key)
@@ -64,9 +63,16 @@ def folder_lock(folder: Path, what: str) -> Iterator[Path]:
         HELD_FOLDERS.discard(key)
         del _held[key]
         _release(folder / LOCK_FILE, fd)
-        if created:  # a command that failed before writing leaves no empty folder behind
-            with contextlib.suppress(OSError):
-                folder.rmdir()
+        _remove_empty(created)  # a command that failed before writing leaves no empty folder
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    """Remove `folders` (innermost first) while they are empty."""
+    for made in folders:
+        try:
+            made.rmdir()
+        except OSError:
+            return
 
 
 def _acquire(path: Path, what: str) -> int:
