@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
 import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import TextIO
@@ -75,11 +76,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), _terminated_like_interrupted():
             warnings.showwarning = _show_warning
             status = int(args.func(args) or 0)
         sys.stdout.flush()  # here, so that a closed pipe is caught below, not at exit
         return status
+    except Terminated:
+        _ignore_stop_signals()
+        print("gmlm: stopped by SIGTERM; nothing half-written was kept", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except Stopped as err:
         _ignore_stop_signals()
         print(f"gmlm: {err}", file=sys.stderr)
@@ -113,6 +118,30 @@ def _show_warning(
         print(f"gmlm: warning: {message}", file=file or sys.stderr)
     else:
         SHOW_WARNING(message, category, filename, lineno, file, line)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the main thread is, as Ctrl-C raises KeyboardInterrupt: the
+    command unwinds the same way (temporary files and folders removed, nothing half-written
+    kept). Commands that stop more gracefully (training, reproduce, serve) take SIGTERM over
+    while they run."""
+
+
+def _raise_terminated(_signum: int, _frame: object) -> None:
+    raise Terminated
+
+
+@contextlib.contextmanager
+def _terminated_like_interrupted() -> Iterator[None]:
+    """SIGTERM raises :class:`Terminated` while the command runs (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _ignore_stop_signals() -> None:
