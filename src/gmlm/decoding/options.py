@@ -154,11 +154,6 @@ class SearchOptions:
 
     def validate(self, config: ModelConfig) -> None:
         check_settings(self)
-        if self.max_length is not None and self.min_length > self.max_length:
-            raise GmlmError(
-                f"min_length={self.min_length} is over max_length={self.max_length}: no output "
-                "can have both; give min_length <= max_length"
-            )
 
 
 @dataclasses.dataclass(frozen=True)
