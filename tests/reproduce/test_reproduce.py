@@ -377,6 +377,23 @@ def test_a_bad_ablation_variant_fails_before_the_first_stage(tmp_path):
         run_reproduce(cfg, tmp_path / "run", progress=False, log=lambda _m: None)
 
 
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        (
+            "teacher.preset=nope-ar",
+            r"^the teacher stage \(teacher.preset=nope-ar\): unknown preset",
+        ),
+        ("padir.overrides=[model.nope=1]", r"^the padir stage .*unknown config key 'model.nope'"),
+    ],
+)
+def test_a_bad_training_stage_fails_before_the_first_stage(tmp_path, override, message):
+    cfg = load_reproduce_config("smoke", [override])
+    with pytest.raises(GmlmError, match=message):
+        run_reproduce(cfg, tmp_path / "run", progress=False, log=lambda _m: None)
+    assert not (tmp_path / "run" / "stages").exists()  # no stage ran
+
+
 def test_ar1_is_not_switched_on_after_the_stages_that_read_it_finished(tmp_path):
     """A run that evaluated before the ar1 stage existed: switching it on would train it and
     leave it out of the evaluation, so it is refused with what to remove to redo them."""

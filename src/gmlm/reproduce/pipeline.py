@@ -330,6 +330,7 @@ def check_before_start(cfg: ReproduceConfig, todo: Sequence[str]) -> None:
                 raise GmlmError(f"ablation.variants: {err}") from None
     if "train_ablation" in todo and cfg.train_ablation.enabled:
         _check_train_ablation(cfg)
+    _check_training_stages(cfg, todo)
     if "bench" in todo and cfg.bench.enabled and cfg.bench.ctranslate2:
         from gmlm.export.ctranslate2 import import_ctranslate2
 
@@ -339,6 +340,24 @@ def check_before_start(cfg: ReproduceConfig, todo: Sequence[str]) -> None:
             raise GmlmError(
                 f"bench.ctranslate2=true: {err}, or set bench.ctranslate2=false"
             ) from None
+
+
+def _check_training_stages(cfg: ReproduceConfig, todo: Sequence[str]) -> None:
+    """Each training stage still to run names a `gmlm train` preset and overrides that make a
+    valid config (an unknown preset or key fails now, not after the stages before it)."""
+    from gmlm.config import ConfigError
+    from gmlm.training.config import load_train_config
+
+    for name in TRAINING_STAGES:
+        stage = getattr(cfg, name)
+        if name not in todo or stage.checkpoint or not getattr(stage, "enabled", True):
+            continue
+        if name == "teacher" and not cfg.distill.enabled:  # no teacher is trained
+            continue
+        try:
+            load_train_config(stage.preset, stage.overrides).validate()
+        except (ConfigError, GmlmError) as err:
+            raise GmlmError(f"the {name} stage ({name}.preset={stage.preset}): {err}") from None
 
 
 def _check_train_ablation(cfg: ReproduceConfig) -> None:
