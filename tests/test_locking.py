@@ -4,6 +4,7 @@ process may nest locks; and every command that writes a folder over time takes i
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import subprocess
@@ -18,6 +19,8 @@ from gmlm.cli.main import main
 from gmlm.errors import GmlmError
 from gmlm.locking import LOCK_FILE, folder_lock
 from tests.helpers.corpora import make_pairs, write_corpus
+from tests.test_outputs_never_inputs import COMMANDS as OUTPUT_COMMANDS
+from tests.test_outputs_never_inputs import _layout as output_layout
 
 HOLD = """\
 import sys, time
@@ -55,7 +58,7 @@ def test_a_second_writer_fails_at_once_and_the_lock_goes_with_its_holder(tmp_pat
             pytest.fail("the lock was taken twice")
         assert str(caught.value) == (
             f"--out {folder} is in use by another gmlm process (PID {holder.pid}), which "
-            "writes there: wait until it ends (or stop it), or choose another folder"
+            "writes there: wait until it ends (or stop it), or choose another path"
         )
         assert [p.name for p in folder.iterdir()] == [LOCK_FILE]
     # The holder ended normally: its lock file is gone, and the folder it made for it.
@@ -118,3 +121,56 @@ def test_every_command_writing_a_folder_refuses_one_in_use(
             capsys.readouterr().err
         )
         assert [p.name for p in out.iterdir()] == [LOCK_FILE]  # nothing written
+
+
+HOLD_FILE = """\
+import sys
+from pathlib import Path
+from gmlm.io import check_output_file
+from gmlm.locking import outputs_held
+with outputs_held():
+    check_output_file(Path(sys.argv[1]), "--output")
+    print("held", flush=True)
+    sys.stdin.read()  # until the test closes stdin
+"""
+
+
+@pytest.mark.parametrize(
+    "command", [c for c in OUTPUT_COMMANDS if not c.startswith(("export", "reproduce"))]
+)
+def test_every_command_writing_a_file_refuses_one_another_process_writes(
+    command: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The same table as the outputs-never-inputs rule: each command's output file, held by
+    another process (a gmlm command writing it), is refused before any work; released, it
+    is free again and no lock file stays beside it."""
+    argv, _target, _stdin = OUTPUT_COMMANDS[command]
+    output_layout(tmp_path)
+    out = tmp_path / "results" / "out.md"
+    out.parent.mkdir()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_FILE, str(out)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+        assert main([arg.format(tmp=tmp_path, out=out) for arg in argv.split()]) == 2
+        err = capsys.readouterr().err
+        flag = argv.split("{out}")[0].split()[-1]
+        assert (
+            f"gmlm: error: {flag} {out} is in use by another gmlm process (PID {holder.pid})"
+            in (err)
+        ), err
+        assert not out.exists()
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    assert list(out.parent.iterdir()) == []  # the holder's lock went with it

@@ -38,6 +38,12 @@ LOCK_FILE = ".gmlm.lock"
 MODEL_FILE = "model.safetensors"  # every checkpoint folder holds its weights here
 MANIFEST = "manifest.json"  # every prepared dataset folder's record (gmlm.data.binarized)
 REPRODUCE_FILE = "reproduce.yaml"  # every `gmlm reproduce` run folder's settings
+# Called as hook(path, flag, folder) for every output file check_output_file accepts (`folder`:
+# the nearest existing folder on its way): while a command of the command line runs,
+# gmlm.locking.outputs_held puts here the hook that holds the file's writer lock until the
+# command ends, so that two processes never write one output (io cannot import locking,
+# which builds on it).
+OUTPUT_CHECKED: list[Callable[[Path, str, Path], None]] = []
 # The folders this process holds the lock of (gmlm.locking.folder_lock keeps it): their
 # writer may put files in them, which the rule of check_not_protected keeps others from.
 HELD_FOLDERS: set[Path] = set()
@@ -376,7 +382,9 @@ def check_output_file(
     :func:`check_not_protected` refuses it. An existing file is the command's own kind and
     is replaced, as a shell redirect would, unless `own` says it is not `what` (a report
     gmlm published): then it is refused. Missing folders are fine: `atomic_open` creates
-    them. `flag` names the option in messages ("--output")."""
+    them. `flag` names the option in messages ("--output"). Accepted by a command of the
+    command line, the file is held until the command ends (:data:`OUTPUT_CHECKED`): a
+    second gmlm process writing it is refused."""
     path = Path(path)
     if path.is_dir():
         raise GmlmError(f"{flag} {path} is a folder; give a file path, e.g. {path / 'out.txt'}")
@@ -402,6 +410,8 @@ def check_output_file(
         ) from None
     os.close(fd)
     os.unlink(probe)
+    for hook in OUTPUT_CHECKED:
+        hook(path, flag, folder)
 
 
 def check_output_files(

@@ -22,7 +22,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from gmlm.errors import GmlmError
-from gmlm.io import HELD_FOLDERS, LOCK_FILE, Inputs, check_output_folder, failure_cause, make_dirs
+from gmlm.io import (
+    HELD_FOLDERS,
+    LOCK_FILE,
+    OUTPUT_CHECKED,
+    Inputs,
+    check_output_folder,
+    failure_cause,
+    make_dirs,
+)
 
 __all__ = ["LOCK_FILE", "folder_lock"]
 
@@ -95,7 +103,7 @@ def _acquire(path: Path, what: str) -> int:
             os.close(fd)
             raise GmlmError(
                 f"{what} is in use by another gmlm process{holder}, which writes there: wait "
-                "until it ends (or stop it), or choose another folder"
+                "until it ends (or stop it), or choose another path"
             ) from None
         except OSError as err:
             os.close(fd)
@@ -153,3 +161,41 @@ def output_folder(
     check_output_folder(path, flag, what, own, inputs=inputs, replace=replace)
     with folder_lock(path, f"{flag} {path}"):
         yield check_output_folder(path, flag, what, own, inputs=inputs, replace=replace)
+
+
+# The output files this process holds (resolved path -> its lock file and descriptor).
+_outputs: dict[Path, tuple[Path, int]] = {}
+
+
+def hold_output(path: Path, flag: str, folder: Path) -> None:
+    """Hold the writer lock of the output file `path` until the command ends
+    (:func:`outputs_held`): a lock file in `folder`, the nearest existing
+    folder on its way (beside the file where its folder exists), named after the file. Held
+    by another process: a GmlmError naming it. Held already by this one, or this is not
+    torchrun's rank 0 (which alone writes a job's outputs): nothing to do."""
+    if int(os.environ.get("RANK", "0")) != 0:  # under torchrun only rank 0 writes outputs
+        return
+    target = Path(path).resolve()
+    if target in _outputs:
+        return
+    if target.parent.is_dir():
+        lock = target.parent / f".{target.name}{LOCK_FILE}"
+    else:  # folders still to make: the lock waits in the nearest one there is
+        rest = Path(path).absolute().relative_to(Path(folder).absolute())
+        lock = Path(folder) / f".{str(rest).replace('/', '%')}{LOCK_FILE}"
+    _outputs[target] = (lock, _acquire(lock, f"{flag} {path}"))
+
+
+@contextlib.contextmanager
+def outputs_held() -> Iterator[None]:
+    """While a command runs (the command line wraps each in this): every output file it
+    checks (:func:`gmlm.io.check_output_file`) is held (:func:`hold_output`) until it ends,
+    so a second gmlm process writing the same file is refused before its work."""
+    OUTPUT_CHECKED.append(hold_output)
+    try:
+        yield
+    finally:
+        OUTPUT_CHECKED.remove(hold_output)
+        for lock, fd in _outputs.values():
+            _release(lock, fd)
+        _outputs.clear()

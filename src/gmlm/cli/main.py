@@ -31,6 +31,7 @@ from gmlm.cli import (
     translate,
 )
 from gmlm.errors import GmlmError, Stopped
+from gmlm.locking import outputs_held
 
 PACKAGE = Path(__file__).resolve().parent.parent  # src/gmlm: where gmlm's own warnings come from
 SHOW_WARNING = warnings.showwarning  # Python's, for everyone else's warnings
@@ -76,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        with warnings.catch_warnings(), _terminated_like_interrupted():
+        with warnings.catch_warnings(), _terminated_like_interrupted(), outputs_held():
             warnings.showwarning = _show_warning
             status = int(args.func(args) or 0)
         sys.stdout.flush()  # here, so that a closed pipe is caught below, not at exit
