@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -172,8 +173,16 @@ def test_outputs_of_one_command_never_name_one_file(
 OWNED = {
     "a prepared dataset folder": ("manifest.json", '{"format": "gmlm-translation-data"}'),
     "a reproduce run folder": ("reproduce.yaml", "description: x\n"),
-    "a folder a gmlm command is writing": (".gmlm.lock", "12345\n"),
+    "a folder a gmlm command is writing": (".gmlm.lock", ""),  # held by another process
 }
+HOLD = """\
+import sys
+from pathlib import Path
+from gmlm.locking import folder_lock
+with folder_lock(Path(sys.argv[1]), "held"):
+    print("held", flush=True)
+    sys.stdin.read()
+"""
 
 
 @pytest.mark.parametrize("kind", OWNED)
@@ -184,7 +193,16 @@ def test_no_output_lands_in_a_folder_gmlm_owns(
     marker, text = OWNED[kind]
     owned = tmp_path / "owned"
     owned.mkdir()
-    (owned / marker).write_text(text, encoding="utf-8")
+    holder = None
+    if marker == ".gmlm.lock":
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+        holder = subprocess.Popen(
+            [sys.executable, "-c", HOLD, str(owned)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
+        )  # fmt: skip
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    else:
+        (owned / marker).write_text(text, encoding="utf-8")
     before = _contents(owned)
     for output in (owned / "out.txt", owned / marker):
         argv = f"translate --checkpoint {tmp_path}/ckpt --input {tmp_path}/in.txt --output {output}"
@@ -195,6 +213,15 @@ def test_no_output_lands_in_a_folder_gmlm_owns(
             said = f"--output {output} is the name of gmlm's lock files"
         assert said in err, err
     assert _contents(owned) == before
+    if holder is not None:  # its holder gone, a lock file left behind (a kill) holds nothing
+        assert holder.stdin is not None
+        holder.stdin.close()
+        assert holder.wait(timeout=30) == 0
+        (owned / marker).write_text("12345\n", encoding="utf-8")
+        out = owned / "out.txt"
+        argv = f"translate --checkpoint {tmp_path}/ckpt --input {tmp_path}/in.txt --output {out}"
+        assert main(argv.split()) == 2  # the fake checkpoint fails, but not the output rule
+        assert "lies inside" not in capsys.readouterr().err
 
 
 def test_a_lock_file_is_never_an_output_and_other_tools_manifests_are_not_gmlms(

@@ -15,6 +15,7 @@ What an output may replace (docs/DESIGN.md section 6): :func:`check_output_file`
 from __future__ import annotations
 
 import errno
+import fcntl
 import gzip
 import io
 import json
@@ -258,9 +259,25 @@ def gmlm_folder(folder: Path) -> str | None:
         return "a prepared dataset folder"
     if (folder / REPRODUCE_FILE).is_file():
         return "a reproduce run folder"
-    if (folder / LOCK_FILE).exists():
+    if _lock_held(folder / LOCK_FILE):
         return "a folder a gmlm command is writing"
     return None
+
+
+def _lock_held(path: Path) -> bool:
+    """Whether a process holds the lock file `path` (gmlm.locking); one left by a killed
+    holder is not held."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:  # BlockingIOError: held; another error: say held, the safe side
+        return True
+    finally:
+        os.close(fd)  # also releases the shared lock taken just now
+    return False
 
 
 def _gmlm_manifest(path: Path) -> bool:
