@@ -19,8 +19,8 @@ from gmlm.cli.main import main
 from gmlm.errors import GmlmError
 from gmlm.locking import LOCK_FILE, folder_lock
 from tests.helpers.corpora import make_pairs, write_corpus
-from tests.test_outputs_never_inputs import COMMANDS as OUTPUT_COMMANDS
-from tests.test_outputs_never_inputs import _layout as output_layout
+from tests.helpers.outputs import COMMANDS as OUTPUT_COMMANDS
+from tests.helpers.outputs import output_layout
 
 HOLD = """\
 import sys, time

@@ -15,71 +15,7 @@ from pathlib import Path
 import pytest
 
 from gmlm.cli.main import main
-
-SENTENCE = "Ein Hund läuft über die Wiese.\n"
-
-# Per command: its arguments ({out} is the output under test, {tmp} the test folder), the
-# input file or folder the output aliases (relative to {tmp}), and whether the command reads
-# standard input. An output file aliases a file: the input itself, or a file inside an input
-# folder; an output folder aliases the input folder.
-COMMANDS: dict[str, tuple[str, str, bool]] = {
-    "translate --output, --input": (
-        "translate --checkpoint {tmp}/ckpt --input {tmp}/in.txt --output {out}",
-        "in.txt",
-        False,
-    ),
-    "translate --output, stdin": (
-        "translate --checkpoint {tmp}/ckpt --output {out}",
-        "in.txt",
-        True,
-    ),
-    "translate --output, --checkpoint": (
-        "translate --checkpoint {tmp}/ckpt --input {tmp}/in.txt --output {out}",
-        "ckpt/meta.json",
-        False,
-    ),
-    "loadtest --output": ("loadtest --input {tmp}/in.txt --output {out}", "in.txt", False),
-    "loadtest --markdown": ("loadtest --input {tmp}/in.txt --markdown {out}", "in.txt", False),
-    "loadtest --plot": ("loadtest --input {tmp}/in.txt --plot {out}", "in.txt", False),
-    "bench --markdown, --replot": ("bench --replot {tmp}/in.txt --markdown {out}", "in.txt", False),
-    "bench --output, --data": (
-        "bench --ar {tmp}/ckpt --padir {tmp}/ckpt --data {tmp}/data --output {out}",
-        "data/manifest.json",
-        False,
-    ),
-    "analyze attention --output": (
-        "analyze attention --checkpoint {tmp}/ckpt --data {tmp}/data --output {out}",
-        "data/manifest.json",
-        False,
-    ),
-    "analyze length --output": (
-        "analyze length --checkpoint {tmp}/ckpt --data {tmp}/data --output {out}",
-        "ckpt/meta.json",
-        False,
-    ),
-    "analyze ablation --output": (
-        "analyze ablation --checkpoint {tmp}/ckpt --data {tmp}/data --output {out}",
-        "data/manifest.json",
-        False,
-    ),
-    "analyze calibrate --output": (
-        "analyze calibrate --checkpoint {tmp}/ckpt --data {tmp}/data --output {out}",
-        "data/manifest.json",
-        False,
-    ),
-    "analyze table1 --markdown": (
-        "analyze table1 --direction de-en={tmp}/ckpt --multi30k {tmp}/m30k --markdown {out}",
-        "m30k/test_2016_flickr.de",
-        False,
-    ),
-    "reproduce --publish": ("reproduce --out {tmp}/run --publish {out}", "run/REPORT.md", False),
-    "export --out": ("export --checkpoint {tmp}/ckpt --out {out}", "ckpt", False),
-    "export --format ctranslate2 --out": (
-        "export --format ctranslate2 --checkpoint {tmp}/ckpt --out {out}",
-        "ckpt",
-        False,
-    ),
-}
+from tests.helpers.outputs import COMMANDS, output_layout
 
 # How the output names the input: the same path, a symbolic link, a hard link (files only).
 FORMS = ("same path", "symlink", "hard link")
@@ -90,17 +26,6 @@ CASES = [
     for form in FORMS
     if not (form == "hard link" and "." not in target)  # a folder has no hard links
 ]
-
-
-def _layout(tmp: Path) -> None:
-    """The inputs the commands of the table read: a sentence file, a checkpoint-like folder,
-    a dataset-like folder, a Multi30k-like folder and a reproduce run with a report."""
-    (tmp / "in.txt").write_text(SENTENCE, encoding="utf-8")
-    for name in ("ckpt/meta.json", "data/manifest.json", "m30k/test_2016_flickr.de"):
-        (tmp / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp / name).write_text("{}\n", encoding="utf-8")
-    (tmp / "run").mkdir()
-    (tmp / "run" / "REPORT.md").write_text("# not yet\n", encoding="utf-8")
 
 
 def _contents(path: Path) -> dict[str, bytes]:
@@ -118,7 +43,7 @@ def test_no_command_writes_an_output_over_its_input(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     argv, target, reads_stdin = COMMANDS[command]
-    _layout(tmp_path)
+    output_layout(tmp_path)
     protected = tmp_path / target
     out = protected
     if form == "symlink":
@@ -150,7 +75,7 @@ def test_outputs_of_one_command_never_name_one_file(
 ) -> None:
     """Two outputs of one command in one file, by path or by hard link: the second written
     would replace the first."""
-    _layout(tmp_path)
+    output_layout(tmp_path)
     first = tmp_path / "result.json"
     first.write_text("{}\n", encoding="utf-8")
     os.link(first, tmp_path / "linked.md")
@@ -189,7 +114,7 @@ with folder_lock(Path(sys.argv[1]), "held"):
 def test_no_output_lands_in_a_folder_gmlm_owns(
     kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _layout(tmp_path)
+    output_layout(tmp_path)
     marker, text = OWNED[kind]
     owned = tmp_path / "owned"
     owned.mkdir()
@@ -229,7 +154,7 @@ def test_a_lock_file_is_never_an_output_and_other_tools_manifests_are_not_gmlms(
 ) -> None:
     from gmlm.io import check_output_file
 
-    _layout(tmp_path)
+    output_layout(tmp_path)
     argv = f"translate --checkpoint {tmp_path}/ckpt --input {tmp_path}/in.txt --output "
     assert main([*argv.split(), str(tmp_path / ".gmlm.lock")]) == 2
     assert "is the name of gmlm's lock files" in capsys.readouterr().err
