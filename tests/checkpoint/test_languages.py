@@ -70,3 +70,29 @@ def test_another_pair_is_refused_with_the_fix(tmp_path: Path) -> None:
         f"--x: {RELEASED / 'ar'} translates de-en (its meta.json says so), not en-de; "
         "give the en-de checkpoints, not these de-en ones"
     )
+
+
+def test_a_dataset_is_checked_only_where_both_sides_record_a_pair(tmp_path: Path) -> None:
+    """check_dataset: a known pair against another known pair is an error; where either side
+    records none (or only half of one), nothing is checked."""
+    from types import SimpleNamespace
+
+    from gmlm.checkpoint.languages import Languages, check_dataset, pair_of
+
+    def dataset(**record: object) -> object:
+        return SimpleNamespace(manifest=record, root=tmp_path / "data")
+
+    de_en = Languages(("de", "en"), "its meta.json")
+    unknown = Languages(None, "its config.yaml names no training data")
+    assert (
+        pair_of({"src_lang": "de"}) is None and pair_of({"src_lang": "", "tgt_lang": "en"}) is None
+    )
+    for languages, record in [
+        (de_en, {"src_lang": "de", "tgt_lang": "en"}),
+        (de_en, {"src_lang": "de"}),  # half a pair records none
+        (de_en, {}),
+        (unknown, {"src_lang": "en", "tgt_lang": "de"}),
+    ]:
+        check_dataset("ckpt", languages, dataset(**record))  # type: ignore[arg-type]
+    with pytest.raises(GmlmError, match=r"^ckpt translates de-en \(its meta.json says so\), but"):
+        check_dataset("ckpt", de_en, dataset(src_lang="en", tgt_lang="de"))  # type: ignore[arg-type]
