@@ -45,9 +45,10 @@ REPRODUCE_FILE = "reproduce.yaml"  # every `gmlm reproduce` run folder's setting
 # command ends, so that two processes never write one output (io cannot import locking,
 # which builds on it).
 OUTPUT_CHECKED: list[Callable[[Path, str, Path], None]] = []
-# The folders this process holds the lock of (gmlm.locking.folder_lock keeps it): their
-# writer may put files in them, which the rule of check_not_protected keeps others from.
-HELD_FOLDERS: set[Path] = set()
+# The folders this process holds the lock of, resolved -> [lock file descriptor, nesting
+# depth] (gmlm.locking.folder_lock keeps it): their writer may put files in them, which the
+# rule of check_not_protected keeps others from.
+HELD_FOLDERS: dict[Path, list[int]] = {}
 RUN_CHECKPOINTS = ("last", "best", "averaged")  # the checkpoint folders a run folder can hold
 
 # What to do about a failed write, by its cause.

@@ -34,8 +34,9 @@ from gmlm.io import (
 
 __all__ = ["LOCK_FILE", "folder_lock"]
 
-# The folders this process holds (resolved path -> [descriptor of the lock file, depth]).
-_held: dict[Path, list[int]] = {}
+# The folders this process holds (resolved path -> [descriptor of the lock file, depth]),
+# kept in gmlm.io, whose output checks let their holder write inside them.
+_held = HELD_FOLDERS
 
 
 @contextlib.contextmanager
@@ -64,11 +65,9 @@ def folder_lock(folder: Path, what: str) -> Iterator[Path]:
         _remove_empty(created)
         raise
     _held[key] = [fd, 1]
-    HELD_FOLDERS.add(key)
     try:
         yield folder
     finally:
-        HELD_FOLDERS.discard(key)
         del _held[key]
         _release(folder / LOCK_FILE, fd)
         _remove_empty(created)  # a command that failed before writing leaves no empty folder
