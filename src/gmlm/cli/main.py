@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import signal
 import sys
 import threading
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import TextIO
@@ -32,6 +31,7 @@ from gmlm.cli import (
 )
 from gmlm.errors import GmlmError, Stopped
 from gmlm.locking import outputs_held
+from gmlm.signals import handling
 
 PACKAGE = Path(__file__).resolve().parent.parent  # src/gmlm: where gmlm's own warnings come from
 SHOW_WARNING = warnings.showwarning  # Python's, for everyone else's warnings
@@ -77,7 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        with warnings.catch_warnings(), _terminated_like_interrupted(), outputs_held():
+        terminated = handling([signal.SIGTERM], _raise_terminated)
+        with warnings.catch_warnings(), terminated, outputs_held():
             warnings.showwarning = _show_warning
             status = int(args.func(args) or 0)
         sys.stdout.flush()  # here, so that a closed pipe is caught below, not at exit
@@ -129,20 +130,8 @@ class Terminated(KeyboardInterrupt):
 
 
 def _raise_terminated(_signum: int, _frame: object) -> None:
+    """SIGTERM's handler while a command runs (main thread only)."""
     raise Terminated
-
-
-@contextlib.contextmanager
-def _terminated_like_interrupted() -> Iterator[None]:
-    """SIGTERM raises :class:`Terminated` while the command runs (main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _ignore_stop_signals() -> None:

@@ -11,7 +11,6 @@ import contextlib
 import os
 import signal
 import socket
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -26,6 +25,7 @@ from gmlm.serve.backends import Backend, graph_captures, load_backend
 from gmlm.serve.logs import LOG
 from gmlm.serve.replica import ReplicaSpec, from_environment, to_environment
 from gmlm.serve.settings import ServeSettings
+from gmlm.signals import handling
 
 # The shipped checkpoints, served when no --model is given (paths from the repository root).
 SHIPPED = {
@@ -138,14 +138,8 @@ def sigterm_ends_cleanly() -> Iterator[None]:
     is this one, which does nothing: the signal has been answered by the shutdown. SIGINT
     keeps Python's (KeyboardInterrupt: `gmlm: interrupted`). Signals are the main thread's:
     elsewhere this does nothing."""
-    if threading.current_thread() is not threading.main_thread():
+    with handling([signal.SIGTERM], _answered):
         yield
-        return
-    previous = signal.signal(signal.SIGTERM, _answered)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _answered(sig: int, frame: FrameType | None) -> None:

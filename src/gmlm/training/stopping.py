@@ -19,9 +19,9 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import threading
 from types import FrameType, TracebackType
-from typing import Any
+
+from gmlm.signals import handling
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -31,12 +31,10 @@ class StopRequests:
 
     def __init__(self) -> None:
         self.signum: int | None = None
-        self._previous: dict[int, Any] = {}
+        self._handling = contextlib.ExitStack()
 
     def __enter__(self) -> StopRequests:
-        if threading.current_thread() is threading.main_thread():
-            for sig in SIGNALS:
-                self._previous[sig] = signal.signal(sig, self._note)
+        self._handling.enter_context(handling(SIGNALS, self._note))
         return self
 
     def __exit__(
@@ -45,9 +43,7 @@ class StopRequests:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-        self._previous.clear()
+        self._handling.close()
 
     def _note(self, signum: int, _frame: FrameType | None) -> None:
         name = signal.Signals(signum).name
