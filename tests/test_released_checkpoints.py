@@ -1,10 +1,10 @@
 """The Multi30k checkpoints committed under checkpoints/ (docs/RESULTS.md), one folder per
 language pair (checkpoints/multi30k-de-en/, ...): they load as the right kinds, hold bf16
-weights under the 80 MB budget of a pair, translate their own source language, carry the
-decoding defaults chosen on validation data and the language pair they translate, give their
-golden outputs, translate fixed sentences into their golden strings exactly and, where the
-Multi30k test set is present (slow tier, `make verify-results`), give their pinned BLEU on a
-slice of it (docs/RESULTS-pinned.json)."""
+weights under the 80 MB budget of a pair, with the digest their loading checks, translate
+their own source language, carry the decoding defaults chosen on validation data and the
+language pair they translate, give their golden outputs, translate fixed sentences into
+their golden strings exactly and, where the Multi30k test set is present (slow tier, `make
+verify-results`), give their pinned BLEU on a slice of it (docs/RESULTS-pinned.json)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ import pytest
 import torch
 
 import gmlm
-from gmlm.checkpoint.files import load_tensors
+from gmlm.checkpoint.files import load_tensors, weights_digest
+from gmlm.checkpoint.meta import Meta
 from gmlm.io import MODEL_FILE
 from tests.helpers.corpora import MULTI30K
 from tests.helpers.pinned_results import COMMAND, PINNED, SYSTEMS, bleu, protocol
@@ -73,6 +74,8 @@ def test_released_checkpoint_loads_and_translates(name: str) -> None:
     folder = CHECKPOINTS / name
     tensors = load_tensors(folder / MODEL_FILE)
     assert {t.dtype for t in tensors.values()} == {torch.bfloat16}
+    # its bytes are checked on loading against the digest its meta.json records
+    assert Meta.of(folder).weights_sha256 == weights_digest(folder)
     translator = gmlm.load(folder, device="cpu")
     assert translator.kind == kind
     assert translator.languages.pair == pair

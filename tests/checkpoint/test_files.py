@@ -6,6 +6,7 @@ and every kind of damage is an error naming the file and the mismatch."""
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -20,9 +21,11 @@ from gmlm.checkpoint.files import (
     fill_inference_files,
     load_tensors,
     safetensors_errors,
+    weights_digest,
     write_checkpoint_dir,
 )
 from gmlm.checkpoint.loading import load_for_inference, resolve_checkpoint
+from gmlm.checkpoint.meta import Meta
 from gmlm.data.tokenizer import Tokenizer
 from gmlm.errors import GmlmError
 from gmlm.io import MODEL_FILE, WriteError, current_umask
@@ -65,7 +68,8 @@ def test_weights_round_trip_and_the_model_loads_in_eval_mode(kind, tokenizer, tm
     assert all(torch.equal(read[name], saved[name]) for name in saved)
     assert loaded.tokenizer.fingerprint == tokenizer.fingerprint
     meta = json.loads((tmp_path / "c" / "meta.json").read_text())
-    assert meta == {"step": 7, TOKENIZER_KEY: tokenizer.fingerprint}
+    digest = hashlib.sha256((tmp_path / "c" / MODEL_FILE).read_bytes()).hexdigest()
+    assert meta == {"step": 7, TOKENIZER_KEY: tokenizer.fingerprint, "weights_sha256": digest}
     # the folder gets the permissions of a folder made by hand
     assert (tmp_path / "c").stat().st_mode & 0o777 == 0o777 & ~current_umask()
 
@@ -118,9 +122,20 @@ def test_a_safetensors_write_error_is_the_oserror_it_quotes():
 
 
 def _edit_weights(folder: Path, edit) -> None:  # type: ignore[no-untyped-def]
+    """Weights edited as a writer would leave them: their digest recorded in meta.json (a
+    diverged run's NaN weights, another configuration's shapes)."""
     tensors = load_file(str(folder / MODEL_FILE))
     edit(tensors)
     save_file(tensors, str(folder / MODEL_FILE))
+    Meta.of(folder).updated(weights_sha256=weights_digest(folder)).write(folder)
+
+
+def _overwrite_bytes(folder: Path) -> None:
+    """Bytes of the last tensor's data changed after writing, its header intact: the file
+    still parses, and only the digest tells."""
+    data = bytearray((folder / MODEL_FILE).read_bytes())
+    data[-8:] = bytes(b ^ 0x55 for b in data[-8:])
+    (folder / MODEL_FILE).write_bytes(bytes(data))
 
 
 def _first(tensors: dict[str, torch.Tensor]) -> str:
@@ -151,6 +166,11 @@ def _first(tensors: dict[str, torch.Tensor]) -> str:
             lambda f: (f / MODEL_FILE).write_bytes((f / MODEL_FILE).read_bytes()[:100]),
             r"model\.safetensors: corrupt or truncated safetensors file",
         ),
+        (
+            _overwrite_bytes,
+            r"model\.safetensors: its bytes \(sha256 [0-9a-f]{12}\.\.\.\) are not the "
+            r"[0-9a-f]{12}\.\.\. that .*meta\.json records",
+        ),
         (lambda f: (f / MODEL_FILE).unlink(), r"not a checkpoint"),
         (lambda f: (f / "meta.json").write_text("{"), r"meta\.json: corrupt JSON"),
         (lambda f: (f / "meta.json").write_text("[]"), r"meta\.json: corrupt checkpoint metadata"),
@@ -165,6 +185,7 @@ def _first(tensors: dict[str, torch.Tensor]) -> str:
         "missing",
         "infinite",
         "truncated",
+        "overwritten",
         "no-weights",
         "json",
         "json-list",

@@ -19,7 +19,8 @@ import torch
 
 import gmlm
 import gmlm.translation.batch_plan
-from gmlm.checkpoint.files import fill_inference_files, write_checkpoint_dir
+from gmlm.checkpoint.files import fill_inference_files, weights_digest, write_checkpoint_dir
+from gmlm.checkpoint.meta import Meta
 from gmlm.cli.main import main
 from gmlm.data.binarized import load_dataset
 from gmlm.data.lengths import OverLengthError
@@ -740,8 +741,16 @@ def _poison_weights(folder: Path) -> None:
 
     tensors = load_file(str(folder / "model.safetensors"))
     name = sorted(tensors)[0]
-    tensors[name][0] = math.nan  # what a diverged run saves
+    tensors[name][0] = math.nan  # what a diverged run saves, its digest recorded
     save_file(tensors, str(folder / "model.safetensors"))
+    Meta.of(folder).updated(weights_sha256=weights_digest(folder)).write(folder)
+
+
+def _overwrite_weights(folder: Path) -> None:
+    # Bytes of the weights changed after writing, the header intact: the file still parses.
+    data = bytearray((folder / "model.safetensors").read_bytes())
+    data[-4:] = b"\x7f\x7f\x7f\x7f"
+    (folder / "model.safetensors").write_bytes(bytes(data))
 
 
 @pytest.mark.parametrize(
@@ -766,8 +775,17 @@ def _poison_weights(folder: Path) -> None:
             r"that tokenizer\.json beside it recorded when it was saved",
         ),
         (_poison_weights, r"model\.safetensors: 1 weight tensor\(s\) hold NaN or infinite"),
+        (_overwrite_weights, r"model\.safetensors: its bytes \(sha256 [0-9a-f]{12}\.\.\.\) "),
     ],
-    ids=["yaml", "yaml-list", "tokenizer", "tokenizer-empty", "tokenizer-replaced", "nan-weights"],
+    ids=[
+        "yaml",
+        "yaml-list",
+        "tokenizer",
+        "tokenizer-empty",
+        "tokenizer-replaced",
+        "nan-weights",
+        "overwritten-weights",
+    ],
 )
 def test_damaged_checkpoints_are_clean_errors(
     damage: Callable[[Path], object],

@@ -7,8 +7,9 @@ A checkpoint folder is self-contained, so it alone can translate raw text:
     config.yaml         the resolved training configuration that made the model; inference
                         reads its model part (`config.CheckpointConfig`: the kind and sizes)
     tokenizer/          the SentencePiece model the data was prepared with
-    meta.json           step, validation scores, versions, the tokenizer's fingerprint
-                        (a tokenizer/ that is not the one recorded is refused on loading)
+    meta.json           step, validation scores, versions, the tokenizer's fingerprint and
+                        the weights' digest (a tokenizer/ that is not the one recorded, or
+                        weights changed after they were written, are refused on loading)
     decoding.json       optional: this model's own decoding defaults, chosen on validation
                         data (`decoding_defaults`)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from gmlm.checkpoint.files import save_weights, write_checkpoint_dir
+from gmlm.checkpoint.files import save_weights, weights_digest, write_checkpoint_dir
 from gmlm.checkpoint.languages import checkpoint_languages, language_meta
 from gmlm.checkpoint.loading import load_for_inference, resolve_checkpoint
 from gmlm.checkpoint.meta import (
@@ -83,7 +83,7 @@ def export_checkpoint(
             save_weights(tmp, loaded.model, dtype)
             shutil.copyfile(loaded.path / CONFIG_FILE, tmp / CONFIG_FILE)
             loaded.tokenizer.save(tmp / TOKENIZER_DIR)
-            meta.write(tmp)
+            meta.updated(weights_sha256=weights_digest(tmp)).write(tmp)
             if (loaded.path / DECODING_FILE).is_file():
                 shutil.copyfile(loaded.path / DECODING_FILE, tmp / DECODING_FILE)
 

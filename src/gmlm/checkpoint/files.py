@@ -7,6 +7,7 @@ Every folder is written to a temporary sibling and renamed into place, so a cras
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -82,7 +83,36 @@ def fill_inference_files(
     save_config(config, tmp / CONFIG_FILE)
     tokenizer.save(tmp / TOKENIZER_DIR)
     record = meta if isinstance(meta, Meta) else Meta.from_json(meta)
-    record.updated(tokenizer_sha256=tokenizer.fingerprint).write(tmp)
+    record.updated(
+        tokenizer_sha256=tokenizer.fingerprint, weights_sha256=weights_digest(tmp)
+    ).write(tmp)
+
+
+def weights_digest(folder: Path) -> str:
+    """The SHA-256 of `folder`/model.safetensors, as meta.json records it (weights_sha256)."""
+    digest = hashlib.sha256()
+    with (Path(folder) / MODEL_FILE).open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def check_weights_digest(folder: Path) -> None:
+    """Refuse `folder`/model.safetensors where its bytes are not those meta.json records
+    (weights_sha256): a file damaged or overwritten after it was written still loads when
+    its header is intact, and translates to garbage without any other error. Checkpoints
+    written before the digest was recorded are not checked."""
+    recorded = Meta.of(folder).weights_sha256
+    if recorded is None:
+        return
+    actual = weights_digest(folder)
+    if actual != recorded:
+        raise GmlmError(
+            f"{Path(folder) / MODEL_FILE}: its bytes (sha256 {actual[:12]}...) are not the "
+            f"{recorded[:12]}... that {Path(folder) / META_FILE} records: the file was "
+            "damaged or changed after it was written; restore it (from the run's `last`, "
+            "`best` or history, or by exporting again), or train again"
+        )
 
 
 def load_checkpoint_tokenizer(folder: Path) -> Tokenizer:
@@ -142,9 +172,11 @@ def load_tensors(path: Path) -> dict[str, torch.Tensor]:
 
 
 def load_weights(model: nn.Module, path: Path) -> None:
-    """Load `path`/model.safetensors into `model`, with errors that name the mismatch."""
+    """Load `path`/model.safetensors into `model`, with errors that name the mismatch (and
+    bytes that are not those meta.json records: `check_weights_digest`)."""
     file = path / MODEL_FILE
     tensors = load_tensors(file)
+    check_weights_digest(path)
     own = model.state_dict()
     shapes = {k: tuple(v.shape) for k, v in own.items()}
     mismatched = [

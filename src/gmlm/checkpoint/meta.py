@@ -1,8 +1,8 @@
 """A checkpoint folder's file names, and its meta.json as a typed record (:class:`Meta`).
 
 Every module that writes or reads a checkpoint's files takes their names from here, and reads
-meta.json through :class:`Meta` (step, kind, languages, the tokenizer's fingerprint, an
-export's source), never as an untyped dict.
+meta.json through :class:`Meta` (step, kind, languages, the tokenizer's fingerprint, the
+weights' digest, an export's source), never as an untyped dict.
 
 A meta.json read and written again is the same file to the byte: :class:`Meta` keeps the
 order of the file's entries (a checkpoint exported by an earlier gmlm orders them otherwise
@@ -61,7 +61,8 @@ class Meta:
 
     Training writes step, kind, torch (its version), parameters, src_lang and tgt_lang (where
     the data records them), averaged (the history files an `averaged` checkpoint averages)
-    and tokenizer_sha256 (the fingerprint of the tokenizer the weights were made with); `gmlm
+    tokenizer_sha256 (the fingerprint of the tokenizer the weights were made with) and
+    weights_sha256 (the digest of model.safetensors as written, checked on loading); `gmlm
     export` adds exported_from and exported_from_fingerprint (its source:
     gmlm.checkpoint.source) and weights_dtype. `other`: entries this gmlm does not know, as
     read; `order`: the entries' order in the file (see the module docstring)."""
@@ -77,6 +78,7 @@ class Meta:
     exported_from_fingerprint: str | None = None
     weights_dtype: str | None = None
     tokenizer_sha256: str | None = None
+    weights_sha256: str | None = None
     other: Mapping[str, Any] = field(default_factory=dict)
     order: tuple[str, ...] = ()
 
