@@ -460,7 +460,7 @@ def test_analyze_offers_the_padir_settings_of_gmlm_translate() -> None:
     from gmlm.settings import cli_fields
 
     padir = {f.name for f in cli_fields(RefinementOptions)}
-    decoding = {"attention": padir - {"keep_initial_tokens", "dedup"}}
+    decoding = {"attention": padir - {"keep_initial_tokens", "dedup", "dedup_words"}}
     decoding["length"] = padir - {"length_score_weight"}
     for name, expected in decoding.items():
         shown = flags(subcommand("analyze", name))

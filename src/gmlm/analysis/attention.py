@@ -268,7 +268,7 @@ def attention_analysis(
         progress=progress,
     )
     # The post-processing filters never touch the raw hypotheses analysed: leave them out.
-    unused = ("return_steps", "return_attention", "keep_initial_tokens", "dedup")
+    unused = ("return_steps", "return_attention", "keep_initial_tokens", "dedup", "dedup_words")
     settings = {k: v for k, v in dataclasses.asdict(decoding).items() if k not in unused}
     tables = {t: {g: collected.collector.summary(t, g) for g in GROUPS} for t in TABLES}
     return AttentionResult(

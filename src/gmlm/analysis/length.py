@@ -168,7 +168,7 @@ def decode_pairs(
             lengths = targets.unsqueeze(1).to(batch.src.device) if c.oracle else None
             results = refine(model, batch.src, options[c.name], batch.seed, lengths)
             for i, r in zip(batch.rows, results, strict=True):
-                hypotheses[c.name][i] = translator.text(r.tokens)
+                hypotheses[c.name][i] = translator.text(r.tokens, options[c.name])
                 if c.name in chosen_is_reference:
                     chosen_is_reference[c.name] += r.length == pairs[i].target
     return Decoded(top1, rank, hypotheses, chosen_is_reference)

@@ -77,7 +77,7 @@ def add_attention_parser(sub: argparse._SubParsersAction) -> None:
     )
     common_arguments(p, AnalysisSettings)
     # The final filters never touch the raw hypotheses analysed.
-    add_option_flags(p, DECODING, exclude=("keep_initial_tokens", "dedup"))
+    add_option_flags(p, DECODING, exclude=("keep_initial_tokens", "dedup", "dedup_words"))
     p.set_defaults(func=run_attention)
 
 

@@ -249,6 +249,15 @@ class RefinementOptions:
             "default), e.g. to measure stutter"
         ),
     )
+    dedup_words: bool = field(
+        default=True,
+        metadata=doc(
+            "keep the word repeats the tokens hide (by default the final dedup, after "
+            "detokenization, also drops the second copy of an immediately repeated run of up "
+            "to --stutter-ngram words compared case-insensitively: the same word in another "
+            "case or spelt with other pieces; gmlm.translation.word_repeats)"
+        ),
+    )
     selection: Selection = field(
         default="mean",
         metadata=doc(
@@ -516,6 +525,7 @@ ABLATION_VARIANTS: tuple[str, ...] = (
     "stutter_remask=none",  # no stutter remasking between passes
     "stutter_ngram=1",  # the paper's stutter: a repeated token, not a repeated n-gram
     "dedup=false",  # repeated adjacent tokens kept in the output
+    "dedup_words=false",  # the final dedup on tokens only, not also on the text's words
     "prune_after=0",  # every candidate through every pass
     "prune_after=2 prune_keep=2",  # every candidate through pass 2, then the best 2
     "prune_after=1 prune_keep=2",  # 2 (not 3, then 2) after the first pass

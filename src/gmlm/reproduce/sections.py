@@ -287,7 +287,8 @@ def quality_section(
         "100 hypothesis words; repeats: all adjacent repeated words per 100 words. PaDIR "
         f"decodes with gmlm's defaults (stutter remasking '{defaults.stutter_remask}' of "
         f"repeated tokens and n-grams of up to {defaults.stutter_ngram} tokens, such repeats "
-        f"{'dropped from' if defaults.dedup else 'kept in'} the output), so its rates "
+        f"{'dropped from' if defaults.dedup else 'kept in'} the output"
+        f"{_words_note(defaults)}), so its rates "
         "are measured after those fixes; the attention analysis below counts stutter on the "
         "raw output, before dedup.",
         "",
@@ -773,3 +774,13 @@ def _stage_decoding(stage: Any) -> list[str]:
 
 def _numbers(values: Sequence[float]) -> str:
     return ",".join(f"{v:g}" for v in values)
+
+
+def _words_note(defaults: RefinementOptions) -> str:
+    """What the final dedup does to the output's words, for the stutter section's note."""
+    if not (defaults.dedup and defaults.dedup_words):
+        return ""
+    return (
+        f", as are repeated runs of up to {defaults.stutter_ngram} words the tokens hid, in "
+        "another case or other pieces"
+    )

@@ -584,8 +584,9 @@ class Trainer:
         curves of every run compare."""
         translator = Translator(self.cfg.kind, self.model, self.data.tokenizer)
         steps = self.cfg.valid_steps if self.cfg.kind == "padir" else None
-        outputs = translator.translate_ids(sources, translator.options(steps=steps))
-        return [translator.text(ids) for ids in outputs]
+        options = translator.options(steps=steps)
+        outputs = translator.translate_ids(sources, options)
+        return [translator.text(ids, options) for ids in outputs]
 
     def _validate(self, writer: Any, tb: Any) -> None:
         """Validate the model of this step (main process), write `best` if it is, and mark the

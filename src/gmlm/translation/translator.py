@@ -99,6 +99,7 @@ from gmlm.translation.lines import (
 from gmlm.translation.model_copies import ModelCopies
 from gmlm.translation.option_resolution import OptionResolver
 from gmlm.translation.precision import check_precision
+from gmlm.translation.word_repeats import drop_repeated_words
 
 
 class Translator:
@@ -260,7 +261,7 @@ class Translator:
         )
         pieces: list[list[str]] = [[] for _ in texts]
         for owner, ids in zip(owners, outputs, strict=True):
-            pieces[owner].append(self.text(ids))
+            pieces[owner].append(self.text(ids, options))
         translations = [" ".join(p for p in parts if p) for parts in pieces]
         warn_if_all_empty(translations, set(owners), options, origin)
         return translations
@@ -280,9 +281,16 @@ class Translator:
         source = None if pair is None else pair[0]
         return check_lines(sentences, source, mode, origin, stacklevel=stacklevel + 1)
 
-    def text(self, ids: Sequence[int]) -> str:
-        """Detokenized output ids, on one line (:meth:`gmlm.data.Tokenizer.decode`)."""
-        return self.tokenizer.decode(ids)
+    def text(self, ids: Sequence[int], options: DecodingOptions | None = None) -> str:
+        """Detokenized output ids, on one line (:meth:`gmlm.data.Tokenizer.decode`), without
+        the word repeats PaDIR's final dedup drops where `options`, those the ids were decoded
+        with (default: this translator's), ask for it (`dedup_words`:
+        :mod:`gmlm.translation.word_repeats`)."""
+        text = self.tokenizer.decode(ids)
+        options = self.options() if options is None else options
+        if isinstance(options, RefinementOptions) and options.dedup and options.dedup_words:
+            return drop_repeated_words(text, options.stutter_ngram)
+        return text
 
     def translate_lines(
         self,
@@ -310,7 +318,7 @@ class Translator:
         )
         texts = [""] * len(lines)
         for i, ids in zip(decoded, outputs, strict=True):
-            texts[i] = self.text(ids)
+            texts[i] = self.text(ids, options)
         return texts
 
     @torch.inference_mode()
