@@ -21,6 +21,7 @@ from gmlm.checkpoint.files import (
     fill_inference_files,
     load_tensors,
     safetensors_errors,
+    save_weights,
     weights_digest,
     write_checkpoint_dir,
 )
@@ -72,6 +73,20 @@ def test_weights_round_trip_and_the_model_loads_in_eval_mode(kind, tokenizer, tm
     assert meta == {"step": 7, TOKENIZER_KEY: tokenizer.fingerprint, "weights_sha256": digest}
     # the folder gets the permissions of a folder made by hand
     assert (tmp_path / "c").stat().st_mode & 0o777 == 0o777 & ~current_umask()
+
+
+def test_a_tied_weight_is_stored_once_in_any_dtype(tmp_path):
+    """A module reachable by two names (tied weights) is stored under its first name only,
+    as safetensors' own save_model does for fp32."""
+    tied = torch.nn.Module()
+    tied.first = torch.nn.Linear(2, 2)
+    tied.second = tied.first
+    assert len(tied.state_dict()) == 4  # two names for each of two tensors
+    for dtype in (None, torch.bfloat16):
+        folder = tmp_path / str(dtype)
+        folder.mkdir()
+        save_weights(folder, tied, dtype)
+        assert set(load_tensors(folder / MODEL_FILE)) == {"first.weight", "first.bias"}
 
 
 def test_weights_are_stored_in_the_dtype_asked_for(tokenizer, tmp_path):

@@ -69,6 +69,32 @@ def test_batching_and_sorting_do_not_change_outputs(translators: dict[str, Trans
         assert translators["ar"].translate(lines, max_tokens=budget, max_len_b=4) == alone
 
 
+def test_a_cancelled_translation_stops_before_its_next_batch(
+    translators: dict[str, Translator], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the thread's check says nobody waits (gmlm.decoding.cancel), no further batch
+    reaches the decoder (not even its encoder, which runs before the decoder's own check)."""
+    import gmlm.translation.translator as translator_module
+    from gmlm.decoding.cancel import Cancelled, cancellable
+
+    started, finished = [], []
+    original = translator_module.refine
+
+    def refine(*args: Any, **kwargs: Any) -> Any:
+        started.append(1)
+        results = original(*args, **kwargs)
+        finished.append(1)
+        return results
+
+    monkeypatch.setattr(translator_module, "refine", refine)
+    with cancellable(lambda: len(finished) >= 1), pytest.raises(Cancelled):
+        translators["padir"].translate(sentences(3, seed=6), batch_size=1, steps=1)
+    assert (len(started), len(finished)) == (1, 1)
+    started.clear()
+    translators["padir"].translate(sentences(3, seed=6), batch_size=1, steps=1)
+    assert len(started) == 3
+
+
 def test_padir_seed_makes_runs_repeatable(translators: dict[str, Translator]) -> None:
     lines = sentences(4, seed=5)
     first = translators["padir"].translate(lines, seed=3, steps=2, length_beam=2)
