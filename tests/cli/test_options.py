@@ -135,7 +135,7 @@ def test_the_converted_commands_take_their_settings_from_the_class() -> None:
         # analysis looks at the raw hypotheses, before the final filters.
         wanted -= {
             "bench": {"steps", "length_beam"},
-            "analyze attention": {"dedup", "keep_initial_tokens"},
+            "analyze attention": {"dedup", "dedup_words", "keep_initial_tokens"},
         }.get(command, set())
         assert wanted <= dests, command
 
