@@ -152,6 +152,10 @@ COVERED = {
         "gmlm export --checkpoint runs/padir --out runs/padir-export": (
             "tests/training/test_trainer.py::test_export_bf16_halves_the_size_and_translates"
         ),
+        "gmlm average --run runs/padir --first 8000 --last 10000 --out runs/padir-at-10k": (
+            "tests/training/test_averaging.py::"
+            "test_a_range_of_steps_averages_to_the_mean_of_its_files"
+        ),
         "gmlm reproduce --preset multi30k-quick --out runs/quick": (
             "tests/reproduce/test_demo.py::test_demo_without_the_test_set_then_with_it"
         ),

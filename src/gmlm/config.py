@@ -145,6 +145,10 @@ THREADS = Range(ge=0, le=4096, note="0: the default")
 THREAD_COUNT = Range(ge=1, le=THREADS.le)
 BATCH_SIZE = Range(ge=1, le=1_000_000, note="sentences per batch")
 SENTENCES = Range(ge=1, le=10**9)
+# Optimizer steps, and counts of steps (warm-up, logging, validation intervals; the steps
+# `gmlm average` reads from a run's history): a billion steps is years of training on any
+# machine.
+TRAINING_STEPS = Range(ge=1, le=10**9)
 # Padded tokens per batch (training's max_tokens, `gmlm data bench`): 16M tokens is far beyond
 # what any accelerator takes in one batch.
 MAX_TOKENS = Range(ge=1, le=1 << 24)

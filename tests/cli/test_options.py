@@ -24,6 +24,7 @@ from gmlm.serve.loadtest import LoadSettings
 from gmlm.serve.settings import ServeSettings
 from gmlm.settings import cli_fields, documented_fields, to_argv
 from gmlm.theory import settings as theory
+from gmlm.training.average_settings import AverageSettings
 from gmlm.training.throughput_settings import ThroughputSettings
 from gmlm.translation.distill_settings import DistillSettings
 from gmlm.translation.shard_settings import ShardSettings
@@ -50,6 +51,7 @@ SETTINGS: tuple[type, ...] = (
     ShardSettings,
     PrepareSettings,
     DataBenchSettings,
+    AverageSettings,
 )
 
 # Numeric flags shared by several commands, spelled once in gmlm.cli.flags (add_seed,
@@ -128,6 +130,7 @@ def test_the_converted_commands_take_their_settings_from_the_class() -> None:
         "distill": (DistillSettings,),
         "data prepare": (PrepareSettings,),
         "data bench": (PrepareSettings, DataBenchSettings),
+        "average": (AverageSettings,),
     }.items():
         dests = {a.dest for a in parsers[command]._actions}
         wanted = {f.name for cls in classes for f in cli_fields(cls)}

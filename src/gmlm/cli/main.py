@@ -16,6 +16,7 @@ from typing import TextIO
 from gmlm import __version__
 from gmlm.cli import (
     analyze,
+    average,
     bench,
     data,
     distill,
@@ -43,6 +44,7 @@ COMMANDS: tuple[ModuleType, ...] = (
     distill,
     translate,
     export,
+    average,
     throughput,
     bench,
     evaluate,

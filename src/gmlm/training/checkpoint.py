@@ -16,7 +16,6 @@ is replaced, atomically, by one that records the outcome.)
 from __future__ import annotations
 
 import shutil
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -142,17 +141,3 @@ def check_resume_compatible(saved: TrainConfig, new: TrainConfig, where: Path) -
             f"{where}: cannot resume with a changed model shape ({'; '.join(changed)});"
             " use another out= folder or restore the settings"
         )
-
-
-def average_weights(paths: Sequence[Path]) -> dict[str, torch.Tensor]:
-    """Element-wise mean of several weight files (checkpoint averaging)."""
-    if not paths:
-        raise GmlmError("no checkpoints to average")
-    total: dict[str, torch.Tensor] = {}
-    for path in paths:
-        tensors = load_tensors(path)
-        if total and set(tensors) != set(total):
-            raise GmlmError(f"{path}: holds different tensors from {paths[0]}")
-        for key, value in tensors.items():
-            total[key] = total[key] + value.double() if key in total else value.double()
-    return {k: (v / len(paths)).float() for k, v in total.items()}

@@ -16,8 +16,8 @@ from gmlm.config import (
     MAX_TOKENS,
     SEED,
     THREADS,
+    TRAINING_STEPS,
     ConfigError,
-    Range,
     bounds,
     check_settings,
     load_config,
@@ -26,10 +26,6 @@ from gmlm.data.tokenizer import Tokenizer
 from gmlm.decoding.options import MAX_STEPS, PAPER_STEPS
 from gmlm.models.losses import StageArgmax, StageStutterRemask
 from gmlm.nn.config import RATE, ModelConfig
-
-# Optimizer steps, and counts of steps (warm-up, logging, validation intervals): a billion
-# steps is years of training on any machine.
-STEPS = Range(ge=1, le=10**9)
 
 
 @dataclass
@@ -44,7 +40,7 @@ class OptimConfig:
     clip_norm: float = field(default=1.0, metadata=bounds(ge=0, note="0 disables clipping"))
     # warm-up then cosine decay to min_lr at max_steps (the paper), or inverse square root
     schedule: Literal["cosine", "inverse_sqrt", "constant"] = "cosine"
-    warmup_steps: int = field(default=1000, metadata=bounds(ge=0, le=STEPS.le))
+    warmup_steps: int = field(default=1000, metadata=bounds(ge=0, le=TRAINING_STEPS.le))
     min_lr: float = field(default=1e-5, metadata=bounds(ge=0))
 
 
@@ -90,7 +86,7 @@ class TrainConfig:
     max_sentences: int = field(default=0, metadata=bounds(ge=0, le=MAX_TOKENS.le, note="0: none"))
     # micro-batches per optimizer step
     accum_steps: int = field(default=1, metadata=bounds(ge=1, le=1 << 16))
-    max_steps: int = field(default=10000, metadata=bounds(STEPS))
+    max_steps: int = field(default=10000, metadata=bounds(TRAINING_STEPS))
     # auto: fp32 on every CPU, bf16 autocast on GPUs that support it. The choice depends on the
     # device type only, never on CPU flags, so a run means the same on every CPU; bf16 on a CPU
     # is opt-in (precision=bf16) once `gmlm throughput` shows it pays there (AMX: often; AVX2:
@@ -105,9 +101,9 @@ class TrainConfig:
     threads: int = field(default=0, metadata=bounds(THREADS))
     # write a metrics row every this many steps: the only steps that read the losses on the
     # host (on a GPU, a wait for the device) and check that every loss since was finite
-    log_every: int = field(default=50, metadata=bounds(STEPS))
+    log_every: int = field(default=50, metadata=bounds(TRAINING_STEPS))
     # also writes the `last` checkpoint
-    valid_every: int = field(default=500, metadata=bounds(STEPS))
+    valid_every: int = field(default=500, metadata=bounds(TRAINING_STEPS))
     # Also write `last` (without validating) once this many minutes have passed since the last
     # save, checked every log_every steps, so an interrupted CPU run loses little; 0: only at
     # validations. When it saves never changes what is trained (resuming is exact).

@@ -67,6 +67,7 @@ from gmlm.models import build_model
 from gmlm.nn.layers import count_parameters
 from gmlm.provenance import torch_version
 from gmlm.training import checkpoint as ckpt
+from gmlm.training.averaging import history_file, history_steps, write_averaged
 from gmlm.training.config import TrainConfig, use_vocab_size
 from gmlm.training.objective import loss_module
 from gmlm.training.optim import build_optimizer, lr_at
@@ -321,12 +322,11 @@ class Trainer:
         barrier(self.dist)
 
     def _save_history(self) -> None:
-        history = self.run_dir / "history"
-        history.mkdir(exist_ok=True)
-        target = history / f"step-{self.step:08d}.safetensors"
+        target = history_file(self.run_dir, self.step)
+        target.parent.mkdir(exist_ok=True)
         with atomic_open(target, "wb") as handle:
             handle.write((self.run_dir / "last" / MODEL_FILE).read_bytes())
-        for old in sorted(history.glob("step-*.safetensors"))[: -self.cfg.keep_history]:
+        for old in list(history_steps(self.run_dir).values())[: -self.cfg.keep_history]:
             old.unlink()
 
     def _meta(self, **extra: Any) -> dict[str, Any]:
@@ -642,20 +642,8 @@ class Trainer:
         self._validation_pending = False
 
     def _average(self) -> None:
-        files = sorted((self.run_dir / "history").glob("step-*.safetensors"))[
-            -self.cfg.average_last :
-        ]
-        averaged = ckpt.average_weights(files)
-        model = build_model(self.cfg.kind, self.cfg.model)
-        model.load_state_dict(averaged, strict=False)
-        write_checkpoint_dir(
-            self.run_dir / "averaged",
-            lambda tmp: fill_inference_files(
-                tmp,
-                model,
-                self.cfg,
-                self.data.tokenizer,
-                self._meta(averaged=[f.name for f in files]),
-            ),
+        files = list(history_steps(self.run_dir).values())[-self.cfg.average_last :]
+        write_averaged(
+            self.run_dir / "averaged", files, self.cfg, self.data.tokenizer, self._meta()
         )
         self.log(f"averaged {len(files)} checkpoints into {self.run_dir / 'averaged'}")
