@@ -148,7 +148,14 @@ def test_every_precision_flag_offers_the_same_choices():
 def test_output_flags_follow_the_vocabulary():
     """--out names a folder to write and --output a file, in every command."""
     theory = {("theory", name) for name in ("verify", "figure1", "figure2", "figure3", "bench")}
-    folders = {("data", "prepare"), ("distill",), ("export",), ("reproduce",), *theory}
+    folders = {
+        ("data", "prepare"),
+        ("distill",),
+        ("export",),
+        ("average",),
+        ("reproduce",),
+        *theory,
+    }
     analyses = {
         ("analyze", name) for name in ("attention", "length", "ablation", "calibrate", "table1")
     }

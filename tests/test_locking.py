@@ -97,7 +97,9 @@ def test_one_process_nests_locks_and_a_folder_made_for_nothing_goes(tmp_path: Pa
         pass
 
 
-@pytest.mark.parametrize("command", ["train", "data prepare", "distill", "reproduce", "export"])
+@pytest.mark.parametrize(
+    "command", ["train", "data prepare", "distill", "reproduce", "export", "average"]
+)
 def test_every_command_writing_a_folder_refuses_one_in_use(
     command: str, word_task_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -110,11 +112,14 @@ def test_every_command_writing_a_folder_refuses_one_in_use(
         "distill": ["distill", "--teacher", str(tmp_path / "t"), "--data", str(word_task_data)],
         "reproduce": ["reproduce", "--preset", "smoke"],
         "export": ["export", "--checkpoint", str(tmp_path / "t")],  # written whole, held too
+        "average": ["average", "--run", str(tmp_path / "trun")],
     }[command]
     if command != "train":
         args += ["--out", str(out)]
-    if command != "export":
+    if command not in ("export", "average"):
         args.append("--no-progress")
+    if command == "average":  # a run as average_run checks one before writing
+        output_layout(tmp_path)
     with held_by_another_process(out) as holder:
         assert main(args) == 2
         assert f"gmlm: error: {flag} is in use by another gmlm process (PID {holder.pid})" in (
@@ -136,7 +141,7 @@ with outputs_held():
 
 
 @pytest.mark.parametrize(
-    "command", [c for c in OUTPUT_COMMANDS if not c.startswith(("export", "reproduce"))]
+    "command", [c for c in OUTPUT_COMMANDS if not c.startswith(("export", "reproduce", "average"))]
 )
 def test_every_command_writing_a_file_refuses_one_another_process_writes(
     command: str,

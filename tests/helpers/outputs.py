@@ -63,6 +63,7 @@ COMMANDS: dict[str, tuple[str, str, bool]] = {
     ),
     "reproduce --publish": ("reproduce --out {tmp}/run --publish {out}", "run/REPORT.md", False),
     "export --out": ("export --checkpoint {tmp}/ckpt --out {out}", "ckpt", False),
+    "average --out": ("average --run {tmp}/trun --out {out}", "trun", False),
     "export --format ctranslate2 --out": (
         "export --format ctranslate2 --checkpoint {tmp}/ckpt --out {out}",
         "ckpt",
@@ -73,10 +74,20 @@ COMMANDS: dict[str, tuple[str, str, bool]] = {
 
 def output_layout(tmp: Path) -> None:
     """The inputs the commands of the table read: a sentence file, a checkpoint-like folder,
-    a dataset-like folder, a Multi30k-like folder and a reproduce run with a report."""
+    a dataset-like folder, a Multi30k-like folder, a reproduce run with a report and a
+    training run with a kept history step."""
     (tmp / "in.txt").write_text(SENTENCE, encoding="utf-8")
     for name in ("ckpt/meta.json", "data/manifest.json", "m30k/test_2016_flickr.de"):
         (tmp / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp / name).write_text("{}\n", encoding="utf-8")
     (tmp / "run").mkdir()
     (tmp / "run" / "REPORT.md").write_text("# not yet\n", encoding="utf-8")
+    # a training run as `gmlm average` checks one before writing: its config, a `last`
+    # checkpoint and a kept history step
+    for name in (
+        "trun/config.yaml",
+        "trun/last/model.safetensors",
+        "trun/history/step-00000010.safetensors",
+    ):
+        (tmp / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp / name).write_text("{}\n", encoding="utf-8")
