@@ -90,11 +90,8 @@ def fill_inference_files(
 
 def weights_digest(folder: Path) -> str:
     """The SHA-256 of `folder`/model.safetensors, as meta.json records it (weights_sha256)."""
-    digest = hashlib.sha256()
     with (Path(folder) / MODEL_FILE).open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def check_weights_digest(folder: Path) -> None:

@@ -48,7 +48,7 @@ def history_steps(run: Path) -> dict[int, Path]:
     """The steps whose weights `run`'s history keeps, in order, each with its file."""
     folder = Path(run) / HISTORY_DIR
     found = {}
-    for path in sorted(folder.iterdir()) if folder.is_dir() else []:
+    for path in folder.iterdir() if folder.is_dir() else []:
         match = _HISTORY_NAME.fullmatch(path.name)
         if match and path.is_file():
             found[int(match.group(1))] = path
