@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import gzip
+import hashlib
 import io
 import json
 import os
@@ -152,6 +153,12 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 def atomic_write_json(path: Path, data: Any) -> None:
     atomic_write_text(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
+
+
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of the file `path`, in hex."""
+    with Path(path).open("rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def make_dirs(path: Path, what: str) -> Path:

@@ -101,6 +101,69 @@ def test_damaged_dataset_is_rebuilt_not_trusted(tmp_path: Path) -> None:
     assert len(load_dataset(out).split("train")) > 0
 
 
+def _flip_last_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[-2] ^= 0x01  # the size stays: only the digest tells
+    path.write_bytes(bytes(data))
+
+
+def _read_all(folder: Path) -> None:
+    """What every command reading a dataset goes through: each split's rows, each text file,
+    the tokenizer."""
+    prepared = load_dataset(folder)
+    for split in prepared.splits:
+        prepared.split(split)
+        prepared.read_text(split, "src")
+        prepared.read_text(split, "tgt")
+    assert prepared.tokenizer
+
+
+@pytest.mark.parametrize(
+    "name", [f"{s}.{n}" for s in ("train", "test") for n in binarized.SPLIT_FILES]
+)
+def test_a_split_file_changed_after_preparation_is_refused(
+    name: str, tiny_dataset: Path, tmp_path: Path
+) -> None:
+    copy = tmp_path / "data"
+    shutil.copytree(tiny_dataset, copy)
+    _read_all(copy)  # intact, it reads
+    _flip_last_byte(copy / name)
+    with pytest.raises(
+        GmlmError,
+        match=rf"^{copy / name}: its bytes \(sha256 [0-9a-f]{{12}}\.\.\.\) are not the "
+        rf"[0-9a-f]{{12}}\.\.\. that {copy / 'manifest.json'} records: .*gmlm data prepare",
+    ):
+        _read_all(copy)
+
+
+def test_a_tokenizer_copied_from_another_dataset_is_refused(
+    tiny_dataset: Path, tmp_path: Path
+) -> None:
+    src, tgt = make_pairs(200)
+    other = prepare_dataset(tiny_config(files_spec(tmp_path, src, tgt)), tmp_path / "other")
+    copy = tmp_path / "data"
+    shutil.copytree(tiny_dataset, copy)
+    for name in ("tokenizer.model", "tokenizer.json"):  # both: the pair checks itself
+        shutil.copy(other / name, copy / name)
+    with pytest.raises(GmlmError, match=r"tokenizer\.model: its tokenizer \(sha256 .* copied"):
+        _read_all(copy)
+
+
+def test_a_dataset_without_digests_is_read_by_size_alone(
+    tiny_dataset: Path, tmp_path: Path
+) -> None:
+    """A dataset prepared before the digests were recorded still reads."""
+    copy = tmp_path / "data"
+    shutil.copytree(tiny_dataset, copy)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    del manifest["tokenizer_sha256"]
+    for entry in manifest["splits"].values():
+        del entry["sha256"]
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    _flip_last_byte(copy / "test.tgt.txt")
+    _read_all(copy)
+
+
 def test_interrupted_preparation_leaves_nothing_trusted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from safetensors import SafetensorError
 from safetensors.torch import load_file
 
 from gmlm.checkpoint.loading import load_for_inference
@@ -574,18 +573,16 @@ def test_a_failed_checkpoint_save_keeps_the_previous_last(word_task_data, tmp_pa
     """A full disk at the step-4 save is one error; `last` keeps step 2, and the same command
     resumes from it once there is room."""
     run = tmp_path / "r"
-    real_save_file = ckpt.save_file
+    real_save = ckpt.save_tensors
 
-    def full_at_step_4(tensors, filename, metadata=None):  # type: ignore[no-untyped-def]
+    def full_at_step_4(tensors, path):  # type: ignore[no-untyped-def]
         last = run / "last" / "state.json"
-        saving = filename.endswith("optimizer.safetensors") and last.is_file()
+        saving = path.name == "optimizer.safetensors" and last.is_file()
         if saving and json.loads(last.read_text())["step"] == 2:
-            raise SafetensorError(
-                "Error while serializing: I/O error: No space left on device (os error 28)"
-            )
-        return real_save_file(tensors, filename, metadata)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_save(tensors, path)
 
-    monkeypatch.setattr(ckpt, "save_file", full_at_step_4)
+    monkeypatch.setattr(ckpt, "save_tensors", full_at_step_4)
     with pytest.raises(GmlmError) as caught:
         train(word_task_data, run, "ar", "max_steps=6", "valid_every=2")
     assert str(caught.value).startswith(

@@ -801,7 +801,7 @@ def _overwrite_weights(folder: Path) -> None:
             r"that tokenizer\.json beside it recorded when it was saved",
         ),
         (_poison_weights, r"model\.safetensors: 1 weight tensor\(s\) hold NaN or infinite"),
-        (_overwrite_weights, r"model\.safetensors: its bytes \(sha256 [0-9a-f]{12}\.\.\.\) "),
+        (_overwrite_weights, r"model\.safetensors: its content \(sha256 [0-9a-f]{12}\.\.\.\) "),
     ],
     ids=[
         "yaml",

@@ -7,29 +7,25 @@ Every folder is written to a temporary sibling and renamed into place, so a cras
 
 from __future__ import annotations
 
-import hashlib
-import os
-import re
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file, load_model, save_file, save_model
 from torch import nn
 
 from gmlm.checkpoint.meta import CONFIG_FILE as CONFIG_FILE
 from gmlm.checkpoint.meta import META_FILE, Meta
 from gmlm.checkpoint.meta import TOKENIZER_DIR as TOKENIZER_DIR
 from gmlm.checkpoint.meta import load_json as load_json
+from gmlm.checkpoint.tensor_files import load_tensors as load_tensors
+from gmlm.checkpoint.tensor_files import save_tensors as save_tensors
 from gmlm.config import save_config
 from gmlm.data.tokenizer import Tokenizer
 from gmlm.errors import GmlmError
-from gmlm.io import MODEL_FILE, make_dirs, replace_dir, share_permissions, writing
+from gmlm.io import MODEL_FILE, file_sha256, make_dirs, replace_dir, share_permissions, writing
 
 # The meta.json entry recording the tokenizer the weights were made with (its fingerprint,
 # Meta.tokenizer_sha256): another tokenizer of the same vocabulary size copied into the folder
@@ -44,27 +40,12 @@ def write_checkpoint_dir(path: Path, fill: Callable[[Path], None]) -> None:
     with writing(path):
         tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
         try:
-            with safetensors_errors():
-                fill(tmp)
+            fill(tmp)
             share_permissions(tmp)
             replace_dir(tmp, path)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-
-
-@contextmanager
-def safetensors_errors() -> Iterator[None]:
-    """safetensors reports a failed write (a full disk) as a SafetensorError that quotes the
-    system's error number; raise it as that OSError, which `gmlm.io.writing` names."""
-    try:
-        yield
-    except SafetensorError as err:
-        code = re.search(r"\(os error (\d+)\)", str(err))
-        if code is None:
-            raise
-        number = int(code.group(1))
-        raise OSError(number, os.strerror(number)) from err
 
 
 def fill_inference_files(
@@ -90,8 +71,7 @@ def fill_inference_files(
 
 def weights_digest(folder: Path) -> str:
     """The SHA-256 of `folder`/model.safetensors, as meta.json records it (weights_sha256)."""
-    with (Path(folder) / MODEL_FILE).open("rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
+    return file_sha256(Path(folder) / MODEL_FILE)
 
 
 def check_weights_digest(folder: Path) -> None:
@@ -133,16 +113,16 @@ def load_checkpoint_tokenizer(folder: Path) -> Tokenizer:
 
 
 def save_weights(tmp: Path, model: nn.Module, dtype: torch.dtype | None = None) -> None:
-    """`model`'s weights as `tmp`/model.safetensors, cast to `dtype` (None: as they are)."""
-    if dtype is None:
-        save_model(model, str(tmp / MODEL_FILE))
-    else:
-        state = {k: v.detach().to(dtype).contiguous() for k, v in _unique_state(model).items()}
-        save_file(state, str(tmp / MODEL_FILE))
+    """`model`'s weights as `tmp`/model.safetensors, cast to `dtype` (None: as they are), with
+    their content digest (gmlm.checkpoint.tensor_files)."""
+    state = _unique_state(model)
+    save_tensors(
+        {k: v if dtype is None else v.to(dtype) for k, v in state.items()}, tmp / MODEL_FILE
+    )
 
 
 def _unique_state(model: nn.Module) -> dict[str, torch.Tensor]:
-    """The state dict without the second name of tied parameters (what save_model keeps)."""
+    """The state dict without the second name of tied parameters (stored once)."""
     seen: set[int] = set()
     out = {}
     for name, tensor in model.state_dict().items():
@@ -152,20 +132,6 @@ def _unique_state(model: nn.Module) -> dict[str, torch.Tensor]:
         seen.add(key)
         out[name] = tensor
     return out
-
-
-def save_tensors(tensors: dict[str, torch.Tensor], path: Path) -> None:
-    save_file({k: v.detach().contiguous() for k, v in tensors.items()}, str(path))
-    share_permissions(path)  # safetensors writes files private (0600)
-
-
-def load_tensors(path: Path) -> dict[str, torch.Tensor]:
-    if not path.is_file():
-        raise GmlmError(f"{path}: missing; the checkpoint is incomplete")
-    try:
-        return load_file(str(path))
-    except (SafetensorError, OSError, ValueError) as err:
-        raise GmlmError(f"{path}: corrupt or truncated safetensors file ({err})") from None
 
 
 def load_weights(model: nn.Module, path: Path) -> None:
@@ -193,8 +159,8 @@ def load_weights(model: nn.Module, path: Path) -> None:
             "a lower optim.lr"
         )
     try:
-        missing, unexpected = load_model(model, str(file), strict=False)
-    except (SafetensorError, OSError, RuntimeError) as err:
+        missing, unexpected = model.load_state_dict(tensors, strict=False)
+    except RuntimeError as err:
         raise GmlmError(f"{file}: cannot load weights ({err})") from None
     if unexpected or [m for m in missing if m not in _tied_aliases(model)]:
         raise GmlmError(

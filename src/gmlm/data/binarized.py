@@ -11,7 +11,11 @@ A prepared dataset folder holds, for each split S (train, valid, test):
 plus `tokenizer.model` / `tokenizer.json`, the resolved `config.yaml`, `stats.json` and
 `manifest.json` (`DATASET_FILES` names them all). The manifest is written last and the
 folder is renamed into place only once complete, so a folder with a manifest is a finished
-dataset; `open` also checks file sizes.
+dataset. The manifest records each split file's SHA-256 (its split entry's "sha256") and the
+tokenizer's fingerprint ("tokenizer_sha256"); reading a split, its text or the tokenizer checks
+them, so a file changed after preparation (a bad disk, a file copied over it from another
+dataset) is an error, not training or scoring on other data in silence. Datasets prepared
+before the digests were recorded are checked by size only.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from gmlm.data.splits import SPLITS
 from gmlm.data.stats import DatasetStats
 from gmlm.data.tokenizer import META_FILE, MODEL_FILE, Tokenizer
 from gmlm.errors import GmlmError
-from gmlm.io import MANIFEST, atomic_open
+from gmlm.io import MANIFEST, atomic_open, file_sha256
 
 STATS = "stats.json"
 CONFIG = "config.yaml"
@@ -67,6 +71,25 @@ def write_split(
     with atomic_open(directory / f"{split}.idx.npy", "wb") as handle:
         np.save(handle, index, allow_pickle=False)
     return {"rows": len(index), "src_tokens": int(src_len.sum()), "tgt_tokens": int(tgt_len.sum())}
+
+
+def split_digests(directory: Path, split: str) -> dict[str, str]:
+    """The SHA-256 of each file of `split` in `directory`, as the manifest records them."""
+    return {name: file_sha256(directory / f"{split}.{name}") for name in SPLIT_FILES}
+
+
+def check_digest(path: Path, recorded: str | None) -> None:
+    """Refuse the dataset file `path` where its bytes are not those the manifest records
+    (`recorded`; None, a dataset prepared before digests were recorded: not checked)."""
+    if recorded is None:
+        return
+    actual = file_sha256(path)
+    if actual != recorded:
+        raise GmlmError(
+            f"{path}: its bytes (sha256 {actual[:12]}...) are not the {recorded[:12]}... that "
+            f"{path.parent / MANIFEST} records: the dataset was damaged or changed after it was "
+            "prepared; prepare it again with `gmlm data prepare --force`"
+        )
 
 
 def write_text(directory: Path, split: str, side: str, texts: Sequence[str]) -> None:
@@ -113,7 +136,22 @@ class PreparedDataset:
 
     @functools.cached_property
     def tokenizer(self) -> Tokenizer:
-        return Tokenizer.load(self.root)
+        """The dataset's tokenizer, refused where it is not the one the manifest records."""
+        tokenizer = Tokenizer.load(self.root)
+        recorded = self.manifest.get("tokenizer_sha256")
+        if recorded is not None and tokenizer.fingerprint != recorded:
+            raise GmlmError(
+                f"{self.root / MODEL_FILE}: its tokenizer (sha256 {tokenizer.fingerprint[:12]}"
+                f"...) is not the {str(recorded)[:12]}... that {self.root / MANIFEST} records, "
+                "the one the dataset's ids were made with: it was copied from another folder; "
+                "prepare the dataset again with `gmlm data prepare --force`"
+            )
+        return tokenizer
+
+    def digest(self, split: str, name: str) -> str | None:
+        """The SHA-256 the manifest records for the file `split`.`name` (None: none)."""
+        recorded = self.manifest["splits"][split].get("sha256", {}).get(name)
+        return None if recorded is None else str(recorded)
 
     def stats(self) -> DatasetStats:
         """The dataset's statistics (stats.json)."""
@@ -139,6 +177,7 @@ class PreparedDataset:
             lines = path.read_text(encoding="utf-8").split("\n")[:-1]
         except (OSError, UnicodeDecodeError) as err:
             raise GmlmError(f"{path}: cannot read ({err}); {fix}") from None
+        check_digest(path, self.digest(split, f"{side}.txt"))
         expected = self.manifest["splits"][split].get("text_lines")
         if expected is not None and len(lines) != expected:
             raise GmlmError(f"{path}: {len(lines):,} lines, the manifest says {expected:,}; {fix}")
@@ -165,6 +204,7 @@ class TranslationDataset:
         info = prepared.manifest["splits"][split]
         self.dtype = np.dtype(prepared.manifest["token_dtype"])
         index_path = self.root / f"{split}.idx.npy"
+        check_digest(index_path, prepared.digest(split, "idx.npy"))
         try:
             index = np.load(index_path, allow_pickle=False)
         except (OSError, ValueError) as err:
@@ -190,6 +230,7 @@ class TranslationDataset:
                 f"{path}: {size} bytes, the manifest expects {expected}; the dataset is damaged, "
                 "prepare it again with `gmlm data prepare --force`"
             )
+        check_digest(path, self.prepared.digest(self.split, f"{side}.bin"))
         if tokens == 0:
             return np.zeros(0, dtype=self.dtype)
         return np.memmap(path, dtype=self.dtype, mode="r", shape=(tokens,))

@@ -55,6 +55,7 @@ from gmlm.data.binarized import (
     MANIFEST,
     STATS,
     load_dataset,
+    split_digests,
     token_dtype,
     write_split,
     write_text,
@@ -463,7 +464,11 @@ def _write_metadata(
         "token_dtype": token_dtype(tokenizer.vocab_size).name,
         "vocab_size": tokenizer.vocab_size,
         "special_ids": dict(SPECIAL_IDS),
-        "splits": entries,
+        "tokenizer_sha256": tokenizer.fingerprint,
+        "splits": {
+            split: {**entry, "sha256": split_digests(tmp, split)}
+            for split, entry in entries.items()
+        },
         "notes": notes,
     }
     atomic_write_json(tmp / MANIFEST, manifest)

@@ -20,9 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import save_file
 
-from gmlm.checkpoint.files import CONFIG_FILE, load_json, load_tensors
+from gmlm.checkpoint.files import CONFIG_FILE, load_json, load_tensors, save_tensors
 from gmlm.config import load_saved_config, to_dict
 from gmlm.data.binarized import MANIFEST
 from gmlm.errors import GmlmError
@@ -96,7 +95,7 @@ def save_optimizer(tmp: Path, optimizer: torch.optim.Optimizer) -> None:
                 tensors[f"{idx}.{name}"] = value.detach().contiguous()
             else:
                 scalars.setdefault(str(idx), {})[name] = value
-    save_file(tensors, str(tmp / "optimizer.safetensors"))
+    save_tensors(tensors, tmp / "optimizer.safetensors")
     atomic_write_json(
         tmp / "optimizer.json", {"param_groups": state["param_groups"], "scalars": scalars}
     )
