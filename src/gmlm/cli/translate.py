@@ -24,7 +24,7 @@ from gmlm.cli.flags import (
     add_seed,
 )
 from gmlm.cli.options import add_option_flags, option_overrides, settings_from_args
-from gmlm.data.textfiles import decode_utf8, read_lines, split_lines
+from gmlm.data.textfiles import decode_utf8, read_bounded, read_lines, split_lines
 from gmlm.decoding.options import (
     MAX_TOKENS_DEFAULT,
     MAX_TOKENS_WHY,
@@ -110,7 +110,7 @@ def read_input(path: Path | None) -> tuple[list[str], str]:
     if path is not None:
         return read_lines(path), str(path)
     stdin = Path("<stdin>")
-    return split_lines(decode_utf8(sys.stdin.buffer.read(), stdin), stdin), str(stdin)
+    return split_lines(decode_utf8(read_bounded(sys.stdin.buffer, stdin), stdin), stdin), str(stdin)
 
 
 def run(args: argparse.Namespace) -> int:

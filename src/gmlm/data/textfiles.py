@@ -2,39 +2,90 @@
 
 Every reader checks the encoding and shape of its input and raises `GmlmError` naming the
 file, the line and the fix, never a traceback from deep inside. Files are read whole: the
-corpora gmlm targets (up to a few million pairs) fit in memory comfortably.
+corpora gmlm targets (up to a few million pairs) fit in memory comfortably. What does not fit
+is refused before it is read (a file's size, a gzip file's recorded size) or, where the size
+is not known in advance (standard input, a pipe, a gzip file of several members), as soon as
+what was read and its decoded text would outgrow the memory free
+(:func:`gmlm.memory.check_memory`), never by the kernel's out-of-memory killer.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import stat
+import struct
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from gmlm.errors import GmlmError
+from gmlm.memory import check_memory, format_bytes
+
+# Read in blocks of this size, the memory checked after each.
+READ_BLOCK = 64 * 2**20
+# Bytes held at once per byte read: the bytes and their decoded text (a lower bound, as
+# gmlm.memory's estimates are: the lines split from the text come on top).
+HELD_PER_BYTE = 2
 
 
 def read_bytes(path: Path) -> bytes:
-    """The (decompressed, for `.gz`) content of `path`, with clear errors."""
+    """The (decompressed, for `.gz`) content of `path`, with clear errors; refused before it
+    is opened where its known size would not fit in memory, and as it is read otherwise."""
     path = Path(path)
     if path.is_dir():
         raise GmlmError(f"{path} is a folder; give the path of a file inside it")
     if not path.exists():
         raise GmlmError(f"{path}: file not found")
     try:  # not only regular files: a pipe such as bash's <(zcat corpus.gz) reads fine
+        _check_room(_known_size(path), path)
         if path.suffix == ".gz":
             with gzip.open(path, "rb") as handle:
-                return handle.read()
-        return path.read_bytes()
+                return read_bounded(handle, path)
+        with path.open("rb") as raw:
+            return read_bounded(raw, path)
     except (gzip.BadGzipFile, EOFError, zlib.error) as err:
         raise GmlmError(
             f"{path}: not a valid gzip file ({err}); decompress it or rename it without .gz"
         ) from None
     except OSError as err:
         raise GmlmError(f"{path}: cannot read: {err.strerror or err}") from None
+
+
+def read_bounded(handle: IO[bytes], origin: Path) -> bytes:
+    """All of `handle` (named `origin` in messages), refused with a MemoryLimitError once
+    what it holds would outgrow the memory free (checked after each block read)."""
+    blocks = []
+    read = 0
+    while block := handle.read(READ_BLOCK):
+        blocks.append(block)
+        read += len(block)
+        _check_room(read, origin)
+    return b"".join(blocks)
+
+
+def _check_room(size: int, origin: Path) -> None:
+    check_memory(
+        HELD_PER_BYTE * size,
+        f"reading {origin} ({format_bytes(size)} or more, held whole with its decoded text)",
+        "split it into smaller files (e.g. `split -l 1000000 FILE part-`) and run the command "
+        "on each, or run it where more memory is free",
+    )
+
+
+def _known_size(path: Path) -> int:
+    """The bytes `path` holds, decompressed for `.gz` (a lower bound: the last member's size,
+    modulo 4 GiB, as the gzip trailer records it); 0 where it is not a regular file."""
+    info = path.stat()
+    if not stat.S_ISREG(info.st_mode):
+        return 0
+    if path.suffix != ".gz" or info.st_size < 4:
+        return info.st_size
+    with path.open("rb") as handle:
+        handle.seek(-4, 2)
+        (size,) = struct.unpack("<I", handle.read(4))
+    return int(size)
 
 
 # Byte-order marks of the encodings a text file not in UTF-8 is most often in, longest first
