@@ -38,36 +38,35 @@ def save_tensors(tensors: dict[str, torch.Tensor], path: Path) -> None:
     path.write_bytes(save(plain, metadata={DIGEST_KEY: digest.hexdigest()}))
 
 
-def load_tensors(path: Path, remedy: str = "") -> dict[str, torch.Tensor]:
+def load_tensors(path: Path) -> dict[str, torch.Tensor]:
     """The tensors of the safetensors file `path`; a file missing, unreadable, or whose bytes
-    are not those its recorded digest says, is a GmlmError naming it (with `remedy` added,
-    what the reader can do about it)."""
+    are not those its recorded digest says, is a GmlmError naming it."""
     if not path.is_file():
-        raise GmlmError(f"{path}: missing; the checkpoint is incomplete{remedy}")
+        raise GmlmError(f"{path}: missing; the checkpoint is incomplete")
     try:
         tensors = load_file(str(path))
     except (SafetensorError, OSError, ValueError) as err:
-        raise GmlmError(f"{path}: corrupt or truncated safetensors file ({err}){remedy}") from None
-    check_content_digest(path, remedy)
+        raise GmlmError(f"{path}: corrupt or truncated safetensors file ({err})") from None
+    check_content_digest(path)
     return tensors
 
 
-def check_content_digest(path: Path, remedy: str = "") -> None:
+def check_content_digest(path: Path) -> None:
     """Refuse the safetensors file `path` where its content is not what its header's digest
     records (DIGEST_KEY); a file without one is not checked."""
-    with path.open("rb") as handle:
-        header, start = _header(handle, path.stat().st_size, path)
-        recorded = (header.get(_METADATA) or {}).get(DIGEST_KEY)
+    with path.open("rb") as handle:  # left at the data's start
+        header, _start = _header(handle, path.stat().st_size, path)
+        metadata = header.get(_METADATA)
+        recorded = metadata.get(DIGEST_KEY) if isinstance(metadata, dict) else None
         if recorded is None:
             return
         digest = _digest(header)
-        handle.seek(start)
         actual = hashlib.file_digest(handle, lambda: digest).hexdigest()
     if actual != recorded:
         raise GmlmError(
             f"{path}: its content (sha256 {actual[:12]}...) is not the {str(recorded)[:12]}... "
-            "its header records: the file was damaged or changed after gmlm wrote it"
-            f"{remedy or '; restore it from a copy, or write it again'}"
+            "its header records: the file was damaged or changed after gmlm wrote it; restore "
+            "it from a copy, or write it again"
         )
 
 
