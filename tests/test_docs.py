@@ -152,6 +152,10 @@ COVERED = {
         "gmlm export --checkpoint runs/padir --out runs/padir-export": (
             "tests/training/test_trainer.py::test_export_bf16_halves_the_size_and_translates"
         ),
+        "gmlm train --config small-padir data=runs/data/distilled out=runs/padir-tuned "
+        "init_from=runs/padir max_steps=3000 optim.lr=1e-4 optim.warmup_steps=200": (
+            "tests/training/test_init_from.py::test_a_run_starts_from_the_checkpoints_weights"
+        ),
         "gmlm average --run runs/padir --first 8000 --last 10000 --out runs/padir-at-10k": (
             "tests/training/test_averaging.py::"
             "test_a_range_of_steps_averages_to_the_mean_of_its_files"

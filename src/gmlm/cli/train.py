@@ -22,6 +22,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "a prepared dataset, a folder inside a checkpoint or run) are refused, and so is an\n"
         "OUT another run is training in. A save that fails (a full disk) stops with one line\n"
         "and keeps the previous OUT/last.\n"
+        "Fine-tuning: init_from=CHECKPOINT starts a new run from a checkpoint's weights (the\n"
+        "same model, dropout rates aside, and the same tokenizer), optimizer and steps afresh.\n"
         "Data parallel: torchrun --nproc_per_node 2 -m gmlm train --config ... (gloo on CPU).\n"
         "precision=auto (the default) is fp32 on every CPU and bf16 autocast on bf16 GPUs;\n"
         "precision=bf16 on a CPU is opt-in: gmlm throughput measures whether it pays here.\n\n"

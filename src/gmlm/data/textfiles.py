@@ -18,7 +18,7 @@ import struct
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import Any, Protocol
 
 from gmlm.errors import GmlmError
 from gmlm.memory import check_memory, format_bytes
@@ -53,7 +53,13 @@ def read_bytes(path: Path) -> bytes:
         raise GmlmError(f"{path}: cannot read: {err.strerror or err}") from None
 
 
-def read_bounded(handle: IO[bytes], origin: Path) -> bytes:
+class Readable(Protocol):
+    """A binary file or stream: standard input's buffer, an open file, a gzip file."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
+def read_bounded(handle: Readable, origin: Path) -> bytes:
     """All of `handle` (named `origin` in messages), refused with a MemoryLimitError once
     what it holds would outgrow the memory free (checked after each block read)."""
     blocks = []

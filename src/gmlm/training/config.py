@@ -75,6 +75,11 @@ class TrainConfig:
     data: str = ""  # prepared dataset folder (gmlm data prepare)
     out: str = ""  # run folder: checkpoints, metrics, resolved config
     seed: int = field(default=0, metadata=bounds(SEED))
+    # start a new run from this checkpoint's weights (a checkpoint or run folder; fine-tuning):
+    # the optimizer, schedule and step start afresh, the model must be the checkpoint's (its
+    # dropout rates aside) and the data's tokenizer its own (gmlm.training.init_from); ignored
+    # when the run resumes from its own `last`
+    init_from: str = ""
     # model.vocab_size 0 (the default): the data's tokenizer's; any other value must equal it
     model: ModelConfig = field(default_factory=lambda: ModelConfig(vocab_size=0))
     optim: OptimConfig = field(default_factory=OptimConfig)

@@ -69,6 +69,7 @@ from gmlm.provenance import torch_version
 from gmlm.training import checkpoint as ckpt
 from gmlm.training.averaging import history_file, history_steps, write_averaged
 from gmlm.training.config import TrainConfig, use_vocab_size
+from gmlm.training.init_from import load_initial_weights
 from gmlm.training.objective import loss_module
 from gmlm.training.optim import build_optimizer, lr_at
 from gmlm.training.precision import (
@@ -439,8 +440,12 @@ class Trainer:
             resuming = bool(flag[0])
         if resuming:
             self._restore()
-        elif self.dist.is_main:
-            (self.run_dir / "metrics.jsonl").unlink(missing_ok=True)
+        else:
+            if cfg.init_from:
+                source = load_initial_weights(self.model, cfg, self.data.tokenizer)
+                self.log(f"starting from the weights of {source} (init_from)")
+            if self.dist.is_main:
+                (self.run_dir / "metrics.jsonl").unlink(missing_ok=True)
         if self.dist.is_main:
             ckpt.remove_stale(self.run_dir)
             save_config(cfg, self.run_dir / "config.yaml")
