@@ -177,10 +177,10 @@ class PreparedDataset:
             lines = path.read_text(encoding="utf-8").split("\n")[:-1]
         except (OSError, UnicodeDecodeError) as err:
             raise GmlmError(f"{path}: cannot read ({err}); {fix}") from None
-        check_digest(path, self.digest(split, f"{side}.txt"))
         expected = self.manifest["splits"][split].get("text_lines")
         if expected is not None and len(lines) != expected:
             raise GmlmError(f"{path}: {len(lines):,} lines, the manifest says {expected:,}; {fix}")
+        check_digest(path, self.digest(split, f"{side}.txt"))
         return lines
 
 
