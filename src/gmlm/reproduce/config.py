@@ -170,6 +170,22 @@ class OptionalTrainStage(TrainStage):
     enabled: bool = False
 
 
+@dataclass
+class TuneStage:
+    """PaDIR fine-tuned on the AR baseline's translations: the `ar` stage's checkpoint translates
+    the training sources (beam search of width `beam`, the distill stage's other settings) into
+    DIR/tune-distill, and a PaDIR run (DIR/tune) starts from the padir stage's checkpoint
+    (`init_from`), with that checkpoint's own training config, then `overrides` (the fine-tuning
+    schedule: max_steps, optim.*). Where the AR student translates better than the teacher the
+    students learnt from, PaDIR learns from better targets without training from scratch. On
+    (`enabled: true`), the later stages use its checkpoint as PaDIR's; off, it finishes at once.
+    """
+
+    enabled: bool = False
+    beam: int = field(default=PAPER_BEAM, metadata=bounds(field_range(SearchOptions, "beam")))
+    overrides: list[str] = field(default_factory=list)
+
+
 @dataclass(frozen=True)
 class DistillStage(DistillSettings):
     """`gmlm distill` of the training sources by the teacher's beam search (its settings:
@@ -358,8 +374,8 @@ class Stage(NamedTuple):
 
 # What a stage that decodes needs: the trained models (every one, or PaDIR) and their
 # calibrated decoding defaults.
-EVERY_SYSTEM = ("teacher", "ar", "ar1", "padir", "calibrate")
-PADIR_DECODING = ("padir", "calibrate")
+EVERY_SYSTEM = ("teacher", "ar", "ar1", "padir", "tune", "calibrate")
+PADIR_DECODING = ("padir", "tune", "calibrate")
 
 # The stages in the order they run; each depends only on earlier ones.
 STAGE_REGISTRY = (
@@ -397,9 +413,15 @@ STAGE_REGISTRY = (
     ),
     Stage("padir", "PaDIR", ("distill",), TrainStage, system="PaDIR"),
     Stage(
+        "tune",
+        "PaDIR fine-tuned on the AR baseline's beam translations, if enabled",
+        ("ar", "padir"),
+        TuneStage,
+    ),
+    Stage(
         "calibrate",
         "each student's length setting chosen on the validation split, if enabled",
-        ("ar", "ar1", "padir"),
+        ("ar", "ar1", "padir", "tune"),
         CalibrateStage,
     ),
     Stage(
@@ -505,6 +527,7 @@ class ReproduceConfig:
     ar: TrainStage = field(default_factory=TrainStage)
     ar1: OptionalTrainStage = field(default_factory=lambda: OptionalTrainStage(preset="small-ar1"))
     padir: TrainStage = field(default_factory=lambda: TrainStage(preset="small-padir"))
+    tune: TuneStage = field(default_factory=TuneStage)
     calibrate: CalibrateStage = field(default_factory=CalibrateStage)
     ablation: AblationStage = field(default_factory=AblationStage)
     evaluate: EvaluateStage = field(default_factory=EvaluateStage)
@@ -526,10 +549,28 @@ def trained_stage(cfg: ReproduceConfig, name: str) -> TrainStage:
 
 
 def checkpoint_dir(cfg: ReproduceConfig, out: Path, name: str) -> Path:
-    """The checkpoint the later stages use for the training stage `name`: the one given in
-    its settings, or the `cfg.checkpoint` of the run it trained under `out`."""
+    """The checkpoint the later stages use for the training stage `name`: for PaDIR fine-tuned
+    by the tune stage, the tuned one; else the one given in its settings, or the
+    `cfg.checkpoint` of the run it trained under `out`."""
+    if name == "padir" and cfg.tune.enabled:
+        return out / "tune" / cfg.checkpoint
+    return stage_checkpoint(cfg, out, name)
+
+
+def stage_checkpoint(cfg: ReproduceConfig, out: Path, name: str) -> Path:
+    """The checkpoint of the training stage `name` itself: the one given in its settings, or
+    the `cfg.checkpoint` of the run it trained under `out` (before any fine-tuning)."""
     given = trained_stage(cfg, name).checkpoint
     return Path(given) if given else out / name / cfg.checkpoint
+
+
+def given_as_is(cfg: ReproduceConfig, name: str) -> str:
+    """The checkpoint given for the training stage `name` that the later stages use as it is
+    (not calibrated, not trained by the run), or "": PaDIR's is not, once the tune stage
+    fine-tunes it."""
+    if name == "padir" and cfg.tune.enabled:
+        return ""
+    return trained_stage(cfg, name).checkpoint
 
 
 def list_reproduce_presets() -> list[str]:

@@ -358,6 +358,29 @@ def _check_training_stages(cfg: ReproduceConfig, todo: Sequence[str]) -> None:
             load_train_config(stage.preset, stage.overrides).validate()
         except (ConfigError, GmlmError) as err:
             raise GmlmError(f"the {name} stage ({name}.preset={stage.preset}): {err}") from None
+    if "tune" in todo and cfg.tune.enabled:
+        _check_tune(cfg)
+
+
+def _check_tune(cfg: ReproduceConfig) -> None:
+    """tune.overrides make a valid `gmlm train` config on top of the padir stage's (its preset
+    and overrides, or the config of the checkpoint given to it)."""
+    from gmlm.checkpoint.files import CONFIG_FILE
+    from gmlm.config import ConfigError
+    from gmlm.training.config import load_train_config
+
+    given = Path(cfg.padir.checkpoint) if cfg.padir.checkpoint else None
+    if given is not None and not (given / CONFIG_FILE).is_file():
+        return  # the padir stage names the missing or odd folder itself
+    preset, overrides = (
+        (str(given / CONFIG_FILE), []) if given else (cfg.padir.preset, cfg.padir.overrides)
+    )
+    try:
+        load_train_config(preset, [*overrides, *cfg.tune.overrides]).validate()
+    except (ConfigError, GmlmError) as err:
+        raise GmlmError(
+            f"the tune stage (tune.overrides on the padir stage's config): {err}"
+        ) from None
 
 
 def _check_train_ablation(cfg: ReproduceConfig) -> None:

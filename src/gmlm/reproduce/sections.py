@@ -32,7 +32,8 @@ from gmlm.reproduce.config import (
     ReproduceConfig,
     Targets,
     checkpoint_dir,
-    trained_stage,
+    given_as_is,
+    stage_checkpoint,
 )
 from gmlm.reproduce.stage_record import StageRecord
 from gmlm.reproduce.stand_in import EXAMPLES, LANGUAGE_NAMES, ExampleTranslations
@@ -725,11 +726,30 @@ def _training_commands(cfg: ReproduceConfig, out: Path) -> list[str]:
         *([("ar1", cfg.ar1)] if cfg.ar1.enabled else []),
         ("padir", cfg.padir),
     ]
-    return commands + [
+    commands += [
         f"gmlm train --config {stage.preset} data={out}/{students} out={out}/{name} "
         + " ".join(stage.overrides)
         for name, stage in stages
         if not stage.checkpoint
+    ]
+    return commands + _tune_commands(cfg, out)
+
+
+def _tune_commands(cfg: ReproduceConfig, out: Path) -> list[str]:
+    """The AR baseline's distillation and PaDIR's fine-tuning on it, when the run tunes."""
+    if not cfg.tune.enabled:
+        return []
+    padir = stage_checkpoint(cfg, out, "padir")
+    tuned = f"{out}/tune-distill"
+    return [
+        _command(
+            "gmlm distill",
+            {"--teacher": checkpoint_dir(cfg, out, "ar"), "--data": f"{out}/data", "--out": tuned},
+            dataclasses.replace(cfg.distill, beam=cfg.tune.beam),
+            ["--batch-size", str(cfg.distill.batch_size)],
+        ),
+        f"gmlm train --config {padir}/config.yaml data={tuned} out={out}/tune "
+        + " ".join([f"init_from={padir}", *cfg.tune.overrides]),
     ]
 
 
@@ -751,7 +771,7 @@ def _calibrate_commands(cfg: ReproduceConfig, out: Path) -> list[str]:
             [f"--values={values}"],
         )
         for name, values in grids
-        if not trained_stage(cfg, name).checkpoint
+        if not given_as_is(cfg, name)
     ]
 
 

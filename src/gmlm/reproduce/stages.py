@@ -21,7 +21,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from gmlm.errors import GmlmError
 from gmlm.io import atomic_write_text, make_dirs
-from gmlm.reproduce.config import ReproduceConfig, TrainStage, checkpoint_dir, trained_stage
+from gmlm.reproduce.config import (
+    ReproduceConfig,
+    TrainStage,
+    checkpoint_dir,
+    given_as_is,
+    stage_checkpoint,
+)
 from gmlm.reproduce.hypotheses import (
     MadeWith,
     save_translations,
@@ -328,6 +334,43 @@ def padir(ctx: Context) -> dict[str, Any]:
     return train_run(ctx, "padir", ctx.cfg.padir, ctx.student_data_dir)
 
 
+def tune(ctx: Context) -> dict[str, Any]:
+    """The AR baseline distils the training sources again, and PaDIR is fine-tuned on them."""
+    t = ctx.cfg.tune
+    if not t.enabled:
+        ctx.log("  PaDIR is not fine-tuned in this preset (tune.enabled=false)")
+        return {"skipped": "tune.enabled=false"}
+    from gmlm.translation.distill import distill as run_distill
+
+    d = dataclasses.replace(ctx.cfg.distill, beam=t.beam)
+    run_distill(
+        ctx.checkpoint("ar"),
+        ctx.data_dir,
+        tune_data_dir(ctx.out),
+        d,
+        batch_size=d.batch_size,
+        progress=ctx.progress,
+        log=ctx.log,
+    )
+    return train_run(ctx, "tune", tune_train_stage(ctx.cfg, ctx.out), tune_data_dir(ctx.out))
+
+
+def tune_data_dir(out: Path) -> Path:
+    """Where the tune stage writes the AR baseline's translations of the training sources."""
+    return out / "tune-distill"
+
+
+def tune_train_stage(cfg: ReproduceConfig, out: Path) -> TrainStage:
+    """The training run of the tune stage: the padir stage's checkpoint's own training config
+    (a run's or a given checkpoint's), started from its weights, then tune.overrides."""
+    from gmlm.checkpoint.files import CONFIG_FILE
+    from gmlm.checkpoint.loading import resolve_checkpoint
+
+    base = stage_checkpoint(cfg, out, "padir")
+    config = resolve_checkpoint(base) / CONFIG_FILE
+    return TrainStage(preset=str(config), overrides=[f"init_from={base}", *cfg.tune.overrides])
+
+
 # ------------------------------------------------------------------------- calibrate
 def calibrate(ctx: Context) -> dict[str, Any]:
     c = ctx.cfg.calibrate
@@ -347,7 +390,7 @@ def calibrate(ctx: Context) -> dict[str, Any]:
     grids.append(("padir", "length_shift", list(c.length_shifts), {}))
     models = {}
     for run, setting, values, decoding in grids:
-        if trained_stage(ctx.cfg, run).checkpoint:
+        if given_as_is(ctx.cfg, run):
             ctx.log(f"  {run}: a given checkpoint, not calibrated (it has its own decoding.json)")
             continue
         ctx.log(f"  {run}: {setting} over {values} on {c.split}")
