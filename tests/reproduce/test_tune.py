@@ -92,3 +92,11 @@ def test_bad_tune_overrides_fail_before_the_first_stage(tmp_path, overrides, mes
 def test_a_beam_out_of_range_is_refused_when_loaded():
     with pytest.raises(ConfigError, match=r"tune\.beam"):
         load_reproduce_config("smoke", ["tune.beam=0"])
+
+
+def test_the_en_de_preset_holds_the_tried_fine_tune_switched_off(tmp_path):
+    cfg = load_reproduce_config("multi30k-en-de")
+    assert not cfg.tune.enabled and "optim.schedule=cosine" in cfg.tune.overrides
+    tried = load_reproduce_config("multi30k-en-de", ["tune.enabled=true"])
+    commands = "\n".join(commands_section(tried, tmp_path))
+    assert f"init_from={tmp_path}/padir/averaged max_steps=3000 optim.schedule=cosine" in commands
