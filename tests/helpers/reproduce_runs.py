@@ -12,13 +12,20 @@ QUICK_THEORY = [
 ]
 
 
-def quick(corpus: str, *extra: str) -> list[str]:
-    """The smoke preset made faster still: a few training steps, small evaluation grids."""
+def synthetic_data(corpus: str) -> list[str]:
+    """The data stage on the synthetic `corpus` (a files: spec), small, on one thread."""
     return [
         f"data.corpus={corpus}",
         "data.vocab_size=400",
         "data.overrides=[valid_fraction=0.05,test_fraction=0.05]",
         "threads=1",
+    ]
+
+
+def quick(corpus: str, *extra: str) -> list[str]:
+    """The smoke preset made faster still: a few training steps, small evaluation grids."""
+    return [
+        *synthetic_data(corpus),
         *QUICK_THEORY,
         "teacher.overrides=[max_steps=40,valid_every=20,valid_sentences=5]",
         "ar.overrides=[max_steps=20,valid_every=20,valid_sentences=0]",

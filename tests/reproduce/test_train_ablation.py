@@ -13,6 +13,7 @@ from gmlm.reproduce.metrics import validations
 from gmlm.reproduce.pipeline import run_reproduce
 from gmlm.reproduce.sections import train_ablation_section
 from gmlm.reproduce.train_ablation import TrainAblationResult, slug, variant_overrides
+from tests.helpers.reproduce_runs import synthetic_data
 
 # On the CPU also where CUDA is present: the exact equalities below need deterministic
 # kernels, and CUDA's backward passes are not.
@@ -26,10 +27,7 @@ NEUTRAL = "log_every=7"
 
 def settings(corpus: str, *extra: str) -> list[str]:
     return [
-        f"data.corpus={corpus}",
-        "data.vocab_size=400",
-        "data.overrides=[valid_fraction=0.05,test_fraction=0.05]",
-        "threads=1",
+        *synthetic_data(corpus),
         "theory.enabled=false",
         "distill.enabled=false",
         PADIR,
