@@ -110,6 +110,8 @@ COVERED = {
         f"gmlm translate --checkpoint {PADIR} --steps 10 --strict --input de.txt --output en.txt": (
             FILES
         ),
+        f"gmlm translate --checkpoint {PADIR} --rescore {AR} --prune-after 0 --input de.txt "
+        "--output en.txt": FILES,
         "gmlm evaluate --hyp en.txt --ref ref.en.txt": (
             "tests/evaluation/test_evaluate.py::test_cli_json_and_errors"
         ),

@@ -27,6 +27,12 @@ COMMANDS: dict[str, tuple[str, str, bool]] = {
         "ckpt/meta.json",
         False,
     ),
+    "translate --output, --rescore": (
+        "translate --checkpoint {tmp}/ckpt --rescore {tmp}/data --input {tmp}/in.txt "
+        "--output {out}",
+        "data/manifest.json",
+        False,
+    ),
     "loadtest --output": ("loadtest --input {tmp}/in.txt --output {out}", "in.txt", False),
     "loadtest --markdown": ("loadtest --input {tmp}/in.txt --markdown {out}", "in.txt", False),
     "loadtest --plot": ("loadtest --input {tmp}/in.txt --plot {out}", "in.txt", False),

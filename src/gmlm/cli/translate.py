@@ -22,12 +22,14 @@ from gmlm.cli.flags import (
     add_output,
     add_precision,
     add_seed,
+    number,
 )
 from gmlm.cli.options import add_option_flags, option_overrides, settings_from_args
 from gmlm.data.textfiles import decode_utf8, read_bounded, read_lines, split_lines
 from gmlm.decoding.options import (
     MAX_TOKENS_DEFAULT,
     MAX_TOKENS_WHY,
+    RESCORE_WEIGHT,
     RefinementOptions,
     SearchOptions,
 )
@@ -100,6 +102,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "row-positions",
     )
     add_option_flags(p, DECODING)
+    rescoring = p.add_argument_group("rescoring PaDIR's candidates")
+    rescoring.add_argument(
+        "--rescore",
+        type=Path,
+        metavar="AR_CHECKPOINT",
+        help="an autoregressive checkpoint of the same tokenizer that scores each PaDIR "
+        "candidate (one teacher-forced pass over them all, no search) before the final "
+        "choice: the candidate with the highest PaDIR score plus --rescore-weight times its "
+        "mean log-probability per token wins; costs that model's encoder and one decoder "
+        "pass, and decodes without CUDA graphs; pruning (--prune-after) still ranks by "
+        "PaDIR's score, so --prune-after 0 leaves it every candidate (not under torchrun)",
+    )
+    rescoring.add_argument(
+        "--rescore-weight",
+        type=number(float, RESCORE_WEIGHT),
+        help="weight of the --rescore model's mean log-probability (default: 1.0)",
+    )
     add_option_flags(p, {"torchrun": ShardSettings})
     add_option_flags(p, {"input language check": LanguageCheckSettings})
     p.set_defaults(func=run)
@@ -118,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
     from gmlm.translation.sharded import under_torchrun
 
     if args.output is not None:  # not after the whole translation
-        inputs = {"--input": args.input, "--checkpoint": args.checkpoint}
+        inputs = {"--input": args.input, "--checkpoint": args.checkpoint, "--rescore": args.rescore}
         inputs["standard input"] = STDIN if args.input is None else None
         check_output_file(args.output, "--output", inputs=inputs)
     elif under_torchrun():
@@ -126,6 +145,10 @@ def run(args: argparse.Namespace) -> int:
             "under torchrun, give --output FILE: the processes save their chunks beside it "
             "(FILE.chunks/) and rank 0 writes it"
         )
+    if args.rescore_weight is not None and args.rescore is None:
+        raise GmlmError("--rescore-weight needs --rescore AR_CHECKPOINT, the model it weighs")
+    if args.rescore is not None and under_torchrun():
+        raise GmlmError("--rescore runs in one process: run gmlm translate without torchrun")
     lines, origin = read_input(args.input)
     if not any(line.strip() for line in lines):
         _say(
@@ -170,11 +193,18 @@ def _run_one(
     """The whole input in this process, written at the end (stdout or --output)."""
     from gmlm.translation.translator import load
 
-    translator = load(args.checkpoint, device=args.device, cuda_graphs=args.cuda_graphs)
+    rescore = args.rescore
+    # Rescoring decodes eagerly: CUDA graphs are off unless asked for (then an error).
+    graphs = False if rescore is not None and args.cuda_graphs is None else args.cuda_graphs
+    translator = load(args.checkpoint, device=args.device, cuda_graphs=graphs)
     _say(f"{args.checkpoint}: {translator.describe()}")
     if translator.defaults:
         shown = " ".join(f"{k}={v}" for k, v in translator.defaults.items())
         _say(f"the checkpoint's decoding defaults (decoding.json): {shown}")
+    if rescore is not None:
+        weight = 1.0 if args.rescore_weight is None else args.rescore_weight
+        translator.rescore_with(load(rescore, device=args.device, cuda_graphs=graphs), weight)
+        _say(f"candidates rescored by {rescore} (weight {weight})")
     start = time.perf_counter()
     outputs = translator.translate(lines, origin=origin, **translate_args)
     seconds = time.perf_counter() - start

@@ -64,6 +64,10 @@ MAX_TOKENS_WHY = (
 # (each pass compares the hypotheses once per n and token of the n-gram).
 MAX_STUTTER_NGRAM = 16
 
+# The weight of a rescoring model's mean log-probability per token in a PaDIR candidate's
+# score (gmlm.decoding.rescoring; `gmlm translate --rescore-weight`, Translator.rescore_with).
+RESCORE_WEIGHT = Range(gt=0, le=1e6, note="0 would not rescore; leave out --rescore instead")
+
 StutterRemask = Literal["none", "previous", "initial"]
 Remask = Literal["none", "constant", "linear"]
 Selection = Literal["sum", "mean", "changed"]

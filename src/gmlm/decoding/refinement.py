@@ -81,7 +81,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -762,13 +762,16 @@ class Selection:
 
 
 @torch.no_grad()
-def select(state: Candidates, options: RefinementOptions) -> Selection:
+def select(state: Candidates, options: RefinementOptions, extra: Tensor | None = None) -> Selection:
     """Score every candidate and choose each sentence's best (call once no candidate is
     active): the highest score among its candidates that pruning kept, identical hypotheses
     being one candidate at their lowest index (:func:`merge_identical`), equal scores going to
-    the lower index. Tensor operations only: no host read."""
+    the lower index. `extra` (C,), when given, is added to every candidate's score (another
+    model's, :mod:`gmlm.decoding.rescoring`). Tensor operations only: no host read."""
     tokens, k = state.tokens, state.candidates
     scores = candidate_scores(tokens, state.token_log_probs, state, options)
+    if extra is not None:
+        scores = scores + extra
     per_sentence = merge_identical(scores, tokens, k, ~state.pruned)
     per_sentence = per_sentence.masked_fill(state.pruned.view_as(per_sentence), -math.inf)
     picked = per_sentence.argmax(1)  # the first of equal maxima: the lowest index
@@ -834,11 +837,21 @@ def selection_results(
     return results
 
 
-def refinement_finish(state: RefinementState, options: RefinementOptions) -> list[Refined]:
+# What a rescoring model adds to each candidate's score, from the finished state: (C,)
+# (gmlm.decoding.rescoring.rescorer).
+Rescore = Callable[["RefinementState"], Tensor]
+
+
+def refinement_finish(
+    state: RefinementState, options: RefinementOptions, rescore: Rescore | None = None
+) -> list[Refined]:
     """Score every candidate, keep each sentence's best and post-process it (call once no
-    candidate is active): :func:`select`, then :func:`selection_results` on the host."""
+    candidate is active): :func:`select`, its scores plus what `rescore` gives each
+    candidate (:func:`gmlm.decoding.rescoring.rescorer`), then :func:`selection_results` on
+    the host."""
+    extra = None if rescore is None else rescore(state)
     return selection_results(
-        select(state, options).to_host(),
+        select(state, options, extra).to_host(),
         options,
         (state.self_attention, state.cross_attention),
         state.source_lengths,
@@ -853,9 +866,12 @@ def refine(
     lengths: Tensor | None = None,
     stats: PaddingStats | None = None,
     encoded: PadirEncoderOutput | None = None,
+    rescore: Rescore | None = None,
 ) -> list[Refined]:
     """PaDIR decoding of src (B, S): one result per sentence (see :func:`refinement_init`);
-    `stats`, when given, adds the row-positions the passes computed and their content."""
+    `stats`, when given, adds the row-positions the passes computed and their content;
+    `rescore`, when given, adds its scores to the candidates' before the final choice
+    (:func:`refinement_finish`)."""
     options = options or RefinementOptions()
     state = refinement_init(model, src, options, seed, lengths, encoded)
     while state.rows.numel():
@@ -864,4 +880,4 @@ def refine(
     if stats is not None:
         stats.computed += state.computed
         stats.content += state.content
-    return refinement_finish(state, options)
+    return refinement_finish(state, options, rescore)

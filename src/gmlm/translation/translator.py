@@ -62,6 +62,12 @@ encoder, PaDIR's passes and each AR step replay CUDA graphs (``cuda_graphs``,
 Both default to on on a CUDA device and off elsewhere (on a CPU the eager loops, which retire
 finished candidates and sentences, are faster); the outputs are the same up to float
 rounding. With ``fixed_shapes=False`` an AR model's graphs are one per batch shape and step.
+
+A PaDIR translator can have an autoregressive translator of the same vocabulary rescore its
+candidates before the final choice (:meth:`Translator.rescore_with`,
+:mod:`gmlm.decoding.rescoring`): each candidate's score gains ``weight`` times that model's
+mean log-probability per token, at the cost of its encoder and one decoder pass over the
+candidates. Rescoring decodes eagerly (not at fixed shapes) and without CUDA graphs.
 """
 
 from __future__ import annotations
@@ -82,8 +88,14 @@ from gmlm.decoding.autoregressive import beam_search, greedy_search
 from gmlm.decoding.autoregressive_fixed import search_fixed
 from gmlm.decoding.cancel import checkpoint
 from gmlm.decoding.fixed import refine_fixed
-from gmlm.decoding.options import DecodingOptions, Precision, RefinementOptions
+from gmlm.decoding.options import (
+    RESCORE_WEIGHT,
+    DecodingOptions,
+    Precision,
+    RefinementOptions,
+)
 from gmlm.decoding.refinement import PaddingStats, refine
+from gmlm.decoding.rescoring import rescorer
 from gmlm.errors import GmlmError
 from gmlm.models import AutoregressiveModel, ModelKind, PadirModel
 from gmlm.nn.config import ModelConfig
@@ -155,6 +167,31 @@ class Translator:
             )
         self.copies = ModelCopies(self.model, self.cuda_graphs)
         self.resolver = OptionResolver(kind, config, defaults or {})
+        self.rescoring: tuple[Translator, float] | None = None
+
+    def rescore_with(self, other: Translator | None, weight: float = 1.0) -> None:
+        """Have the autoregressive translator `other` rescore this PaDIR translator's
+        candidates from now on: each candidate's score gains `weight` (within
+        RESCORE_WEIGHT) times `other`'s mean log-probability per token of its output
+        (:mod:`gmlm.decoding.rescoring`); None stops rescoring. `other` must have the same
+        tokenizer, special ids and device, limits at least this model's, and neither may run
+        by CUDA graphs (rescoring decodes eagerly). It decodes at the precision of each
+        translation."""
+        if other is None:
+            self.rescoring = None
+            return
+        weight = check_value(weight, float, "the rescoring weight")
+        problem = RESCORE_WEIGHT.problem(weight)
+        if problem:
+            raise GmlmError(
+                f"the rescoring weight {weight}{'' if problem[0] == ':' else ' '}{problem}"
+            )
+        problems = rescoring_problems(self, other)
+        if problems:
+            raise GmlmError(
+                f"cannot rescore a {self.kind} model with a {other.kind} model: {problems}"
+            )
+        self.rescoring = (other, float(weight))
 
     @property
     def device(self) -> torch.device:
@@ -349,7 +386,7 @@ class Translator:
         for batch, planned in planned_batches:
             checkpoint()  # between batches too (gmlm.decoding.cancel)
             src = self.source_tensor([sources[i] for i in batch])
-            decoded = self._decode(model, src, options, seed, planned)
+            decoded = self._decode(model, src, options, seed, planned, precision)
             for i, ids in zip(batch, decoded, strict=True):
                 outputs[i] = ids
         return outputs
@@ -361,10 +398,18 @@ class Translator:
         options: DecodingOptions,
         seed: int,
         planned: Planned | None,
+        precision: Precision,
     ) -> list[list[int]]:
         if isinstance(options, RefinementOptions):
             assert isinstance(model, PadirModel)
             lengths, encoded = (None, None) if planned is None else planned
+            if self.rescoring is not None:
+                other, weight = self.rescoring
+                scorer = other.model_at(precision)
+                assert isinstance(scorer, AutoregressiveModel)
+                rescore = rescorer(scorer, src, options, weight)
+                refined = refine(model, src, options, seed, lengths, self.padding, encoded, rescore)
+                return [r.tokens for r in refined]
             decode = refine_fixed if self.fixed_shapes else refine
             refined = decode(model, src, options, seed, lengths, self.padding, encoded)
             return [r.tokens for r in refined]
@@ -384,6 +429,33 @@ class Translator:
         """Ids of the pieces of `line` that --over-length split translates
         (:func:`gmlm.translation.lines.split_line`)."""
         return split_line(self.tokenizer, line, limit)
+
+
+def rescoring_problems(translator: Translator, other: Translator) -> str:
+    """Why `other` cannot rescore `translator`'s candidates ("" when it can)."""
+    if translator.kind != "padir" or other.kind != "ar":
+        return "the translator rescored must be PaDIR and the rescoring one autoregressive"
+    if translator.cuda_graphs or other.cuda_graphs:
+        return "rescoring decodes eagerly: load both without CUDA graphs (--no-cuda-graphs)"
+    if translator.device != other.device:
+        return f"they are on different devices ({translator.device}, {other.device})"
+    if translator.tokenizer != other.tokenizer:
+        return (
+            f"their tokenizers differ ({translator.tokenizer!r}, {other.tokenizer!r}): "
+            "rescoring reads PaDIR's ids, so they must be the same SentencePiece model"
+        )
+    mine, theirs = translator.config, other.config
+    names = ("pad_id", "bos_id", "eos_id", "vocab_size")
+    differ = [n for n in names if getattr(mine, n) != getattr(theirs, n)]
+    if differ:
+        return f"their {', '.join(differ)} differ"
+    for limit in ("max_source_len", "max_target_len"):
+        if getattr(theirs, limit) < getattr(mine, limit):
+            return (
+                f"the rescoring model's {limit} {getattr(theirs, limit)} is below the "
+                f"PaDIR model's {getattr(mine, limit)}"
+            )
+    return ""
 
 
 def resolve_device(name: str) -> torch.device:
