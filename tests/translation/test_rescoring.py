@@ -117,7 +117,12 @@ def test_cli_rescore(
         "needs --rescore": ["--rescore-weight", "2"],
         "must be PaDIR and the rescoring one autoregressive": ["--rescore", str(padir)],
         "checkpoint not found": ["--rescore", str(tmp_path / "missing")],
-        "--rescore-weight: 0 must be in (0, 1e+06]": ["--rescore", str(ar), "--rescore-weight", "0"],
+        "--rescore-weight: 0 must be in (0, 1e+06]": [
+            "--rescore",
+            str(ar),
+            "--rescore-weight",
+            "0",
+        ],
     }
     for message, extra in failures.items():
         assert exit_status([*args, *extra, "--output", str(tmp_path / "no.txt")]) == 2

@@ -881,9 +881,23 @@ def test_a_language_warning_names_the_frame_that_asked(translators: dict[str, Tr
     try:
         with pytest.warns(UserWarning) as caught:
             translator.check_language(["1234 5678"])
+        with pytest.warns(UserWarning) as through:  # translate's own check: at its caller too
+            translator.translate(["1234 5678"], max_len_b=2)
     finally:
         translator.languages = kept
     assert caught[0].filename == __file__
+    assert through and all(w.filename == __file__ for w in through)
+
+
+def test_a_cpu_translator_decodes_eagerly_unless_asked(
+    tokenizer: Tokenizer, translators: dict[str, Translator]
+) -> None:
+    """Off a GPU, neither CUDA graphs nor fixed shapes by default (the eager loops are
+    faster there); fixed shapes when asked."""
+    model = translators["padir"].model
+    plain = Translator("padir", model, tokenizer)
+    assert plain.cuda_graphs is False and plain.fixed_shapes is False
+    assert Translator("padir", model, tokenizer, fixed_shapes=True).fixed_shapes is True
 
 
 def test_an_ar_translator_searches_at_fixed_shapes_when_asked(
