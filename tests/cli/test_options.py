@@ -27,6 +27,7 @@ from gmlm.theory import settings as theory
 from gmlm.training.average_settings import AverageSettings
 from gmlm.training.throughput_settings import ThroughputSettings
 from gmlm.translation.distill_settings import DistillSettings
+from gmlm.translation.rescore_settings import RescoreSettings
 from gmlm.translation.shard_settings import ShardSettings
 
 # Every settings class a command derives its flags from.
@@ -49,6 +50,7 @@ SETTINGS: tuple[type, ...] = (
     theory.BenchSettings,
     DistillSettings,
     ShardSettings,
+    RescoreSettings,
     PrepareSettings,
     DataBenchSettings,
     AverageSettings,

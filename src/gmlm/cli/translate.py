@@ -22,20 +22,19 @@ from gmlm.cli.flags import (
     add_output,
     add_precision,
     add_seed,
-    number,
 )
 from gmlm.cli.options import add_option_flags, option_overrides, settings_from_args
 from gmlm.data.textfiles import decode_utf8, read_bounded, read_lines, split_lines
 from gmlm.decoding.options import (
     MAX_TOKENS_DEFAULT,
     MAX_TOKENS_WHY,
-    RESCORE_WEIGHT,
     RefinementOptions,
     SearchOptions,
 )
 from gmlm.errors import GmlmError
 from gmlm.io import STDIN, atomic_open, check_output_file
 from gmlm.translation.language_settings import LanguageCheckSettings
+from gmlm.translation.rescore_settings import RescoreSettings
 from gmlm.translation.shard_settings import ShardSettings
 
 # Who each decoding options class serves: the titles of the --help groups of their flags.
@@ -102,23 +101,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "row-positions",
     )
     add_option_flags(p, DECODING)
-    rescoring = p.add_argument_group("rescoring PaDIR's candidates")
-    rescoring.add_argument(
-        "--rescore",
-        type=Path,
-        metavar="AR_CHECKPOINT",
-        help="an autoregressive checkpoint of the same tokenizer that scores each PaDIR "
-        "candidate (one teacher-forced pass over them all, no search) before the final "
-        "choice: the candidate with the highest PaDIR score plus --rescore-weight times its "
-        "mean log-probability per token wins; costs that model's encoder and one decoder "
-        "pass, and decodes without CUDA graphs; pruning (--prune-after) still ranks by "
-        "PaDIR's score, so --prune-after 0 leaves it every candidate (not under torchrun)",
-    )
-    rescoring.add_argument(
-        "--rescore-weight",
-        type=number(float, RESCORE_WEIGHT),
-        help="weight of the --rescore model's mean log-probability (default: 1.0)",
-    )
+    add_option_flags(p, {"rescoring PaDIR's candidates": RescoreSettings})
     add_option_flags(p, {"torchrun": ShardSettings})
     add_option_flags(p, {"input language check": LanguageCheckSettings})
     p.set_defaults(func=run)
@@ -146,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
             "(FILE.chunks/) and rank 0 writes it"
         )
     if args.rescore_weight is not None and args.rescore is None:
-        raise GmlmError("--rescore-weight needs --rescore AR_CHECKPOINT, the model it weighs")
+        raise GmlmError("--rescore-weight needs --rescore CHECKPOINT, the model it weighs")
     if args.rescore is not None and under_torchrun():
         raise GmlmError("--rescore runs in one process: run gmlm translate without torchrun")
     lines, origin = read_input(args.input)
@@ -193,7 +176,8 @@ def _run_one(
     """The whole input in this process, written at the end (stdout or --output)."""
     from gmlm.translation.translator import load
 
-    rescore = args.rescore
+    rescoring = settings_from_args(RescoreSettings, args)
+    rescore = rescoring.rescore
     # Rescoring decodes eagerly: CUDA graphs are off unless asked for (then an error).
     graphs = False if rescore is not None and args.cuda_graphs is None else args.cuda_graphs
     translator = load(args.checkpoint, device=args.device, cuda_graphs=graphs)
@@ -202,7 +186,7 @@ def _run_one(
         shown = " ".join(f"{k}={v}" for k, v in translator.defaults.items())
         _say(f"the checkpoint's decoding defaults (decoding.json): {shown}")
     if rescore is not None:
-        weight = 1.0 if args.rescore_weight is None else args.rescore_weight
+        weight = rescoring.rescore_weight
         translator.rescore_with(load(rescore, device=args.device, cuda_graphs=graphs), weight)
         _say(f"candidates rescored by {rescore} (weight {weight})")
     start = time.perf_counter()
