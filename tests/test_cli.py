@@ -178,11 +178,12 @@ def test_output_flags_follow_the_vocabulary():
 
 
 def test_shared_list_parsers():
-    from gmlm.cli.flags import choice_list, float_list, int_list
+    from gmlm.cli.flags import choice_list, comma_list, number
     from gmlm.config import Range
     from gmlm.decoding.options import PRECISIONS
 
-    ints, floats = int_list(Range(ge=1)), float_list(Range(ge=0, lt=1))
+    ints = comma_list(number(int, Range(ge=1)), "integers", "1,8,64")
+    floats = comma_list(number(float, Range(ge=0, lt=1)), "numbers", "0,0.5")
     assert ints("1, 8,,64") == (1, 8, 64) and floats("0,.5") == (0.0, 0.5)
     precision_list = choice_list(PRECISIONS)
     assert precision_list("bf16,fp32") == ("bf16", "fp32")

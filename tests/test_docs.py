@@ -129,6 +129,11 @@ COVERED = {
     },
     "docs/serving.md": {
         "gmlm serve &": SERVE,
+        "gmlm serve --model en-de=checkpoints/multi30k-en-de/padir --rescore "
+        "en-de=checkpoints/multi30k-en-de/ar": (
+            "tests/serve/test_serve_rescoring.py::"
+            "test_the_documented_command_serves_the_shipped_english_german_pair"
+        ),
         "gmlm loadtest --rates 1,2,4,8 --duration 20 --plot load.png": LOADTEST,
         f"gmlm export --format ctranslate2 --checkpoint {AR} --out runs/ar-ct2": (
             "tests/export/test_ctranslate2.py::test_cli_export_format_ctranslate2"

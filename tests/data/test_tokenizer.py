@@ -47,7 +47,7 @@ def test_decode_stops_at_eos_and_drops_specials(tokenizer: Tokenizer) -> None:
     ids = tokenizer.encode("der Hund")
     noisy = [tokenizer.bos_id, tokenizer.mask_id, *ids, tokenizer.length_id, tokenizer.eos_id]
     assert tokenizer.decode([*noisy, *tokenizer.encode("die Katze"), 0, 0]) == "der Hund"
-    assert tokenizer.decode_batch([ids, [*ids, 3, *ids]]) == ["der Hund", "der Hund"]
+    assert tokenizer.decode([*ids, 3, *ids]) == "der Hund"
 
 
 def test_a_character_cut_short_is_dropped_not_decoded_to_a_replacement_mark(

@@ -25,6 +25,7 @@ class GatedBackend:
     device = "cpu"
     source = "memory"
     languages = None
+    rescored_by: str | None = None
 
     def __init__(self, name: str = "fake") -> None:
         self.name = name

@@ -25,7 +25,13 @@ def test_ctranslate2_model_serves_gmlm_ar_translations(tiny_models, word_task_da
     with running(lambda: {"ct2": load_backend("ct2", str(export), "fp32", 1)}) as url:
         models = httpx.get(url + "/v1/models").json()["models"]
         assert models == [
-            {"name": "ct2", "kind": "ctranslate2", "source": str(export), "languages": None}
+            {
+                "name": "ct2",
+                "kind": "ctranslate2",
+                "source": str(export),
+                "languages": None,
+                "rescored_by": None,
+            }
         ]
         for options in ({}, {"beam": 3}):
             body = {"model": "ct2", "text": [*lines, ""], "options": options}
@@ -90,3 +96,28 @@ def test_a_killed_worker_is_restarted(tiny_models, tmp_path, monkeypatch, superv
         assert again.status_code == 200 and again.json()["translations"] == first
     assert backend.restarts == (1 if supervised else 2)
     backend.worker.close()  # closing again, after the service closed it, is quiet
+
+
+def test_an_export_neither_is_rescored_nor_rescores(tiny_models, tmp_path, capsys):
+    """Rescoring reads PaDIR's candidates and runs the AR model on them in this process:
+    neither side may be a CTranslate2 export (refused before the service starts, and by
+    load_backend for Python callers)."""
+    from gmlm.errors import GmlmError
+    from gmlm.export.ctranslate2 import export_ctranslate2
+    from gmlm.serve.backends import load_backend
+    from tests.helpers.cli import exit_status
+
+    export = str(export_ctranslate2(tiny_models["ar"], tmp_path / "ct2"))
+    padir = tiny_models["padir"]
+    serve = ["serve", "--port", "0", "--model", f"padir={padir}", "--model", f"ct2={export}"]
+    for extra, message in (
+        (["--rescore", f"ct2={tiny_models['ar']}"], "rescores a ctranslate2 model with a ar one"),
+        (["--rescore", f"padir={export}"], "rescores a padir model with a ctranslate2 one"),
+    ):
+        assert exit_status([*serve, *extra]) == 2
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err, err
+    with pytest.raises(GmlmError, match="model ct2 is a CTranslate2 export"):
+        load_backend("ct2", export, "fp32", 1, rescore=(tiny_models["ar"], 1.0))
+    with pytest.raises(GmlmError, match=f"--rescore padir={export}: a CTranslate2 export"):
+        load_backend("padir", padir, "fp32", 1, rescore=(export, 1.0))

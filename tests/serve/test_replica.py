@@ -18,6 +18,8 @@ SPEC = ReplicaSpec(
     "int8",
     "cpu",
     "http://127.0.0.1:8123",
+    {"padir": "runs/ar"},
+    2.5,
 )
 
 
@@ -27,6 +29,7 @@ def test_the_spec_survives_the_round_trip_through_the_environment():
     assert set(environ) == {VARIABLE}
     assert from_environment(environ) == SPEC
     assert ReplicaSpec.from_json(SPEC.to_json()) == SPEC
+    assert SPEC.rescore("padir") == ("runs/ar", 2.5) and SPEC.rescore("ar") is None
 
 
 @pytest.mark.parametrize(
@@ -40,6 +43,11 @@ def test_the_spec_survives_the_round_trip_through_the_environment():
         (lambda d: json.dumps({**d, "settings": {**d["settings"], "bogus": 1}}), "bogus"),
         (lambda d: json.dumps({**d, "precision": "fp64"}), "precision: 'fp64' is not one of"),
         (lambda d: json.dumps({**d, "url": 5}), "url: expected a string"),
+        (lambda d: json.dumps({**d, "rescorers": {"x": "runs/ar"}}), "rescorers: expected"),
+        (lambda d: json.dumps({**d, "rescorers": {"padir": 1}}), "rescorers: expected"),
+        (lambda d: json.dumps({**d, "rescore_weight": "1"}), "rescore_weight: expected a number"),
+        (lambda d: json.dumps({**d, "rescore_weight": True}), "rescore_weight: expected a number"),
+        (lambda d: json.dumps({**d, "rescore_weight": 0}), "rescore_weight=0 must be in (0,"),
     ],
 )
 def test_a_corrupt_value_is_an_error_naming_the_variable_and_the_problem(change, message):

@@ -32,6 +32,7 @@ class PassesBackend:
     device = "cpu"
     source = "memory"
     languages = None
+    rescored_by: str | None = None
 
     def __init__(self, name: str) -> None:
         self.name = name

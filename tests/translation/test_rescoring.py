@@ -5,6 +5,7 @@ accepts, that it changes the choice the way the decoding layer says, and `gmlm t
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 import torch
 
 import gmlm
+from gmlm.checkpoint.languages import Languages
 from gmlm.cli.main import main
 from gmlm.data.tokenizer import Tokenizer
 from gmlm.decoding.refinement import refine
@@ -79,6 +81,11 @@ def test_what_cannot_rescore_is_refused(
     padir, ar = pair
     other_tokens = Tokenizer.train(sentences(200, seed=9), vocab_size=300, threads=1)
     shorter = replace(text_config, max_target_len=12)
+    # One tokenizer, two directions (a joint vocabulary): the languages tell them apart.
+    de_en = Translator("padir", padir.model, tokenizer, languages=Languages(("de", "en"), "a test"))
+    en_de = Translator("ar", ar.model, tokenizer, languages=Languages(("en", "de"), "a test"))
+    de_en.rescore_with(Translator("ar", ar.model, tokenizer))  # one pair unknown: not checked
+    de_en.rescore_with(None)
     cases = {
         "must be PaDIR and the rescoring one autoregressive": [(ar, ar), (padir, padir)],
         "tokenizers differ": [
@@ -90,10 +97,11 @@ def test_what_cannot_rescore_is_refused(
             )
         ],
         "max_target_len 12 is below": [(padir, translator("ar", shorter, tokenizer, 1))],
+        "different language pairs (de-en, en-de)": [(de_en, en_de)],
     }
     for message, pairs in cases.items():
         for rescored, rescoring in pairs:
-            with pytest.raises(GmlmError, match=message):
+            with pytest.raises(GmlmError, match=re.escape(message)):
                 rescored.rescore_with(rescoring)
             assert rescored.rescoring is None
 

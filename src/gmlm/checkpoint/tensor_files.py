@@ -35,6 +35,7 @@ def save_tensors(tensors: dict[str, torch.Tensor], path: Path) -> None:
     header, start = _header(unsigned, len(unsigned), Path("<memory>"))
     digest = _digest(header)
     digest.update(memoryview(unsigned)[start:])
+    del unsigned  # one serialized copy in memory at a time
     path.write_bytes(save(plain, metadata={DIGEST_KEY: digest.hexdigest()}))
 
 

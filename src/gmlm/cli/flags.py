@@ -67,16 +67,6 @@ def comma_list(
     return parse
 
 
-def int_list(limits: Range, example: str = "1,8,64") -> Callable[[str], tuple[int, ...]]:
-    """Comma-separated integers, each within `limits`."""
-    return comma_list(number(int, limits), "integers", example)
-
-
-def float_list(limits: Range, example: str = "0,0.5") -> Callable[[str], tuple[float, ...]]:
-    """Comma-separated numbers, each finite and within `limits`."""
-    return comma_list(number(float, limits), "numbers", example)
-
-
 def choice_list(choices: Sequence[str]) -> Callable[[str], tuple[str, ...]]:
     """An argparse `type` reading comma-separated values, each one of `choices`."""
 

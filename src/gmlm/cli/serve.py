@@ -6,12 +6,16 @@ import argparse
 
 from gmlm.cli.flags import add_device, add_precision
 from gmlm.cli.options import add_option_flags, option_overrides
+from gmlm.errors import GmlmError
 from gmlm.serve.settings import ServeSettings
+from gmlm.translation.rescore_settings import RescoreSettings
 
 EPILOG = """\
 examples:
   gmlm serve                      # the shipped Multi30k de-en PaDIR and AR, on 127.0.0.1:8080
   gmlm serve --model padir=checkpoints/multi30k-de-en/padir --model ct2=runs/ar-ct2 --port 9000
+  gmlm serve --model en-de=checkpoints/multi30k-en-de/padir \
+             --rescore en-de=checkpoints/multi30k-en-de/ar   # PaDIR's candidates rescored by AR
   curl -s localhost:8080/v1/translate -H 'content-type: application/json' \\
        -d '{"model": "padir", "text": ["Zwei Hunde spielen im Schnee."]}'
   curl -s localhost:8080/metrics  # Prometheus; the OpenAPI page is /docs
@@ -41,6 +45,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="a model to serve under NAME (repeat for several); default: the shipped "
         "checkpoints, padir=checkpoints/multi30k-de-en/padir and ar=checkpoints/multi30k-de-en/ar",
     )
+    p.add_argument(
+        "--rescore",
+        action="append",
+        dest="rescorers",
+        metavar="NAME=FOLDER",
+        help="have the autoregressive checkpoint in FOLDER rescore the candidates of the served "
+        "PaDIR model NAME before its final choice, as `gmlm translate --rescore` does (repeat "
+        "for several models); that model then decodes without CUDA graphs",
+    )
+    add_option_flags(p, {"rescoring": RescoreSettings}, exclude=["rescore"])
     add_precision(
         p,
         "arithmetic of every model: fp32, bf16 or int8 (CPU; CTranslate2 exports: fp32 or int8)",
@@ -52,7 +66,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gmlm.serve.server import parse_models, serve
+    from gmlm.serve.server import parse_models, parse_rescorers, serve
     from gmlm.translation.translator import resolve_device
 
     # "auto" batches as the device it picks; a named one is checked when the models load
@@ -60,4 +74,9 @@ def run(args: argparse.Namespace) -> int:
     settings = ServeSettings.for_device(device, **option_overrides(args, [ServeSettings]))
     settings.validate()
     models = parse_models(args.model)
-    return serve(models, settings, args.precision, args.device)
+    rescorers = parse_rescorers(args.rescorers, models)
+    weight = option_overrides(args, [RescoreSettings]).get("rescore_weight")
+    if weight is not None and not rescorers:
+        raise GmlmError("--rescore-weight needs --rescore NAME=FOLDER, the model it weighs")
+    weight = RescoreSettings().rescore_weight if weight is None else weight
+    return serve(models, settings, args.precision, args.device, rescorers, weight)

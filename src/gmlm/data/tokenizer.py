@@ -241,9 +241,6 @@ class Tokenizer:
             start = end
         return kept
 
-    def decode_batch(self, batch: Iterable[Sequence[int]]) -> list[str]:
-        return [self.decode(ids) for ids in batch]
-
     def pieces(self, text: str) -> list[str]:
         return list(self._sp.encode(text, out_type=str))
 

@@ -87,10 +87,6 @@ class FixedSearch:
     done: Tensor
 
     @property
-    def beams(self) -> int:
-        return self.live_log_probs.shape[1]
-
-    @property
     def width(self) -> int:
         """L, the cache's positions: the most steps the search can take."""
         return self.live_tokens.shape[2]

@@ -76,6 +76,7 @@ class Backend(Protocol):
     device: str  # where its batches run: "cpu", "cuda:0", ...
     source: str  # the folder it serves
     languages: str | None  # "de-en": the pair its checkpoint records, None where it records none
+    rescored_by: str | None  # the AR checkpoint that rescores a PaDIR model's candidates, if any
 
     def prepare(self, texts: Sequence[str], settings: Mapping[str, Any], seed: int) -> Prepared: ...
 
@@ -141,20 +142,50 @@ def check_lines(tokenizer: Tokenizer, texts: Sequence[str], max_source_len: int)
 
 
 class TorchBackend:
-    """A gmlm checkpoint decoded in this process at `precision`."""
+    """A gmlm checkpoint decoded in this process at `precision`; a PaDIR one may have its
+    candidates rescored by an autoregressive checkpoint, `rescore` = (folder, weight)
+    (:meth:`gmlm.translation.translator.Translator.rescore_with`: both then decode eagerly,
+    without CUDA graphs)."""
 
-    def __init__(self, name: str, folder: str, precision: Precision, device: str = "cpu"):
+    def __init__(
+        self,
+        name: str,
+        folder: str,
+        precision: Precision,
+        device: str = "cpu",
+        rescore: tuple[str, float] | None = None,
+    ):
         from gmlm.translation.translator import load
 
         self.name = name
         self.source = folder
         self.precision: Precision = precision
-        self.translator = load(folder, device=device)
+        graphs = False if rescore is not None else None
+        self.translator = load(folder, device=device, cuda_graphs=graphs)
         self.kind: str = self.translator.kind
         self.device = str(self.translator.device)
         self.languages = self.translator.languages.name
+        self.rescored_by = None if rescore is None else rescore[0]
+        if rescore is not None:
+            self._rescore_with(*rescore)
         self.translator.model_at(precision)  # the bf16/int8 copy now, not at first request
         preload(self.languages)  # the language check's identifier, likewise
+
+    def _rescore_with(self, folder: str, weight: float) -> None:
+        from gmlm.translation.translator import load
+
+        where = f"--rescore {self.name}={folder}"
+        if is_ctranslate2_export(folder):
+            raise GmlmError(
+                f"{where}: a CTranslate2 export; the rescoring model must be a gmlm "
+                "autoregressive checkpoint"
+            )
+        try:
+            other = load(folder, device=self.device, cuda_graphs=False)
+            self.translator.rescore_with(other, weight)
+        except GmlmError as err:
+            raise GmlmError(f"{where}: {err}") from None
+        other.model_at(self.precision)
 
     def prepare(self, texts: Sequence[str], settings: Mapping[str, Any], seed: int) -> Prepared:
         check_settings(self.kind, settings)
@@ -194,6 +225,7 @@ class Ct2Backend:
 
     kind = "ctranslate2"
     device = "cpu"
+    rescored_by: str | None = None
 
     def __init__(self, name: str, folder: str, precision: str, threads: int):
         from gmlm.export.ctranslate2 import Ct2ModelInfo
@@ -291,19 +323,30 @@ def is_ctranslate2_export(folder: str) -> bool:
 
 
 def load_backend(
-    name: str, folder: str, precision: Precision, threads: int, device: str = "cpu"
+    name: str,
+    folder: str,
+    precision: Precision,
+    threads: int,
+    device: str = "cpu",
+    rescore: tuple[str, float] | None = None,
 ) -> Backend:
-    """The backend for `folder`: a CTranslate2 export, or a gmlm checkpoint (or run folder)."""
+    """The backend for `folder`: a CTranslate2 export, or a gmlm checkpoint (or run folder),
+    whose candidates, for a PaDIR one, `rescore` = (folder, weight) rescores."""
     if not Path(folder).exists():
         raise GmlmError(f"--model {name}={folder}: no such folder")
     if is_ctranslate2_export(folder):
+        if rescore is not None:
+            raise GmlmError(
+                f"--rescore {name}={rescore[0]}: model {name} is a CTranslate2 export; only a "
+                "PaDIR checkpoint's candidates can be rescored"
+            )
         if precision == "bf16":
             raise GmlmError(
                 f"--model {name}={folder} is a CTranslate2 export: it runs in fp32 or int8, "
                 "not bf16 (--precision)"
             )
         return Ct2Backend(name, folder, precision, threads)
-    return TorchBackend(name, folder, precision, device)
+    return TorchBackend(name, folder, precision, device, rescore)
 
 
 def options_json(options: DecodingOptions) -> dict[str, Any]:

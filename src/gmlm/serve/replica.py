@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gmlm.config import from_dict
-from gmlm.decoding.options import PRECISIONS, Precision
+from gmlm.decoding.options import PRECISIONS, RESCORE_WEIGHT, Precision
 from gmlm.errors import GmlmError
 from gmlm.serve.settings import ServeSettings
 
@@ -32,6 +32,13 @@ class ReplicaSpec:
     precision: Precision = "fp32"
     device: str = "cpu"
     url: str = ""  # where the service listens, for its log lines
+    rescorers: Mapping[str, str] = field(default_factory=dict)  # {PaDIR model name: AR folder}
+    rescore_weight: float = 1.0
+
+    def rescore(self, name: str) -> tuple[str, float] | None:
+        """(folder, weight) of the model that rescores model `name`'s candidates, if any."""
+        folder = self.rescorers.get(name)
+        return None if folder is None else (folder, self.rescore_weight)
 
     def to_json(self) -> str:
         return json.dumps(
@@ -41,6 +48,8 @@ class ReplicaSpec:
                 "precision": self.precision,
                 "device": self.device,
                 "url": self.url,
+                "rescorers": dict(self.rescorers),
+                "rescore_weight": self.rescore_weight,
             },
             sort_keys=True,
         )
@@ -71,7 +80,24 @@ class ReplicaSpec:
         for name in ("device", "url"):
             if not isinstance(data[name], str):
                 raise GmlmError(f"{name}: expected a string")
-        return cls(models, settings, data["precision"], data["device"], data["url"])
+        rescorers = data["rescorers"]
+        if not isinstance(rescorers, dict) or not all(
+            k in models and isinstance(v, str) for k, v in rescorers.items()
+        ):
+            raise GmlmError("rescorers: expected an object of served model names to folders")
+        weight = data["rescore_weight"]
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)):
+            raise GmlmError(f"rescore_weight: expected a number, got {weight!r}")
+        RESCORE_WEIGHT.check(float(weight), "rescore_weight")
+        return cls(
+            models,
+            settings,
+            data["precision"],
+            data["device"],
+            data["url"],
+            rescorers,
+            float(weight),
+        )
 
 
 def to_environment(spec: ReplicaSpec, environ: MutableMapping[str, str] | None = None) -> None:

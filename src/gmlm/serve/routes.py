@@ -90,7 +90,13 @@ async def ready(state: State) -> JSONResponse:
 async def models(state: State) -> dict[str, Any]:
     return {
         "models": [
-            {"name": name, "kind": b.kind, "source": b.source, "languages": b.languages}
+            {
+                "name": name,
+                "kind": b.kind,
+                "source": b.source,
+                "languages": b.languages,
+                "rescored_by": b.rescored_by,
+            }
             for name, b in state.backends.items()
         ]
     }

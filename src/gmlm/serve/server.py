@@ -57,18 +57,42 @@ def parse_models(specs: list[str] | None) -> dict[str, str]:
         return dict(SHIPPED)
     models: dict[str, str] = {}
     for spec in specs:
-        name, sep, folder = spec.partition("=")
-        name = name.strip()
-        if not sep or not name or not folder:
-            raise GmlmError(f"--model {spec!r}: expected NAME=FOLDER, e.g. padir=runs/padir")
+        name, folder = name_and_folder("--model", spec, "padir=runs/padir", models)
         if not name.replace("-", "").replace("_", "").replace(".", "").isalnum():
             raise GmlmError(f"--model {spec!r}: a name of letters, digits, '-', '_' and '.'")
-        if name in models:
-            raise GmlmError(f"--model {name}: given twice")
-        if not Path(folder).is_dir():
-            raise GmlmError(f"--model {name}={folder}: no such folder")
         models[name] = folder
     return models
+
+
+def parse_rescorers(specs: list[str] | None, models: Mapping[str, str]) -> dict[str, str]:
+    """`NAME=FOLDER` specs of --rescore -> {name: folder}: the autoregressive checkpoint in
+    FOLDER rescores the candidates of the served PaDIR model NAME."""
+    rescorers: dict[str, str] = {}
+    for spec in specs or []:
+        name, folder = name_and_folder("--rescore", spec, "padir=runs/ar", rescorers)
+        if name not in models:
+            raise GmlmError(
+                f"--rescore {spec!r}: no model {name!r} is served (--model gives "
+                f"{', '.join(models)}); NAME is the served PaDIR model to rescore"
+            )
+        rescorers[name] = folder
+    return rescorers
+
+
+def name_and_folder(
+    flag: str, spec: str, example: str, given: Mapping[str, str]
+) -> tuple[str, str]:
+    """The NAME and FOLDER of `flag`'s `spec`, NAME=FOLDER: a name not in `given` yet, a
+    folder that exists; else a GmlmError naming the flag."""
+    name, sep, folder = spec.partition("=")
+    name = name.strip()
+    if not sep or not name or not folder:
+        raise GmlmError(f"{flag} {spec!r}: expected NAME=FOLDER, e.g. {example}")
+    if name in given:
+        raise GmlmError(f"{flag} {name}: given twice")
+    if not Path(folder).is_dir():
+        raise GmlmError(f"{flag} {name}={folder}: no such folder")
+    return name, folder
 
 
 def warm_up(backends: Mapping[str, Backend], settings: ServeSettings) -> dict[str, float]:
@@ -151,17 +175,30 @@ def serve(
     settings: ServeSettings,
     precision: Precision = "fp32",
     device: str = "cpu",
+    rescorers: Mapping[str, str] | None = None,
+    rescore_weight: float = 1.0,
 ) -> int:
-    """Serve `models` ({name: folder}) until SIGTERM or Ctrl-C; the exit status."""
+    """Serve `models` ({name: folder}) until SIGTERM or Ctrl-C, the candidates of each PaDIR
+    model named in `rescorers` ({name: AR folder}) rescored with `rescore_weight`; the exit
+    status."""
     import uvicorn
 
     settings.validate()
-    for name, folder in models.items():
-        check_model(name, folder)  # before any replica starts: a bad folder fails once, here
+    rescorers = dict(rescorers or {})
+    # Before any replica starts: a bad folder fails once, here.
+    kinds = {name: check_model(name, folder) for name, folder in models.items()}
+    for name, folder in rescorers.items():
+        pair = (kinds[name], check_model(name, folder, "--rescore"))
+        if pair != ("padir", "ar"):
+            raise GmlmError(
+                f"--rescore {name}={folder}: rescores a {pair[0]} model with a {pair[1]} "
+                "one; the model rescored must be a PaDIR checkpoint and FOLDER an "
+                "autoregressive one"
+            )
     sock = bind(settings.host, settings.port)
     host, port = sock.getsockname()[:2]
     url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
-    spec = ReplicaSpec(dict(models), settings, precision, device, url)
+    spec = ReplicaSpec(dict(models), settings, precision, device, url, rescorers, rescore_weight)
     logs.configure(settings.log_format)
     LOG.info(
         "listening on %s (%d replica(s), loading %s; GET /ready says when they are warm; API "
@@ -233,13 +270,19 @@ def _app(spec: ReplicaSpec, report: Callable[[str], None], stop: Callable[[], No
 
     def load() -> dict[str, Backend]:
         return {
-            name: load_backend(name, folder, spec.precision, threads, spec.device)
+            name: load_backend(
+                name, folder, spec.precision, threads, spec.device, spec.rescore(name)
+            )
             for name, folder in spec.models.items()
         }
 
     def ready(backends: Mapping[str, Backend]) -> dict[str, float]:
         rates = warm_up(backends, settings)
-        shown = ", ".join(f"{name} ({b.kind}, {b.source})" for name, b in backends.items())
+        shown = ", ".join(
+            f"{name} ({b.kind}, {b.source}"
+            + (f", rescored by {b.rescored_by})" if b.rescored_by else ")")
+            for name, b in backends.items()
+        )
         replica = f" (replica {os.getpid()})" if settings.workers > 1 else ""
         LOG.info("ready at %s%s: %s", spec.url, replica, shown)
         return rates
@@ -251,15 +294,16 @@ def _app(spec: ReplicaSpec, report: Callable[[str], None], stop: Callable[[], No
     return create_app(load, settings, ready, failed)
 
 
-def check_model(name: str, folder: str) -> None:
-    """Fail now on a folder that is neither a CTranslate2 export nor a gmlm checkpoint."""
+def check_model(name: str, folder: str, flag: str = "--model") -> str:
+    """Fail now on a folder that is neither a CTranslate2 export nor a gmlm checkpoint (given
+    as `flag` NAME=FOLDER); its kind ("ar", "padir" or "ctranslate2")."""
     from gmlm.checkpoint.config import read_checkpoint_config
     from gmlm.checkpoint.loading import resolve_checkpoint
     from gmlm.serve.backends import is_ctranslate2_export
 
     if is_ctranslate2_export(folder):
-        return
+        return "ctranslate2"
     try:
-        read_checkpoint_config(resolve_checkpoint(folder))
+        return read_checkpoint_config(resolve_checkpoint(folder)).kind
     except GmlmError as err:
-        raise GmlmError(f"--model {name}={folder}: {err}") from None
+        raise GmlmError(f"{flag} {name}={folder}: {err}") from None

@@ -174,7 +174,8 @@ class Translator:
         candidates from now on: each candidate's score gains `weight` (within
         RESCORE_WEIGHT) times `other`'s mean log-probability per token of its output
         (:mod:`gmlm.decoding.rescoring`); None stops rescoring. `other` must have the same
-        tokenizer, special ids and device, limits at least this model's, and neither may run
+        tokenizer, special ids and device, limits at least this model's, the same language
+        pair where both record theirs, and neither may run
         by CUDA graphs (rescoring decodes eagerly). It decodes at the precision of each
         translation."""
         if other is None:
@@ -437,6 +438,13 @@ def rescoring_problems(translator: Translator, other: Translator) -> str:
         return "the translator rescored must be PaDIR and the rescoring one autoregressive"
     if translator.cuda_graphs or other.cuda_graphs:
         return "rescoring decodes eagerly: load both without CUDA graphs (--no-cuda-graphs)"
+    pairs = (translator.languages.pair, other.languages.pair)
+    if None not in pairs and pairs[0] != pairs[1]:
+        return (
+            f"they translate different language pairs ({translator.languages.name}, "
+            f"{other.languages.name}): the rescoring model must score translations in the "
+            "PaDIR model's direction"
+        )
     if translator.device != other.device:
         return f"they are on different devices ({translator.device}, {other.device})"
     if translator.tokenizer != other.tokenizer:
