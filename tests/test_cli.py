@@ -157,7 +157,8 @@ def test_output_flags_follow_the_vocabulary():
         *theory,
     }
     analyses = {
-        ("analyze", name) for name in ("attention", "length", "ablation", "calibrate", "table1")
+        ("analyze", name)
+        for name in ("attention", "length", "ablation", "compare", "calibrate", "table1")
     }
     files = {("translate",), ("bench",), ("loadtest",), *analyses}
     seen = {}

@@ -38,6 +38,7 @@ SETTINGS: tuple[type, ...] = (
     analysis.AnalysisSettings,
     analysis.LengthSettings,
     analysis.AblationSettings,
+    analysis.ComparisonSettings,
     analysis.CalibrationSettings,
     analysis.Table1Settings,
     ServeSettings,

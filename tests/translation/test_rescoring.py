@@ -85,6 +85,7 @@ def test_what_cannot_rescore_is_refused(
     de_en = Translator("padir", padir.model, tokenizer, languages=Languages(("de", "en"), "a test"))
     en_de = Translator("ar", ar.model, tokenizer, languages=Languages(("en", "de"), "a test"))
     de_en.rescore_with(Translator("ar", ar.model, tokenizer))  # one pair unknown: not checked
+    assert de_en.rescoring is not None and de_en.rescoring[1] == 1.0  # the default weight
     de_en.rescore_with(None)
     cases = {
         "must be PaDIR and the rescoring one autoregressive": [(ar, ar), (padir, padir)],

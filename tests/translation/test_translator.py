@@ -912,3 +912,20 @@ def test_an_ar_translator_searches_at_fixed_shapes_when_asked(
         expected = translators["ar"].translate(lines, beam=beam, max_len_b=4)
         for size in (1, 16):
             assert fixed.translate(lines, beam=beam, max_len_b=4, batch_size=size) == expected
+
+
+def test_each_beam_runs_the_search_it_names(translators: dict[str, Translator]) -> None:
+    """beam=1 is greedy search and any wider beam beam search, each as the decoding layer
+    gives it (an untrained model: beam 2 and greedy differ on some line)."""
+    from gmlm.decoding.autoregressive import beam_search, greedy_search
+
+    ar = translators["ar"]
+    lines = sentences(12, seed=5)
+    src = ar.source_tensor([ar.tokenizer.encode(line) for line in lines])
+    with torch.inference_mode():
+        greedy = [h.tokens for h in greedy_search(ar.model, src, ar.options(beam=1))]
+        beam2 = [n[0].tokens for n in beam_search(ar.model, src, ar.options(beam=2))]
+    texts = {1: [ar.text(t) for t in greedy], 2: [ar.text(t) for t in beam2]}
+    assert texts[1] != texts[2]
+    for beam, expected in texts.items():
+        assert ar.translate(lines, beam=beam, batch_size=len(lines)) == expected

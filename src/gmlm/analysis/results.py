@@ -1,6 +1,7 @@
 """The results of the analyses, as `gmlm analyze ... --output` and the analysis stages of
 `gmlm reproduce` hold them: :class:`LengthResult`, :class:`AttentionResult`,
-:class:`AblationResult`, :class:`CalibrationResult` and :class:`Table1Result`."""
+:class:`AblationResult`, :class:`ComparisonResult`, :class:`CalibrationResult` and
+:class:`Table1Result`."""
 
 from __future__ import annotations
 
@@ -176,6 +177,56 @@ class AblationResult(Record):
     sentences: int
     rows: tuple[AblationRow, ...]
     settings: AblationSettings
+    seconds: float
+
+
+# -------------------------------------------------------------------------- comparison
+
+
+@dataclass(frozen=True, kw_only=True)
+class ComparisonRow(Record):
+    """One checkpoint's decoding of the split, with its own decoding defaults (decoding.json)
+    changed by the flags of its kind (`decoding`: the options it decoded with). `bleu_delta`,
+    `p_value`, `same_output`: against the first row, as :class:`AblationRow`'s."""
+
+    checkpoint: str
+    kind: str
+    decoding: dict[str, Any]
+    quality: Quality = field(metadata=FLATTEN)
+    bleu_delta: float
+    p_value: float | None
+    same_output: bool
+    seconds: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class ComparisonSettings(Record):
+    """How every row decoded and was scored (`bootstrap`: sacrebleu's signature of the paired
+    bootstrap, its seed included)."""
+
+    batch_size: int
+    seed: int
+    bf16: bool
+    tokenize: str
+    bleu_signature: str
+    bootstrap: str
+    device: str
+    threads: int
+    torch: str
+    gmlm: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ComparisonResult(Record):
+    """`gmlm analyze compare`: see :mod:`gmlm.analysis.comparison`."""
+
+    analysis: Literal["compare"] = "compare"
+    data: str
+    split: str
+    in_split: int
+    sentences: int
+    rows: tuple[ComparisonRow, ...]
+    settings: ComparisonSettings
     seconds: float
 
 

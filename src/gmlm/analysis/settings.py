@@ -82,6 +82,26 @@ class AblationSettings(AnalysisSettings):
 
 
 @dataclasses.dataclass(frozen=True)
+class ComparisonSettings(AnalysisSettings):
+    """`gmlm analyze compare`: on validation data, checkpoints against the first."""
+
+    split: str = field(default="valid", metadata=doc("split to decode"))
+    against: tuple[str, ...] = field(
+        default=(),
+        metadata=doc(
+            "a checkpoint (or run folder) to compare with --checkpoint, decoded with its own "
+            "decoding defaults and the decoding flags of its kind; repeat for more rows"
+        ),
+    )
+
+    def validate(self) -> None:
+        """Also at least one checkpoint to compare."""
+        super().validate()
+        if not self.against:
+            raise GmlmError("--against: give at least one checkpoint to compare with --checkpoint")
+
+
+@dataclasses.dataclass(frozen=True)
 class CalibrationSettings(AnalysisSettings):
     """`gmlm analyze calibrate`: on validation data, a length setting chosen for a checkpoint
     (the setting and its values: the command's --setting and --values)."""

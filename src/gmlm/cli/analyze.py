@@ -1,7 +1,7 @@
-"""`gmlm analyze attention|length|ablation|calibrate|table1`: argument parsing only; the work is in
-gmlm.analysis (imported when the command runs, so `gmlm --help` does not load torch). The
-decoding flags are those of `gmlm translate` for PaDIR checkpoints, derived from
-RefinementOptions (`gmlm.cli.options`)."""
+"""`gmlm analyze attention|length|ablation|compare|calibrate|table1`: argument parsing only; the
+work is in gmlm.analysis (imported when the command runs, so `gmlm --help` does not load torch).
+The decoding flags are those of `gmlm translate` for PaDIR checkpoints, derived from
+RefinementOptions (`gmlm.cli.options`); `compare` has those of both kinds."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from gmlm.analysis.settings import (
     AblationSettings,
     AnalysisSettings,
     CalibrationSettings,
+    ComparisonSettings,
     LengthSettings,
     Table1Settings,
 )
@@ -30,9 +31,11 @@ from gmlm.cli.flags import (
     add_seed,
 )
 from gmlm.cli.options import add_option_flags, option_overrides, settings_from_args
+from gmlm.cli.translate import DECODING as TRANSLATE_DECODING
 from gmlm.decoding.options import (
     CALIBRATION_GRIDS,
     FLOAT_PRECISIONS,
+    OPTIONS,
     RefinementOptions,
 )
 from gmlm.errors import GmlmError
@@ -56,6 +59,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_attention_parser(analyze_sub)
     add_length_parser(analyze_sub)
     add_ablation_parser(analyze_sub)
+    add_compare_parser(analyze_sub)
     add_calibrate_parser(analyze_sub)
     add_table1_parser(analyze_sub)
 
@@ -115,6 +119,33 @@ def add_ablation_parser(sub: argparse._SubParsersAction) -> None:
     common_arguments(p, AblationSettings)
     add_option_flags(p, DECODING)
     p.set_defaults(func=run_ablation)
+
+
+def add_compare_parser(sub: argparse._SubParsersAction) -> None:
+    """`gmlm analyze compare`: checkpoints against the first, on validation data."""
+    p = sub.add_parser(
+        "compare",
+        help="checkpoints against another on validation data (BLEU, paired bootstrap)",
+        description="Translates a split (default: valid) with --checkpoint and with each "
+        "--against checkpoint (PaDIR or autoregressive), each with its own decoding defaults "
+        "(decoding.json) changed by the decoding flags of its kind, and scores every row: "
+        "BLEU, its change against the first row with the p-value of sacrebleu's paired "
+        "bootstrap (1,000 resamples), chrF, length ratio, stutter rate and seconds. Each row "
+        "equals `gmlm translate` with those flags. Judge a retrained model this way before it "
+        "replaces another: on validation data, never on the test set.",
+        epilog="example: gmlm analyze compare --checkpoint checkpoints/multi30k-en-de/padir "
+        "--against runs/seed1/padir --data runs/seed1/data",
+    )
+    add_checkpoint(p, "the checkpoint (or run folder) the others are compared with")
+    p.add_argument("--data", type=Path, required=True, help="prepared dataset folder")
+    add_option_flags(p, {"analysis": ComparisonSettings})
+    add_option_flags(p, TRANSLATE_DECODING)
+    add_precision(p, "fp32, or bf16 weights and activations", choices=FLOAT_PRECISIONS)
+    add_seed(p, "seed of PaDIR's initial random tokens, each line its own as in `gmlm translate`")
+    add_device(p)
+    add_json(p, "print one JSON object instead of a table")
+    add_output(p, "also write the JSON result to this file")
+    p.set_defaults(func=run_compare)
 
 
 def add_calibrate_parser(sub: argparse._SubParsersAction) -> None:
@@ -245,6 +276,30 @@ def run_ablation(args: argparse.Namespace) -> int:
         decoding_ablation(**common, variants=settings.variants),
         render_ablation_markdown,
     )
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    from gmlm.analysis.comparison import compare_checkpoints, render_comparison_markdown
+
+    settings = settings_from_args(ComparisonSettings, args)
+    settings.validate()
+    if args.output is not None:
+        inputs = {"--checkpoint": args.checkpoint, "--data": args.data}
+        inputs.update({f"--against {path}": Path(path) for path in settings.against})
+        check_output_file(args.output, "--output", inputs=inputs)
+    decoding = {kind: option_overrides(args, [options]) for kind, options in OPTIONS.items()}
+    result = compare_checkpoints(
+        [args.checkpoint, *settings.against],
+        args.data,
+        settings.split,
+        sentences=settings.sentences or None,
+        decoding=decoding,
+        batch_size=settings.batch_size,
+        bf16=args.precision == "bf16",
+        seed=args.seed,
+        device=args.device,
+    )
+    return report(args, result, render_comparison_markdown)
 
 
 def number_list(text: str) -> tuple[float, ...]:
