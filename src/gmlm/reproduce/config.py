@@ -21,6 +21,7 @@ from gmlm.analysis.settings import (
     AblationSettings,
     AnalysisSettings,
     CalibrationSettings,
+    ComparisonSettings,
     LengthSettings,
 )
 from gmlm.bench.settings import BenchSettings
@@ -236,6 +237,23 @@ class CalibrateStage(CalibrationSettings):
 
 
 @dataclass(frozen=True)
+class CompareStage(ComparisonSettings):
+    """`gmlm analyze compare` (its settings: :class:`ComparisonSettings`, the same keys): the
+    checkpoints this run's PaDIR would replace (`against`, e.g. the shipped one; the first is
+    the baseline), then the run's PaDIR (tuned, where the tune stage ran), each with its own
+    decoding.json (the run's after its calibration), on the validation split, with the paired
+    bootstrap against the first: whether a try beats the current model where the choice is
+    made, before the test set is scored. Off by default."""
+
+    enabled: bool = field(default=False, metadata=doc("run the stage", cli=False))
+
+    def validate(self) -> None:
+        """`against` is needed only when the stage is on."""
+        if self.enabled:
+            super().validate()
+
+
+@dataclass(frozen=True)
 class AblationStage(AblationSettings):
     """`gmlm analyze ablation` (its settings: :class:`AblationSettings`, the same keys):
     PaDIR's default decoding, then each of `variants` (default `ABLATION_VARIANTS`, each
@@ -425,6 +443,14 @@ STAGE_REGISTRY = (
         CalibrateStage,
     ),
     Stage(
+        "compare",
+        "the run's PaDIR against the checkpoints it would replace, on the validation split, "
+        "if enabled",
+        PADIR_DECODING,
+        CompareStage,
+        reads_data=True,
+    ),
+    Stage(
         "ablation",
         "PaDIR's decoding choices switched one at a time on the validation split, if enabled",
         PADIR_DECODING,
@@ -529,6 +555,7 @@ class ReproduceConfig:
     padir: TrainStage = field(default_factory=lambda: TrainStage(preset="small-padir"))
     tune: TuneStage = field(default_factory=TuneStage)
     calibrate: CalibrateStage = field(default_factory=CalibrateStage)
+    compare: CompareStage = field(default_factory=CompareStage)
     ablation: AblationStage = field(default_factory=AblationStage)
     evaluate: EvaluateStage = field(default_factory=EvaluateStage)
     bench: BenchStage = field(default_factory=BenchStage)

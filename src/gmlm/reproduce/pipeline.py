@@ -328,6 +328,18 @@ def check_before_start(cfg: ReproduceConfig, todo: Sequence[str]) -> None:
                 parse_variant(variant)
             except GmlmError as err:
                 raise GmlmError(f"ablation.variants: {err}") from None
+    if "compare" in todo and cfg.compare.enabled:
+        if not cfg.compare.against:
+            raise GmlmError(
+                "compare.against is empty: give the checkpoints this run's PaDIR would replace "
+                "(e.g. [checkpoints/multi30k-en-de/padir]), or set compare.enabled=false"
+            )
+        missing = [path for path in cfg.compare.against if not Path(path).exists()]
+        if missing:
+            raise GmlmError(
+                f"compare.against: {', '.join(missing)}: no such folder (a relative path is "
+                f"read from the current folder, {Path.cwd()})"
+            )
     if "train_ablation" in todo and cfg.train_ablation.enabled:
         _check_train_ablation(cfg)
     _check_training_stages(cfg, todo)

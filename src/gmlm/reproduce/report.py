@@ -19,6 +19,7 @@ from gmlm.analysis.results import (
     AblationResult,
     AttentionResult,
     CalibrationResult,
+    ComparisonResult,
     LengthResult,
 )
 from gmlm.bench.plots import plot_tradeoffs
@@ -93,6 +94,7 @@ def write_report(cfg: ReproduceConfig, out: Path) -> Path:
     length = LengthResult.read_if_present(out / "length" / "length.json")
     calibration = CalibrationResult.read_if_present(out / "calibrate" / "calibrate.json")
     ablation = AblationResult.read_if_present(out / "ablation" / "ablation.json")
+    comparison = ComparisonResult.read_if_present(out / "compare" / "compare.json")
     trained = TrainAblationResult.read_if_present(out / "train_ablation" / "train_ablation.json")
     examples = ExampleTranslations.read_if_present(out / "eval" / "examples.json")
     verify = VerifyReport.read_if_present(out / "theory" / "verify.json")
@@ -116,6 +118,8 @@ def write_report(cfg: ReproduceConfig, out: Path) -> Path:
         lines += sections.speed_section(bench, link(plot), shown)
     if calibration is not None:
         lines += sections.calibration_section(calibration, dict(TRAINED_RUNS))
+    if comparison is not None:
+        lines += sections.comparison_section(comparison)
     if ablation is not None:
         lines += sections.ablation_section(ablation)
     if attention is not None:

@@ -20,6 +20,7 @@ from gmlm.analysis.results import (
     AblationResult,
     AttentionResult,
     CalibrationResult,
+    ComparisonResult,
     LengthResult,
 )
 from gmlm.analysis.settings import CalibrationSettings
@@ -417,6 +418,22 @@ def ablation_section(ablation: AblationResult) -> list[str]:
     ]
 
 
+def comparison_section(comparison: ComparisonResult) -> list[str]:
+    from gmlm.analysis.comparison import render_comparison_markdown
+
+    return [
+        "## Against the current model (validation)",
+        "",
+        "`gmlm analyze compare`: the checkpoints this run's PaDIR would replace, then the run's "
+        "PaDIR (last row), each with its own decoding defaults, on the validation split; p: "
+        "against the first row. A checkpoint replaces another on a significant win here, "
+        "before the test set is scored.",
+        "",
+        render_comparison_markdown(comparison).strip(),
+        "",
+    ]
+
+
 def train_ablation_section(result: TrainAblationResult) -> list[str]:
     """Each training variant's validation at the compared step against the padir run's."""
     base = result.baseline
@@ -678,6 +695,7 @@ def commands_section(cfg: ReproduceConfig, out: Path) -> list[str]:
         ),
         *_training_commands(cfg, out),
         *_calibrate_commands(cfg, out),
+        *_compare_commands(cfg, out, padir),
         *([_command("gmlm analyze ablation", padir_data, b)] if b.enabled else []),
         translate,
         f"gmlm evaluate --hyp hyp.txt --ref {reference}",
@@ -773,6 +791,18 @@ def _calibrate_commands(cfg: ReproduceConfig, out: Path) -> list[str]:
         for name, values in grids
         if not given_as_is(cfg, name)
     ]
+
+
+def _compare_commands(cfg: ReproduceConfig, out: Path, padir: Path) -> list[str]:
+    """The compare stage's command: its first checkpoint as --checkpoint, the rest and the
+    run's PaDIR as --against."""
+    c = cfg.compare
+    if not c.enabled or not c.against:
+        return []
+    first, *rest = c.against
+    rows = dataclasses.replace(c, against=(*rest, str(padir)))
+    paths = {"--checkpoint": first, "--data": f"{out}/data"}
+    return [_command("gmlm analyze compare", paths, rows)]
 
 
 def _command(

@@ -417,6 +417,28 @@ def calibrate(ctx: Context) -> dict[str, Any]:
     return {run: {m.setting: m.chosen} for run, m in models.items()}
 
 
+# --------------------------------------------------------------------------- compare
+def compare(ctx: Context) -> dict[str, Any]:
+    c = ctx.cfg.compare
+    if not c.enabled:
+        return {"skipped": "compare.enabled=false"}
+    if ctx.stand_in:
+        return {"skipped": needs_multi30k("the comparison", ctx.stand_in)}
+    from gmlm.analysis.comparison import compare_checkpoints
+
+    result = compare_checkpoints(
+        [*c.against, ctx.checkpoint("padir")],
+        ctx.data_dir,
+        c.split,
+        sentences=c.sentences or None,
+        batch_size=c.batch_size,
+        log=ctx.log,
+    )
+    result.write(ctx.out / "compare" / "compare.json")
+    first, run = result.rows[0], result.rows[-1]
+    return {"bleu": run.quality.bleu, "against": first.quality.bleu, "p_value": run.p_value}
+
+
 # -------------------------------------------------------------------------- ablation
 def ablation(ctx: Context) -> dict[str, Any]:
     b = ctx.cfg.ablation
