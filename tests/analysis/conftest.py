@@ -23,3 +23,14 @@ def ar_checkpoint(word_task_data: Path, tmp_path_factory: pytest.TempPathFactory
     folder = tmp_path_factory.mktemp("analysis") / "ar"
     write_checkpoint_dir(folder, lambda tmp: fill_inference_files(tmp, model, cfg, tokenizer, {}))
     return folder
+
+
+@pytest.fixture
+def no_decoding(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Translating fails the test: for checks that must refuse bad input before any decoding."""
+    from gmlm.translation.translator import Translator
+
+    def refused(*_args: object, **_kwargs: object) -> list[str]:
+        raise AssertionError("decoded before the settings were checked")
+
+    monkeypatch.setattr(Translator, "translate", refused)

@@ -18,7 +18,6 @@ from gmlm.cli.main import main
 from gmlm.data.binarized import load_dataset
 from gmlm.errors import GmlmError
 from gmlm.evaluation.bleu import corpus_scores
-from gmlm.translation.translator import Translator
 
 VARIANTS = ["selection=sum", "length_beam=1 length_offsets=[-1,1]", "prune_after=0"]
 
@@ -106,12 +105,8 @@ def test_bad_input_is_a_clean_error_before_decoding(
     ar_checkpoint: Path,
     word_task_data: Path,
     capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
+    no_decoding: None,
 ) -> None:
-    def no_decoding(*_args: object, **_kwargs: object) -> list[str]:
-        raise AssertionError("decoded before the settings were checked")
-
-    monkeypatch.setattr(Translator, "translate", no_decoding)
     with pytest.raises(GmlmError, match="kind 'padir'"):
         decoding_ablation(ar_checkpoint, word_task_data, device="cpu")
     with pytest.raises(GmlmError, match="unknown config key 'sellection'"):

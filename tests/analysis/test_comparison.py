@@ -18,7 +18,6 @@ from gmlm.cli.main import main
 from gmlm.data.binarized import load_dataset
 from gmlm.errors import GmlmError
 from gmlm.evaluation.bleu import corpus_scores
-from gmlm.translation.translator import Translator
 from tests.helpers.cli import exit_status
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -86,12 +85,8 @@ def test_bad_input_is_a_clean_error_before_decoding(
     word_task_data: Path,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
+    no_decoding: None,
 ) -> None:
-    def no_decoding(*_args: object, **_kwargs: object) -> list[str]:
-        raise AssertionError("decoded before the settings were checked")
-
-    monkeypatch.setattr(Translator, "translate", no_decoding)
     data = word_task_data
     cases = {
         "two checkpoints or more, got 1": dict(checkpoints=[padir_run]),

@@ -205,17 +205,26 @@ def best_row(result: AblationResult) -> AblationRow:
     return max(result.rows, key=lambda r: r.quality.bleu)  # max keeps the first of equals
 
 
-# The decoding table's columns (render_ablation_markdown).
-COLUMNS = (
-    "decoding",
-    "BLEU",
-    "change",
-    "p",
-    "chrF",
-    "length ratio",
-    "stutter / 100 words",
-    "seconds",
-)
+def scored_cells(
+    first: bool, quality: Quality, delta: float, p_value: float | None, same: bool, seconds: float
+) -> tuple[str, ...]:
+    """A compared row's cells from BLEU on (QUALITY_COLUMNS): its change and p-value against
+    the first row (blank on the first row itself), or "same output"."""
+    p = "same output" if same else "" if p_value is None else f"{p_value:.3f}"
+    return (
+        f"{quality.bleu:.2f}",
+        "" if first else f"{delta:+.2f}",
+        p,
+        f"{quality.chrf:.2f}",
+        f"{quality.length_ratio:.3f}",
+        f"{quality.stutter_per_100_words:.3f}",
+        f"{seconds:.1f}",
+    )
+
+
+QUALITY_COLUMNS = ("BLEU", "change", "p", "chrF", "length ratio", "stutter / 100 words", "seconds")
+"""The columns of :func:`scored_cells`."""
+COLUMNS = ("decoding", *QUALITY_COLUMNS)  # the decoding table's (render_ablation_markdown)
 
 
 def render_ablation_markdown(result: AblationResult) -> str:
@@ -238,23 +247,8 @@ def render_ablation_markdown(result: AblationResult) -> str:
         *markdown.table(COLUMNS, align="lrrrrrrr"),
     ]
     for i, r in enumerate(result.rows):
-        q = r.quality
-        change = f"{r.bleu_delta:+.2f}" if i else ""
-        p = "same output" if r.same_output else "" if r.p_value is None else f"{r.p_value:.3f}"
-        lines.append(
-            markdown.row(
-                (
-                    r.variant,
-                    f"{q.bleu:.2f}",
-                    change,
-                    p,
-                    f"{q.chrf:.2f}",
-                    f"{q.length_ratio:.3f}",
-                    f"{q.stutter_per_100_words:.3f}",
-                    f"{r.seconds:.1f}",
-                )
-            )
-        )
+        cells = scored_cells(i == 0, r.quality, r.bleu_delta, r.p_value, r.same_output, r.seconds)
+        lines.append(markdown.row((r.variant, *cells)))
     best = best_row(result)
     lines.append("")
     if best.variant == DEFAULT:

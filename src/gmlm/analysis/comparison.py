@@ -30,9 +30,15 @@ from pathlib import Path
 from typing import Any
 
 from gmlm import markdown
-from gmlm.analysis.ablation import BOOTSTRAP_SAMPLES, NOT_OUTPUT, paired_bootstrap
+from gmlm.analysis.ablation import (
+    BOOTSTRAP_SAMPLES,
+    NOT_OUTPUT,
+    QUALITY_COLUMNS,
+    paired_bootstrap,
+    scored_cells,
+)
 from gmlm.analysis.loading import run_provenance
-from gmlm.analysis.results import ComparisonResult, ComparisonRow, ComparisonSettings
+from gmlm.analysis.results import ComparisonResult, ComparisonRow, PairedScoring
 from gmlm.analysis.split_decoding import decode_scored, read_pairs
 from gmlm.config import BATCH_SIZE, SENTENCES
 from gmlm.decoding.options import Precision
@@ -128,7 +134,7 @@ def compare_checkpoints(
             )
             for i, (path, translator, row_options, decoded) in enumerate(rows)
         ),
-        settings=ComparisonSettings(
+        settings=PairedScoring(
             batch_size=batch_size,
             seed=seed,
             bf16=bf16,
@@ -141,17 +147,7 @@ def compare_checkpoints(
     )
 
 
-COLUMNS = (
-    "checkpoint",
-    "kind",
-    "BLEU",
-    "change",
-    "p",
-    "chrF",
-    "length ratio",
-    "stutter / 100 words",
-    "seconds",
-)
+COLUMNS = ("checkpoint", "kind", *QUALITY_COLUMNS)
 
 
 def render_comparison_markdown(result: ComparisonResult) -> str:
@@ -169,23 +165,8 @@ def render_comparison_markdown(result: ComparisonResult) -> str:
         *markdown.table(COLUMNS, align="llrrrrrrr"),
     ]
     for i, r in enumerate(result.rows):
-        q = r.quality
-        p = "same output" if r.same_output else "" if r.p_value is None else f"{r.p_value:.3f}"
-        lines.append(
-            markdown.row(
-                (
-                    r.checkpoint,
-                    r.kind,
-                    f"{q.bleu:.2f}",
-                    f"{r.bleu_delta:+.2f}" if i else "",
-                    p,
-                    f"{q.chrf:.2f}",
-                    f"{q.length_ratio:.3f}",
-                    f"{q.stutter_per_100_words:.3f}",
-                    f"{r.seconds:.1f}",
-                )
-            )
-        )
+        cells = scored_cells(i == 0, r.quality, r.bleu_delta, r.p_value, r.same_output, r.seconds)
+        lines.append(markdown.row((r.checkpoint, r.kind, *cells)))
     return "\n".join(lines) + "\n"
 
 

@@ -129,15 +129,12 @@ class LengthResult(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
-class AblationRow(Record):
-    """One decoding of the split: `variant` is "default" or the variant's settings as given,
-    `settings` the fields it changes (empty for the default). `bleu_delta`: its BLEU minus the
-    default's; `p_value`: sacrebleu's paired bootstrap against the default (None for the
-    default itself and for a variant with `same_output`: translations equal to the default's,
-    line for line); `seconds`: wall time of its translation of the split."""
+class PairedRow(Record):
+    """One decoding of a split, compared with the first row's: `bleu_delta`, its BLEU minus
+    the first row's; `p_value`, sacrebleu's paired bootstrap against the first row (None for
+    the first row itself and for a row with `same_output`: translations equal to the first
+    row's, line for line); `seconds`, wall time of its translation of the split."""
 
-    variant: str
-    settings: dict[str, Any]
     quality: Quality = field(metadata=FLATTEN)
     bleu_delta: float
     p_value: float | None
@@ -146,12 +143,20 @@ class AblationRow(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
-class AblationSettings(Record):
-    """`decoding`: the default row's options as `dataclasses.asdict` gives them, less those
-    that cannot change a translation (a dict for the reason `AttentionSettings.decoding` is
-    one); `bootstrap`: sacrebleu's signature of the paired bootstrap, its seed included."""
+class AblationRow(PairedRow):
+    """A decoding of the ablation: `variant` is "default" (the first row) or the variant's
+    settings as given, `settings` the fields it changes (empty for the default)."""
 
-    decoding: dict[str, Any]
+    variant: str
+    settings: dict[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PairedScoring(Record):
+    """How the rows of a split's decodings compared by the paired bootstrap were decoded and
+    scored (the ablation's and the comparison's); `bootstrap`: sacrebleu's signature of the
+    paired bootstrap, its seed included."""
+
     batch_size: int
     seed: int
     bf16: bool
@@ -162,6 +167,15 @@ class AblationSettings(Record):
     threads: int
     torch: str
     gmlm: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class AblationSettings(PairedScoring):
+    """`decoding`: the default row's options as `dataclasses.asdict` gives them, less those
+    that cannot change a translation (a dict for the reason `AttentionSettings.decoding` is
+    one)."""
+
+    decoding: dict[str, Any]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -184,36 +198,13 @@ class AblationResult(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
-class ComparisonRow(Record):
+class ComparisonRow(PairedRow):
     """One checkpoint's decoding of the split, with its own decoding defaults (decoding.json)
-    changed by the flags of its kind (`decoding`: the options it decoded with). `bleu_delta`,
-    `p_value`, `same_output`: against the first row, as :class:`AblationRow`'s."""
+    changed by the flags of its kind (`decoding`: the options it decoded with)."""
 
     checkpoint: str
     kind: str
     decoding: dict[str, Any]
-    quality: Quality = field(metadata=FLATTEN)
-    bleu_delta: float
-    p_value: float | None
-    same_output: bool
-    seconds: float
-
-
-@dataclass(frozen=True, kw_only=True)
-class ComparisonSettings(Record):
-    """How every row decoded and was scored (`bootstrap`: sacrebleu's signature of the paired
-    bootstrap, its seed included)."""
-
-    batch_size: int
-    seed: int
-    bf16: bool
-    tokenize: str
-    bleu_signature: str
-    bootstrap: str
-    device: str
-    threads: int
-    torch: str
-    gmlm: str
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -226,7 +217,7 @@ class ComparisonResult(Record):
     in_split: int
     sentences: int
     rows: tuple[ComparisonRow, ...]
-    settings: ComparisonSettings
+    settings: PairedScoring
     seconds: float
 
 
