@@ -336,7 +336,7 @@ def test_a_given_checkpoint_replaced_on_disk_redoes_what_read_it(tmp_path: Path)
     # stages outside --stages lose their records, so that the next whole run redoes them.
     later = "calibrate, evaluate, bench, attention, report"
     redo = f"redoing ar; {later} will run again without --stages"
-    assert f"[ar] the given checkpoint changed since this run used it: {redo}" in messages
+    assert f"[ar] a given checkpoint changed since this run used it: {redo}" in messages
     for name in later.split(", "):
         assert not (out / "stages" / f"{name}.json").exists()
     assert StageRecord.read(out / "stages" / "ar.json").fingerprint == checkpoint_fingerprint(ar)
@@ -345,7 +345,7 @@ def test_a_given_checkpoint_replaced_on_disk_redoes_what_read_it(tmp_path: Path)
     dataclasses.replace(record, summary={"checkpoint": "x"}).write(out / "stages" / "padir.json")
     messages.clear()
     run_reproduce(cfg, out, ["padir"], progress=False, log=messages.append)
-    assert "[padir] the given checkpoint changed since this run used it: redoing padir" in messages
+    assert "[padir] a given checkpoint changed since this run used it: redoing padir" in messages
     assert StageRecord.read(out / "stages" / "padir.json").fingerprint is not None
 
 

@@ -16,7 +16,7 @@ from gmlm.config import ConfigError, to_dict
 from gmlm.decoding.options import parse_variant
 from gmlm.errors import GmlmError
 from gmlm.evaluation.summary import quality_row
-from gmlm.reproduce.config import STAGES, load_reproduce_config, parse_stages
+from gmlm.reproduce.config import STAGE, STAGES, load_reproduce_config, parse_stages
 from gmlm.reproduce.pipeline import check_run_folder, run_reproduce
 from gmlm.reproduce.publish import NOTES_MARKER, publish_report
 from gmlm.reproduce.sections import AR_BLEU_FLOOR
@@ -390,6 +390,9 @@ def test_stage_needs_its_inputs(tmp_path):
     cfg = load_reproduce_config("smoke")
     with pytest.raises(GmlmError, match="stage 'teacher' needs stage\\(s\\) data first"):
         run_reproduce(cfg, tmp_path / "run", ["teacher"], progress=False, log=lambda _m: None)
+    with pytest.raises(GmlmError, match=r"--redo padir: not among the stages to run .*add it"):
+        run_reproduce(cfg, tmp_path / "other", ["report"], redo=["padir"], progress=False)
+    assert not (tmp_path / "other").exists()
 
 
 # The ar1 stage switched on: a 1-layer-decoder AR student beside the others.
@@ -549,6 +552,8 @@ def test_whole_pipeline_on_a_synthetic_corpus(corpus, tmp_path):
     assert sum("done already" in m for m in again) == len(STAGES)
     # Redoing the evaluation reuses the written hypotheses and gives the same scores.
     run_reproduce(cfg, out, ["evaluate"], redo=["evaluate"], progress=False, log=again.append)
+    redone = "redoing evaluate; report will run again without --stages"
+    assert f"[evaluate] run again by --redo, with the stages that read it: {redone}" in again
     assert json.loads((out / "eval" / "scores.json").read_text())["systems"] == [
         {**r, "decode_seconds": None} for r in scores["systems"]
     ]
@@ -569,6 +574,14 @@ def test_whole_pipeline_on_a_synthetic_corpus(corpus, tmp_path):
             [(r.value, r.bleu) for r in first.rows],
         ), run
     assert f"  padir: {earlier} holds an earlier calibration's choice: choosing again" in again
+    # What read the calibration goes with it, outside --stages by the next whole run: no
+    # result stays computed with settings that are gone (the report went with the evaluation).
+    readers = [n for n in STAGES if "calibrate" in STAGE[n].needs]
+    assert readers[:2] == ["compare", "ablation"]
+    redoing = f"redoing calibrate; {', '.join(readers)} will run again without --stages"
+    assert f"[calibrate] run again by --redo, with the stages that read it: {redoing}" in again
+    done = [n for n in STAGES if (out / "stages" / f"{n}.json").is_file()]
+    assert done == [n for n in STAGES if n not in [*readers, "report"]]
 
 
 @pytest.mark.slow

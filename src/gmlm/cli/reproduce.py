@@ -54,7 +54,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--preset", default="demo", help="preset name or YAML file (default demo)")
     p.add_argument("--out", type=Path, default=None, help="run folder (default runs/PRESET)")
     p.add_argument("--stages", default=None, help="comma-separated stages to run (default all)")
-    p.add_argument("--redo", default=None, help="comma-separated finished stages to run again")
+    p.add_argument(
+        "--redo",
+        default=None,
+        help="comma-separated finished stages to run again (among --stages); the finished "
+        "stages that read their output and the report run again with them",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument(
         "--publish",

@@ -22,6 +22,11 @@ missing (`data.examples_if_missing`) is provisional: once the files are there (a
 configured folder, or at another one given as `data.corpus`), rerunning the same command
 prepares the test set and redoes the stages that read it.
 
+A stage run again (`--redo`, or a checkpoint given to it that changed on disk) takes with it
+every finished stage that read its output, directly or not, and the report: no result stays
+computed from an output that is gone. Those outside --stages lose their records, so that the
+next run without --stages runs them.
+
 Each stage starts with a line saying what it does and, where the preset states measured stage
 times (`expected_seconds`), about how long the run has left, scaled by how fast the stages of
 this invocation have gone so far against those times.
@@ -200,9 +205,16 @@ def run_reproduce(
 ) -> Path:
     """Run the stages `only` (pipeline order) of `cfg` in `out`; returns `out`.
 
-    Finished stages are skipped unless named in `redo`. A stage whose inputs are missing is an
-    error naming the stage to run first.
+    Finished stages are skipped unless named in `redo` (stages of `only`), which redoes also
+    the finished stages that read them. A stage whose inputs are missing is an error naming the
+    stage to run first.
     """
+    outside = [name for name in redo if name not in only]
+    if outside:
+        raise GmlmError(
+            f"--redo {','.join(outside)}: not among the stages to run (--stages "
+            f"{','.join(only)}); add {'it' if len(outside) == 1 else 'them'} to --stages"
+        )
     out = Path(out)
     with folder_lock(out, f"--out {out}"):
         _run_stages(cfg, out, only, redo, progress, log)
@@ -226,8 +238,14 @@ def _run_stages(
     if cfg.threads > 0:
         torch.set_num_threads(cfg.threads)
     ctx = stages.Context(cfg, out, progress, log)
-    redo = list(redo)
-    redo += [name for name in _changed_given(cfg, out, only, log) if name not in redo]
+    changed = _changed_given(cfg, out)
+    if changed:
+        why = f"[{', '.join(changed)}] a given checkpoint changed since this run used it"
+        changed = _with_readers(out, changed, only, why, log, say_alone=True)
+    if redo:
+        why = f"[{', '.join(redo)}] run again by --redo, with the stages that read it"
+        redo = _with_readers(out, redo, only, why, log, say_alone=False)
+    redo = list(dict.fromkeys([*redo, *changed]))
     if "data" in only and stage_done(out, "data") and _stand_in_outdated(cfg, out):
         log(
             f"[data] the test set is there now ({cfg.data.corpus}): preparing it and redoing "
@@ -271,18 +289,16 @@ def _run_stages(
         log(f"[{name}] finished in {seconds / 60:.1f} min")
 
 
-def _changed_given(
-    cfg: ReproduceConfig, out: Path, only: Sequence[str], log: Callable[[str], None]
-) -> list[str]:
-    """The finished stages of `only` to redo because a checkpoint given to a training stage
-    (`ar.checkpoint=DIR`, as the demo's released models) is not the one the stage recorded: a
-    repository update replaced the released models, say. That stage, every finished stage that
-    read it (directly or not) and the report; the records of those stages outside `only` are
-    removed, so that the next run without --stages runs them. (The evaluation translates the
-    changed models again by itself: gmlm.reproduce.hypotheses.) A record without a digest
-    (from a gmlm before digests) counts as changed."""
+def _changed_given(cfg: ReproduceConfig, out: Path) -> list[str]:
+    """The finished stages that were given a checkpoint (`ar.checkpoint=DIR`, as the demo's
+    released models; `compare.against`) that is not the one the stage recorded: a repository
+    update replaced the released models, or a retrained model was shipped. A record without
+    the digests (from a gmlm before them) counts as changed."""
     from gmlm.checkpoint.fingerprint import checkpoint_fingerprint
     from gmlm.checkpoint.loading import resolve_checkpoint
+
+    def digest(path: str) -> str:
+        return checkpoint_fingerprint(resolve_checkpoint(path))
 
     changed = []
     for name in TRAINING_STAGES:
@@ -290,25 +306,48 @@ def _changed_given(
         record = StageRecord.read_if_present(out / "stages" / f"{name}.json")
         if not given or record is None or not Path(given).exists():
             continue  # nothing given, not run yet, or the stage itself reports the missing folder
-        if record.fingerprint != checkpoint_fingerprint(resolve_checkpoint(given)):
+        if record.fingerprint != digest(given):
             changed.append(name)
-    if not changed:
-        return []
-    redo = list(changed)
+    record = StageRecord.read_if_present(out / "stages" / "compare.json")
+    if record is not None and cfg.compare.enabled and "skipped" not in record.summary:
+        recorded = record.fingerprints
+        present = [path for path in cfg.compare.against if Path(path).exists()]
+        if any(recorded.get(path) != digest(path) for path in present):
+            changed.append("compare")
+    return changed
+
+
+def _with_readers(
+    out: Path,
+    names: Sequence[str],
+    only: Sequence[str],
+    why: str,
+    log: Callable[[str], None],
+    *,
+    say_alone: bool,
+) -> list[str]:
+    """The stages of `only` to run again for `names`: those, every finished stage that read
+    one of them (directly or not) and a finished report, so that no result is left from the
+    output they replace. The records of those outside `only` are removed, so that the next
+    run without --stages runs them. (The evaluation translates the changed models again by
+    itself: gmlm.reproduce.hypotheses.) `why` starts the line that says so, written also
+    when no other stage is redone if `say_alone`."""
+    redo = list(names)
     for name in STAGES:  # pipeline order: a stage's inputs come before it
         if name not in redo and stage_done(out, name) and set(STAGE[name].needs) & set(redo):
             redo.append(name)
     if stage_done(out, "report") and "report" not in redo:
         redo.append("report")
-    later = [name for name in redo if name not in only]
+    later = [name for name in redo if name not in only and stage_done(out, name)]
     for name in later:
         (out / "stages" / f"{name}.json").unlink()
-    log(
-        f"[{', '.join(changed)}] the given checkpoint changed since this run used it: redoing "
-        f"{', '.join(name for name in redo if name in only)}"
-        + (f"; {', '.join(later)} will run again without --stages" if later else "")
-    )
-    return [name for name in redo if name in only]
+    now = [name for name in redo if name in only]
+    if say_alone or redo != list(names):
+        log(
+            f"{why}: redoing {', '.join(now)}"
+            + (f"; {', '.join(later)} will run again without --stages" if later else "")
+        )
+    return now
 
 
 def check_before_start(cfg: ReproduceConfig, todo: Sequence[str]) -> None:

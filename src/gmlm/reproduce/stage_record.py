@@ -12,6 +12,9 @@ STAND_IN = "stand_in"  # the data stage's summary key: why the examples stood in
 # A training stage's summary key when it was given a checkpoint: the checkpoint's digest
 # (`gmlm.checkpoint.fingerprint.checkpoint_fingerprint`) when the stage used it.
 FINGERPRINT = "fingerprint"
+# The compare stage's summary key: the digest of each checkpoint of `compare.against`, by the
+# path the config gives.
+FINGERPRINTS = "fingerprints"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -20,7 +23,8 @@ class StageRecord(Record):
     time), the `host`, and the stage's `summary`. The summary stays a dict: each stage returns
     a few numbers of its own shape for people to read (pairs per split, best checkpoint, BLEU
     per system); the report reads only the trainer's total time, `train_seconds`, and the
-    data stage's `stand_in`, and the pipeline a given checkpoint's `fingerprint`."""
+    data stage's `stand_in`, and the pipeline the digests of given checkpoints (`fingerprint`,
+    `fingerprints`)."""
 
     stage: str
     seconds: float
@@ -47,3 +51,13 @@ class StageRecord(Record):
         used it; None for a trained one, or one recorded before gmlm kept digests."""
         value = self.summary.get(FINGERPRINT)
         return value if isinstance(value, str) and value else None
+
+    @property
+    def fingerprints(self) -> dict[str, str]:
+        """The digests of the checkpoints the compare stage was given, by the path its config
+        gives, as they were when it compared them; empty for another stage, or a record from
+        before gmlm kept them."""
+        value = self.summary.get(FINGERPRINTS)
+        if not isinstance(value, dict):
+            return {}
+        return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}

@@ -34,7 +34,7 @@ from gmlm.reproduce.hypotheses import (
     saved_translations,
     sources_digest,
 )
-from gmlm.reproduce.stage_record import FINGERPRINT, STAND_IN
+from gmlm.reproduce.stage_record import FINGERPRINT, FINGERPRINTS, STAND_IN
 from gmlm.reproduce.stand_in import (
     EXAMPLES,
     ExampleTranslations,
@@ -425,7 +425,11 @@ def compare(ctx: Context) -> dict[str, Any]:
     if ctx.stand_in:
         return {"skipped": needs_multi30k("the comparison", ctx.stand_in)}
     from gmlm.analysis.comparison import compare_checkpoints
+    from gmlm.checkpoint.fingerprint import checkpoint_fingerprint
+    from gmlm.checkpoint.loading import resolve_checkpoint
 
+    # Before comparing: a checkpoint replaced meanwhile then makes the next run compare again.
+    digests = {path: checkpoint_fingerprint(resolve_checkpoint(path)) for path in c.against}
     result = compare_checkpoints(
         [*c.against, ctx.checkpoint("padir")],
         ctx.data_dir,
@@ -436,7 +440,12 @@ def compare(ctx: Context) -> dict[str, Any]:
     )
     result.write(ctx.out / "compare" / "compare.json")
     first, run = result.rows[0], result.rows[-1]
-    return {"bleu": run.quality.bleu, "against": first.quality.bleu, "p_value": run.p_value}
+    return {
+        "bleu": run.quality.bleu,
+        "against": first.quality.bleu,
+        "p_value": run.p_value,
+        FINGERPRINTS: digests,
+    }
 
 
 # -------------------------------------------------------------------------- ablation
