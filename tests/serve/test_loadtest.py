@@ -3,6 +3,7 @@ real server with a fake model (counts, errors by status, capacity, report and pl
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 
@@ -195,3 +196,41 @@ def test_cli_starts_its_own_service_and_writes_every_output(
     capsys.readouterr()
     assert exit_status(["loadtest", "--options", "padir=[1]"]) == 2
     assert "expected MODEL=JSON" in capsys.readouterr().err
+
+
+def test_a_service_that_stops_answering_is_a_failed_rate_or_a_clear_error(monkeypatch):
+    """A service that does not answer GET /metrics after a rate within the client's timeout
+    has not held that rate: the rate says so among its errors, keeps no server-side figures
+    and no capacity, and the run goes on to the next rate (the measurements before it are not
+    lost). A warm-up request that gets no answer is an error naming the setting to change."""
+    import time
+
+    import gmlm.serve.routes as routes
+
+    calls = itertools.count()
+    real = routes.generate_latest
+
+    def stalls_once(registry):  # type: ignore[no-untyped-def]
+        if next(calls) == 1:  # the scrape after the first rate
+            time.sleep(0.8)  # past the client's 0.5 s (the next scrape may wait on it too)
+        return real(registry)
+
+    monkeypatch.setattr(routes, "generate_latest", stalls_once)
+    backend = GatedBackend()
+    with running(lambda: {"fake": backend}) as url:
+        load = LoadSettings(rates=(5.0, 5.0, 5.0), duration=0.4, warmup=0, timeout_s=0.5)
+        points = run_loadtest(url, ["fake"], ["ein Hund"], load, log=lambda _l: None).points
+        first, last = points[0], points[-1]
+        assert first.errors == {"/metrics unanswered": 1}
+        assert (first.batch_sentences_mean, first.queue_wait_ms_mean, first.resident_mb) == (
+            None,
+            None,
+            None,
+        )
+        assert capacity([first], "fake", 5000.0) is None
+        assert "/metrics unanswered" not in last.errors and last.resident_mb is not None
+        backend.gate.clear()  # the model never answers now
+        with pytest.raises(GmlmError, match="warm-up request to fake: no answer within --timeout"):
+            warm = dataclasses.replace(SHORT, warmup=1, timeout_s=0.5)
+            run_loadtest(url, ["fake"], ["a"], warm, log=lambda _l: None)
+        backend.gate.set()

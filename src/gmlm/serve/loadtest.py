@@ -10,8 +10,10 @@ of requests and the time are bounded.
 Per model and rate: the client's latency of answered requests (p50, p90, p99), achieved
 throughput (answers per second), errors by status, the service's own decode time (its
 `timings.batch_ms`, so the HTTP and queueing overhead is the difference), and from /metrics the
-mean queue wait, the mean batch size and the server's resident memory after the rate. A model's
-capacity is the highest offered rate answered with p99 under `p99_limit_ms` and no errors.
+mean queue wait, the mean batch size and the server's resident memory after the rate; a service
+that does not answer /metrics around a rate within the client's timeout has stalled, and the
+rate counts it among its errors (the run goes on). A model's capacity is the highest offered
+rate answered with p99 under `p99_limit_ms` and no errors.
 """
 
 from __future__ import annotations
@@ -186,6 +188,23 @@ def _delta_mean(before: str, after: str, name: str, model: str) -> float | None:
     return (sums[1] - sums[0]) / n if n > 0 else None
 
 
+# The errors key of a rate after which (or before which) the service did not answer GET
+# /metrics within the client's timeout: a service that stalls has not held that rate.
+METRICS_UNANSWERED = "/metrics unanswered"
+
+
+async def _metrics(client: Any) -> str:
+    """The service's Prometheus text, or "" when it does not answer within the client's
+    timeout (or the connection fails)."""
+    import httpx
+
+    try:
+        answer = await client.get("/metrics")
+    except httpx.TransportError:
+        return ""
+    return str(answer.text) if answer.status_code == 200 else ""
+
+
 async def _one_rate(
     client: Any, model: str, rate: float, settings: dict[str, Any], texts: Sequence[str]
 ) -> RatePoint:
@@ -199,7 +218,7 @@ async def _one_rate(
     overhead: list[float] = []
     in_handler: list[float] = []
     errors: Counter[str] = Counter()
-    before = (await client.get("/metrics")).text
+    before = await _metrics(client)
 
     async def send(i: int, at: float) -> None:
         delay = at - (time.monotonic() - start)
@@ -234,7 +253,10 @@ async def _one_rate(
     start = time.monotonic()
     await asyncio.gather(*(send(i, at) for i, at in enumerate(times)))
     span = max(time.monotonic() - start, 1e-9)
-    after = (await client.get("/metrics")).text
+    after = await _metrics(client)
+    if not (before and after):  # the rate's server-side figures are then unknown
+        errors[METRICS_UNANSWERED] += 1
+        before = after = ""
     wait = _delta_mean(before, after, "gmlm_queue_wait_seconds", model)
     captures = _delta(before, after, "gmlm_cuda_graph_captures_total", model)
     capture_s = _delta(before, after, "gmlm_cuda_graph_capture_seconds_total", model)
@@ -312,15 +334,17 @@ def run_loadtest(
         async with httpx.AsyncClient(base_url=base, timeout=timeout_s, limits=limits) as client:
             try:
                 ready = await client.get("/ready")
+                listed = await client.get("/v1/models")
             except httpx.TransportError as err:
                 raise GmlmError(
-                    f"--url {base}: no service answers ({err}); start gmlm serve"
+                    f"--url {base}: no service answers ({err or type(err).__name__}); start "
+                    "gmlm serve"
                 ) from None
             if ready.status_code != 200:
                 raise GmlmError(
                     f"{base}/ready answers {ready.status_code}: the models are not ready"
                 )
-            served = {m["name"] for m in (await client.get("/v1/models")).json()["models"]}
+            served = {m["name"] for m in listed.json()["models"]}
             unknown = [m for m in models if m not in served]
             if unknown:
                 raise GmlmError(
@@ -334,7 +358,14 @@ def run_loadtest(
                         "text": [texts[i % len(texts)]],
                         "options": per_model[model],
                     }
-                    answer = await client.post("/v1/translate", json=body)
+                    try:
+                        answer = await client.post("/v1/translate", json=body)
+                    except httpx.TransportError as err:
+                        raise GmlmError(
+                            f"warm-up request to {model}: no answer within --timeout "
+                            f"{timeout_s:g} s ({type(err).__name__}); raise --timeout, or "
+                            "send lighter settings"
+                        ) from None
                     if answer.status_code != 200:
                         raise GmlmError(
                             f"warm-up request to {model}: {answer.status_code} {answer.text}"
