@@ -10,6 +10,7 @@ import json
 import httpx
 import numpy as np
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from gmlm.cli.main import main
 from gmlm.errors import GmlmError
@@ -234,3 +235,39 @@ def test_a_service_that_stops_answering_is_a_failed_rate_or_a_clear_error(monkey
             warm = dataclasses.replace(SHORT, warmup=1, timeout_s=0.5)
             run_loadtest(url, ["fake"], ["a"], warm, log=lambda _l: None)
         backend.gate.set()
+
+
+class BlockingBackend(GatedBackend):
+    """A fake model whose checks hold the service's event loop 0.3 s a request (`prepare`
+    runs on the loop), as any work done there would."""
+
+    def prepare(self, texts, settings, seed):  # type: ignore[no-untyped-def]
+        import time
+
+        time.sleep(0.3)
+        return super().prepare(texts, settings, seed)
+
+
+def test_work_on_the_event_loop_shows_in_the_health_probe_and_the_lag_metric():
+    """Each request holds the loop 0.3 s and they come about every 0.2 s: the /health probes
+    of the rate wait for it, and the service's own lag histogram sees wake-ups late by more
+    than 0.15 s (a 0.3 s hold delays a 0.1 s sleep's wake-up by at least 0.2 s). Without the
+    hold both are there (how prompt they are then depends on the machine: not asserted)."""
+    for backend, held in ((BlockingBackend(), True), (GatedBackend(), False)):
+        with running(lambda b=backend: {"fake": b}) as url:
+            load = LoadSettings(rates=(5.0,), duration=1.5, warmup=0, p99_limit_ms=5000.0)
+            (point,) = run_loadtest(url, ["fake"], ["ein Hund"], load, log=lambda _l: None).points
+            metrics = httpx.get(url + "/metrics").text
+        late = scrape(metrics, "gmlm_event_loop_lag_seconds_count", None)
+        prompt = [
+            s.value
+            for f in text_string_to_metric_families(metrics)
+            for s in f.samples
+            if s.name == "gmlm_event_loop_lag_seconds_bucket" and s.labels == {"le": "0.15"}
+        ]
+        assert late is not None and late > 0 and len(prompt) == 1
+        assert point.health_ms_max is not None and point.ok > 0
+        if held:
+            assert prompt[0] < late  # some wake-up later than 0.15 s
+            assert point.health_ms_max > 100.0
+            assert f"slowest /health {point.health_ms_max:.1f} ms" in describe(point)

@@ -1,5 +1,6 @@
 """The service's life, as FastAPI's lifespan: models loaded and warmed up after the server
-answers (:func:`start`), dead worker processes restarted (:func:`supervise`), and on shutdown,
+answers (:func:`start`), dead worker processes restarted (:func:`supervise`), the event loop's
+lag measured (:func:`watch_loop`), and on shutdown,
 once uvicorn has answered every accepted request, running batches stopped early and the models
 closed (:func:`stop`)."""
 
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -14,6 +16,7 @@ from typing import Any
 from gmlm.serve.backends import Backend, Supervised
 from gmlm.serve.batcher import Batcher
 from gmlm.serve.logs import LOG
+from gmlm.serve.metrics import LOOP_PROBE_S
 from gmlm.serve.state import AppState
 
 Load = Callable[[], Mapping[str, Backend]]
@@ -44,6 +47,7 @@ async def start(
         return
     start_batchers(state, rates)
     state.tasks.append(asyncio.create_task(supervise(state), name="gmlm-supervise"))
+    state.tasks.append(asyncio.create_task(watch_loop(state), name="gmlm-loop-lag"))
     state.ready = True
 
 
@@ -71,6 +75,15 @@ async def supervise(state: AppState) -> None:
                 LOG.warning("model %s: its worker process died; restarting it", name)
                 with contextlib.suppress(Exception):  # tried again next round
                     await loop.run_in_executor(state.loader, backend.revive)
+
+
+async def watch_loop(state: AppState) -> None:
+    """Observe how late the event loop wakes a sleeping task (gmlm_event_loop_lag_seconds):
+    work on the loop that holds up every request, which the batches' own timings miss."""
+    while True:
+        asleep = time.monotonic()
+        await asyncio.sleep(LOOP_PROBE_S)
+        state.metrics.loop_lag.observe(max(0.0, time.monotonic() - asleep - LOOP_PROBE_S))
 
 
 async def stop(state: AppState, starting: asyncio.Task[None]) -> None:

@@ -32,6 +32,7 @@ COLUMNS = (
     "batch sentences",
     "RSS MB",
     "graph captures (ms)",
+    "slowest /health ms",
 )
 
 
@@ -44,7 +45,7 @@ def markdown(result: LoadResult) -> str:
         f"{s['lines']} line(s) per request, options {options}; "
         f"{result.provenance.get('cpu', '?')}, gmlm {result.provenance.get('gmlm', '?')}.",
         "",
-        *table(COLUMNS, align="lrrrrrrrlrrlrrrr"),
+        *table(COLUMNS, align="lrrrrrrrlrrlrrrrr"),
     ]
     for p in result.points:
         errors = ", ".join(f"{k}: {v}" for k, v in p.errors.items()) or "none"
@@ -65,6 +66,7 @@ def markdown(result: LoadResult) -> str:
             _ms(p.batch_sentences_mean),
             _ms(p.resident_mb),
             "-" if p.graph_captures is None else f"{p.graph_captures} ({_ms(p.graph_capture_ms)})",
+            _ms(p.health_ms_max),
         )
         lines.append(row(cells))
     lines += [

@@ -12,7 +12,9 @@ throughput (answers per second), errors by status, the service's own decode time
 `timings.batch_ms`, so the HTTP and queueing overhead is the difference), and from /metrics the
 mean queue wait, the mean batch size and the server's resident memory after the rate; a service
 that does not answer /metrics around a rate within the client's timeout has stalled, and the
-rate counts it among its errors (the run goes on). A model's capacity is the highest offered
+rate counts it among its errors (the run goes on). A GET /health probe every 0.25 s during each
+rate gives the slowest answer: how long any request waits on the service's event loop. A
+model's capacity is the highest offered
 rate answered with p99 under `p99_limit_ms` and no errors.
 """
 
@@ -115,6 +117,9 @@ class RatePoint(Record):
     # its batches waited for them; absent where it captures none (a CPU) or in older files.
     graph_captures: int | None = field(default=None, metadata=OMIT_NONE)
     graph_capture_ms: float | None = field(default=None, metadata=OMIT_NONE)
+    # The slowest answer to GET /health, sent every PROBE_S during the rate: how long any
+    # request waits on the service's event loop (absent in older files).
+    health_ms_max: float | None = field(default=None, metadata=OMIT_NONE)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -191,6 +196,9 @@ def _delta_mean(before: str, after: str, name: str, model: str) -> float | None:
 # The errors key of a rate after which (or before which) the service did not answer GET
 # /metrics within the client's timeout: a service that stalls has not held that rate.
 METRICS_UNANSWERED = "/metrics unanswered"
+# Likewise for a GET /health probe sent during the rate; and how often a probe is sent.
+HEALTH_UNANSWERED = "/health unanswered"
+PROBE_S = 0.25
 
 
 async def _metrics(client: Any) -> str:
@@ -250,8 +258,21 @@ async def _one_rate(
             if answer.status_code == 503:
                 refusals.append(elapsed)
 
+    probes: list[float] = []
+
+    async def probe() -> None:
+        while time.monotonic() - start < settings["duration"]:
+            sent = time.monotonic()
+            try:
+                await client.get("/health")
+            except httpx.TransportError:
+                errors[HEALTH_UNANSWERED] += 1
+                return
+            probes.append(1000.0 * (time.monotonic() - sent))
+            await asyncio.sleep(PROBE_S)
+
     start = time.monotonic()
-    await asyncio.gather(*(send(i, at) for i, at in enumerate(times)))
+    await asyncio.gather(probe(), *(send(i, at) for i, at in enumerate(times)))
     span = max(time.monotonic() - start, 1e-9)
     after = await _metrics(client)
     if not (before and after):  # the rate's server-side figures are then unknown
@@ -280,6 +301,7 @@ async def _one_rate(
         resident_mb=None if resident is None else resident / 2**20,
         graph_captures=None if captures is None else round(captures),
         graph_capture_ms=None if capture_s is None else 1000.0 * capture_s,
+        health_ms_max=max(probes) if probes else None,
     )
 
 
@@ -444,7 +466,8 @@ def describe(p: RatePoint) -> str:
         f"{'' if p.refused_p99_ms is None else f' (503s in {ms(p.refused_p99_ms)} ms at p99)'}; "
         f"server decode p50 {ms(p.server_batch_ms_p50)} ms, queue wait {ms(p.queue_wait_ms_mean)} "
         f"ms, batch {ms(p.batch_sentences_mean)} sentences; not decoding (p50 per request) "
-        f"{ms(p.overhead_ms_p50)} ms, {ms(p.handler_overhead_ms_p50)} of it in the handler"
+        f"{ms(p.overhead_ms_p50)} ms, {ms(p.handler_overhead_ms_p50)} of it in the handler; "
+        f"slowest /health {ms(p.health_ms_max)} ms"
         + (
             ""
             if p.graph_captures is None

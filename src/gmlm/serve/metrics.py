@@ -19,6 +19,8 @@ LATENCY_BUCKETS = (
     1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 30.0,
 )  # fmt: skip
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+# How often the service measures its event loop's lag (seconds; gmlm_event_loop_lag_seconds).
+LOOP_PROBE_S = 0.1
 
 
 class DroppedLogLines(Collector):
@@ -144,6 +146,13 @@ class Metrics:
             "Request lines the input language check flagged, by model and reason: language "
             "(confidently another language than the model's source language) or no_letters",
             ["model", "reason"],
+            registry=self.registry,
+        )
+        self.loop_lag = Histogram(
+            "gmlm_event_loop_lag_seconds",
+            f"How late the event loop woke a task that slept {LOOP_PROBE_S:g} s: the time any "
+            "request (a translation, /health, /metrics) waits before the service reads it",
+            buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
         self.device_busy = Counter(
