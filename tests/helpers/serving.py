@@ -68,7 +68,9 @@ def running(
     app = create_app(load, settings, warmup)
     sock = bind("127.0.0.1", 0)
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    server = uvicorn.Server(uvicorn.Config(app, log_level="error", access_log=False))
+    server = uvicorn.Server(
+        uvicorn.Config(app, log_level="error", access_log=False, log_config=None)
+    )
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + ready_timeout

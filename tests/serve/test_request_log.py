@@ -116,8 +116,9 @@ def stream():
     """A log stream configured by the test, and the handler taken off afterwards."""
     out = io.StringIO()
     yield out
-    for handler in [h for h in logs.LOG.handlers if isinstance(h, logs.BackgroundHandler)]:
-        logs.LOG.removeHandler(handler)
+    for handler in [h for h in logs.ROOT.handlers if isinstance(h, logs.BackgroundHandler)]:
+        logs.ROOT.removeHandler(handler)
+    logging.captureWarnings(False)
 
 
 def test_json_lines_parse_and_carry_the_fields(stream):
@@ -148,6 +149,29 @@ def test_text_lines_are_readable(stream):
         "gmlm serve: GET /v1/models request_id=r2 model=-",
         "gmlm serve: error: replica 7: no model",
     ]
+
+
+def test_other_loggers_and_warnings_go_through_the_queue_too(stream, capsys):
+    """uvicorn's and asyncio's records and Python warnings reach stderr through the service's
+    queue as well: written to an unread stderr pipe from the event loop directly (asyncio's
+    "Future exception was never retrieved", say), they would stall every request."""
+    import warnings
+
+    logs.configure("text", stream)
+    logging.getLogger("asyncio").error("Future exception was never retrieved")
+    logging.getLogger("uvicorn.error").error("Exception in ASGI application")
+    warnings.warn("a library's warning", UserWarning, stacklevel=1)
+    logging.getLogger("some.library").info("below WARNING: not written")
+    logs.flush()
+    lines = stream.getvalue().splitlines()
+    assert lines[:2] == [
+        "gmlm serve: error: [asyncio] Future exception was never retrieved",
+        "gmlm serve: error: [uvicorn.error] Exception in ASGI application",
+    ]
+    assert lines[2].startswith("gmlm serve: warning: [py.warnings] ")
+    assert "UserWarning: a library's warning" in lines[2]
+    assert "below WARNING" not in stream.getvalue()
+    assert capsys.readouterr().err == ""
 
 
 def test_a_stderr_nobody_reads_does_not_block_the_service():
@@ -194,7 +218,7 @@ def test_dropped_log_lines_are_a_metric_that_survives_a_new_handler():
     assert start == logs.dropped_lines()
     handler = logs.BackgroundHandler(Stuck(), capacity=2)
     handler.setFormatter(logs.TextFormatter())
-    logs.LOG.addHandler(handler)
+    logs.ROOT.addHandler(handler)
     try:
         record = logging.LogRecord("gmlm.serve", logging.INFO, __file__, 1, "x", None, None)
         for _ in range(10):
@@ -202,9 +226,10 @@ def test_dropped_log_lines_are_a_metric_that_survives_a_new_handler():
         assert scraped() == start + handler.dropped and handler.dropped >= 7
         release.set()
         replacement = logs.configure(stream=io.StringIO())
-        assert handler not in logs.LOG.handlers
+        assert handler not in logs.ROOT.handlers
         assert scraped() == start + handler.dropped
     finally:
         release.set()
-        logs.LOG.removeHandler(handler)
-        logs.LOG.removeHandler(replacement)
+        logs.ROOT.removeHandler(handler)
+        logs.ROOT.removeHandler(replacement)
+        logging.captureWarnings(False)

@@ -5,6 +5,7 @@ disconnects, a failing batch, metrics, and SIGTERM under load."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import re
@@ -227,6 +228,23 @@ def test_deadline_gives_504_and_the_expired_work_is_never_decoded(gated):
     assert first[1]["answer"].status_code == 200  # type: ignore[attr-defined]
     assert post(url, {"model": "fake", "text": ["b"]}).status_code == 200
     assert ["late"] not in backend.batches and _queued(url) == 0
+
+
+def test_a_request_answered_504_leaves_no_unretrieved_exception_behind(gated, caplog):
+    """A request answered 504 while its batch runs, and the batch then fails: nobody awaits
+    its error any more, so nothing may log "Future exception was never retrieved" (asyncio
+    does, with a traceback, for every such request: under overload, on the event loop)."""
+    url, backend = gated
+    backend.gate.clear()
+    late = _in_thread(post, url, {"model": "fake", "text": ["FAIL"], "timeout_s": 0.3})
+    _wait_for(lambda: _started(url) == 1)  # its batch holds the decoding thread
+    late[0].join(timeout=30)
+    assert late[1]["answer"].status_code == 504  # type: ignore[attr-defined]
+    backend.gate.set()  # the batch now fails, after its only request was answered
+    assert post(url, {"model": "fake", "text": ["b"]}).status_code == 200
+    gc.collect()
+    assert ["FAIL"] in backend.batches
+    assert not [r for r in caplog.records if "never retrieved" in r.getMessage()]
 
 
 def test_a_client_that_leaves_frees_its_queued_work(gated):

@@ -69,6 +69,17 @@ class Job:
     started: float | None = None  # when its batch began decoding
     abandoned: bool = False  # answered otherwise (504, 499) while its batch ran
 
+    def let_go(self) -> None:
+        """Nobody waits for this job any more (its request was answered 504 or 499): a running
+        batch stops once none of its jobs is waited for, and whatever it sets later is dropped
+        (an exception set on a future nobody awaits is logged by asyncio when the future is
+        collected: "Future exception was never retrieved", one traceback per request)."""
+        self.abandoned = True
+        if not self.future.done():
+            self.future.cancel()
+        elif not self.future.cancelled():
+            self.future.exception()  # marks it retrieved
+
     def waited_for(self) -> bool:
         """Whether anyone still waits for this job's result (read by the decoding thread)."""
         return not self.abandoned and time.monotonic() < self.deadline

@@ -28,8 +28,9 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -193,6 +194,8 @@ def _delta_mean(before: str, after: str, name: str, model: str) -> float | None:
     return (sums[1] - sums[0]) / n if n > 0 else None
 
 
+# The last lines of a spawned service's stderr kept for an error message.
+STDERR_LINES = 50
 # The errors key of a rate after which (or before which) the service did not answer GET
 # /metrics within the client's timeout: a service that stalls has not held that rate.
 METRICS_UNANSWERED = "/metrics unanswered"
@@ -433,6 +436,13 @@ def spawned_service(arguments: Sequence[str], ready_timeout_s: float = 600.0) ->
                 f"gmlm serve {' '.join(arguments)} did not start: {first}{rest}".strip()
             )
         url = found.group(1)
+        # Read all along: a pipe nobody reads fills (64 KB of log lines), and whatever the
+        # service writes to it then waits (the last lines are kept for the error below).
+        said: deque[str] = deque(maxlen=STDERR_LINES)
+        reader = threading.Thread(
+            target=lambda: said.extend(process.stderr or ()), name="serve-stderr", daemon=True
+        )
+        reader.start()
         deadline = time.monotonic() + ready_timeout_s
         while True:
             with contextlib.suppress(httpx.TransportError):
@@ -441,8 +451,9 @@ def spawned_service(arguments: Sequence[str], ready_timeout_s: float = 600.0) ->
             if process.poll() is not None or time.monotonic() > deadline:
                 if process.poll() is None:
                     process.kill()
-                said = process.stderr.read().strip()
-                raise GmlmError(f"gmlm serve at {url} never became ready: {said}")
+                reader.join(timeout=10)
+                last = "".join(said).strip()
+                raise GmlmError(f"gmlm serve at {url} never became ready: {last}")
             time.sleep(0.2)
         yield url
     finally:

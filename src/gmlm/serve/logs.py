@@ -6,10 +6,13 @@ Two formats (``gmlm serve --log-format``): ``text``, a readable line (``gmlm ser
 with the request's fields as ``key=value``), and ``json``, one JSON object per line for a log
 collector. A record's structured fields travel in ``extra={"fields": {...}}``.
 
-The lines reach stderr through a bounded queue and a writer thread of their own, so that the
-event loop never waits for stderr: a service whose stderr nobody reads (a pipe never
-drained) keeps answering, and drops log lines once the queue is full (counted in the
-handler's `dropped`, and in the metric ``gmlm_log_lines_dropped_total``: :func:`dropped_lines`).
+Every line the process logs reaches stderr through one bounded queue and a writer thread of
+its own, on the root logger: the service's lines, and those of uvicorn (run without its own
+logging config), asyncio and Python warnings (:func:`logging.captureWarnings`), which would
+otherwise write to stderr from whichever thread raised them, the event loop included. So the
+event loop never waits for stderr: a service whose stderr nobody reads (a pipe never drained)
+keeps answering, and drops log lines once the queue is full (counted in the handler's
+`dropped`, and in the metric ``gmlm_log_lines_dropped_total``: :func:`dropped_lines`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import time
 from typing import Any, Literal, TextIO
 
 LOG = logging.getLogger("gmlm.serve")
+ROOT = logging.getLogger()
 
 LogFormat = Literal["text", "json"]
 
@@ -41,11 +45,13 @@ def fields_of(record: logging.LogRecord) -> dict[str, Any]:
 
 
 class TextFormatter(logging.Formatter):
-    """``gmlm serve: [warning: |error: ]MESSAGE key=value ...`` (None shown as ``-``)."""
+    """``gmlm serve: [warning: |error: ][[LOGGER] ]MESSAGE key=value ...`` (None shown as
+    ``-``; LOGGER for another logger than the service's, as uvicorn's or asyncio's)."""
 
     def format(self, record: logging.LogRecord) -> str:
         level = "" if record.levelno < logging.WARNING else f"{record.levelname.lower()}: "
-        parts = [f"gmlm serve: {level}{record.getMessage()}"]
+        origin = "" if record.name.startswith(LOG.name) else f"[{record.name}] "
+        parts = [f"gmlm serve: {level}{origin}{record.getMessage()}"]
         parts += [f"{k}={'-' if v is None else v}" for k, v in fields_of(record).items()]
         line = " ".join(parts)
         if record.exc_info:
@@ -115,17 +121,20 @@ class BackgroundHandler(logging.Handler):
 
 
 def configure(log_format: LogFormat = "text", stream: TextIO | None = None) -> logging.Handler:
-    """Send ``gmlm.serve``'s records of INFO and above to `stream` (stderr) in `log_format`,
-    replacing a handler an earlier call installed (a replica configures itself again)."""
+    """Send the process's log records to `stream` (stderr) in `log_format`: ``gmlm.serve``'s
+    of INFO and above, the others' (uvicorn, asyncio, Python warnings) of WARNING and above,
+    all through one BackgroundHandler on the root logger, replacing a handler an earlier call
+    installed (a replica configures itself again)."""
     global _dropped_before
-    for old in [h for h in LOG.handlers if isinstance(h, BackgroundHandler)]:
+    for old in [h for h in ROOT.handlers if isinstance(h, BackgroundHandler)]:
         old.flush()
-        LOG.removeHandler(old)
+        ROOT.removeHandler(old)
         _dropped_before += old.dropped
     handler = BackgroundHandler(stream or sys.stderr)
     handler.setFormatter(formatter(log_format))
-    LOG.addHandler(handler)
+    ROOT.addHandler(handler)
     LOG.setLevel(logging.INFO)
+    logging.captureWarnings(True)
     return handler
 
 
@@ -133,12 +142,13 @@ def dropped_lines() -> int:
     """Log lines dropped so far in this process by every handler :func:`configure` installed
     (a replaced handler's drops included)."""
     return _dropped_before + sum(
-        h.dropped for h in LOG.handlers if isinstance(h, BackgroundHandler)
+        h.dropped for h in ROOT.handlers if isinstance(h, BackgroundHandler)
     )
 
 
 def flush() -> None:
     """Wait (bounded) for the queued lines to reach stderr; before the process exits on its own
     (``os._exit``) or prints after them."""
-    for handler in LOG.handlers:
-        handler.flush()
+    for handler in ROOT.handlers:
+        if isinstance(handler, BackgroundHandler):
+            handler.flush()

@@ -198,12 +198,11 @@ async def answer(job: Job, request: Request, batcher: Batcher, timeout: float) -
         return await wait(job.future, request, job.deadline)
     except DeadlinePassed:
         batcher.withdraw(job)
-        job.abandoned = True  # a running batch stops once none of its requests waits
+        job.let_go()
         raise Problem(504, f"no translation within the deadline of {timeout:g} s") from None
     except ClientGone:
         batcher.withdraw(job)
-        job.abandoned = True
-        job.future.cancel()
+        job.let_go()
         raise Problem(499, "the client closed the connection") from None
     except Stopping:
         raise Problem(503, "the service is stopping", {"Retry-After": "1"}) from None

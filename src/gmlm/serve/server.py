@@ -218,6 +218,7 @@ def serve(
             factory=True,
             workers=settings.workers,
             log_level="warning",
+            log_config=None,  # its records through gmlm's queue to stderr (gmlm.serve.logs)
             access_log=False,
             timeout_graceful_shutdown=graceful,
         )
@@ -228,6 +229,7 @@ def serve(
         uvicorn.Config(
             _app(spec, failure.append, lambda: setattr(server, "should_exit", True)),
             log_level="warning",
+            log_config=None,  # its records through gmlm's queue to stderr (gmlm.serve.logs)
             timeout_graceful_shutdown=graceful,
             access_log=False,
         )
