@@ -92,6 +92,7 @@ def test_outputs_equal_gmlm_translate_under_concurrent_clients(tiny_models, word
         ({"model": "fake", "text": ["BAD"]}, 422, "BAD is refused"),
         ({"model": "fake", "text": ["a"], "seed": -1}, 422, "seed: Input should be greater"),
         ({"model": "fake", "text": ["a"], "seed": 2**63}, 422, "seed: Input should be less"),
+        ({"model": "fake", "text": ["a"], "seed": 0}, 200, None),  # the smallest seed
         ({"model": "fake", "text": ["a"], "seed": 2**63 - 1}, 200, None),  # the largest seed
         ({"model": "fake", "text": ["a"], "timeout_s": 0}, 422, "timeout_s"),
     ],
