@@ -267,7 +267,9 @@ def test_work_on_the_event_loop_shows_in_the_health_probe_and_the_lag_metric():
         ]
         assert late is not None and late > 0 and len(prompt) == 1
         assert point.health_ms_max is not None and point.ok > 0
+        assert point.loop_late_wakeups is not None
         if held:
+            assert point.loop_late_wakeups >= 1
             assert prompt[0] < late  # some wake-up later than 0.15 s
             assert point.health_ms_max > 100.0
             assert f"slowest /health {point.health_ms_max:.1f} ms" in describe(point)

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from gmlm.markdown import row, table
-from gmlm.serve.loadtest import LoadResult, RatePoint
+from gmlm.serve.loadtest import LATE_WAKEUP_S, LoadResult, RatePoint
 
 
 def _ms(value: float | None) -> str:
@@ -33,6 +33,7 @@ COLUMNS = (
     "RSS MB",
     "graph captures (ms)",
     "slowest /health ms",
+    f"loop wake-ups > {LATE_WAKEUP_S * 1000:g} ms late",
 )
 
 
@@ -45,7 +46,7 @@ def markdown(result: LoadResult) -> str:
         f"{s['lines']} line(s) per request, options {options}; "
         f"{result.provenance.get('cpu', '?')}, gmlm {result.provenance.get('gmlm', '?')}.",
         "",
-        *table(COLUMNS, align="lrrrrrrrlrrlrrrrr"),
+        *table(COLUMNS, align="lrrrrrrrlrrlrrrrrr"),
     ]
     for p in result.points:
         errors = ", ".join(f"{k}: {v}" for k, v in p.errors.items()) or "none"
@@ -67,6 +68,7 @@ def markdown(result: LoadResult) -> str:
             _ms(p.resident_mb),
             "-" if p.graph_captures is None else f"{p.graph_captures} ({_ms(p.graph_capture_ms)})",
             _ms(p.health_ms_max),
+            "-" if p.loop_late_wakeups is None else str(p.loop_late_wakeups),
         )
         lines.append(row(cells))
     lines += [

@@ -121,6 +121,10 @@ class RatePoint(Record):
     # The slowest answer to GET /health, sent every PROBE_S during the rate: how long any
     # request waits on the service's event loop (absent in older files).
     health_ms_max: float | None = field(default=None, metadata=OMIT_NONE)
+    # The service's own event-loop wake-ups during the rate (one every 0.1 s,
+    # gmlm_event_loop_lag_seconds) that came more than LATE_WAKEUP_S late: the loop itself
+    # held up (absent where the service exports no such metric, or in older files).
+    loop_late_wakeups: int | None = field(default=None, metadata=OMIT_NONE)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -202,6 +206,9 @@ METRICS_UNANSWERED = "/metrics unanswered"
 # Likewise for a GET /health probe sent during the rate; and how often a probe is sent.
 HEALTH_UNANSWERED = "/health unanswered"
 PROBE_S = 0.25
+# A wake-up of the service's event loop later than this counts as late (a bucket bound of
+# gmlm.serve.metrics.LATENCY_BUCKETS).
+LATE_WAKEUP_S = 0.02
 
 
 async def _metrics(client: Any) -> str:
@@ -305,7 +312,30 @@ async def _one_rate(
         graph_captures=None if captures is None else round(captures),
         graph_capture_ms=None if capture_s is None else 1000.0 * capture_s,
         health_ms_max=max(probes) if probes else None,
+        loop_late_wakeups=_late_wakeups(before, after),
     )
+
+
+def _late_wakeups(before: str, after: str) -> int | None:
+    """The event-loop wake-ups between two scrapes later than LATE_WAKEUP_S (None: not
+    exported)."""
+    lag = "gmlm_event_loop_lag_seconds"
+    counts, prompt = [], []
+    for text in (before, after):
+        counts.append(scrape(text, f"{lag}_count", None))
+        prompt.append(_bucket(text, f"{lag}_bucket", LATE_WAKEUP_S))
+    if None in counts or None in prompt:
+        return None
+    return round((counts[1] - counts[0]) - (prompt[1] - prompt[0]))  # type: ignore[operator]
+
+
+def _bucket(text: str, name: str, bound: float) -> float | None:
+    """The cumulative count of histogram bucket `name` with upper bound `bound`."""
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and float(sample.labels.get("le", "nan")) == bound:
+                return float(sample.value)
+    return None
 
 
 def capacity(points: Sequence[RatePoint], model: str, p99_limit_ms: float) -> float | None:
@@ -479,6 +509,11 @@ def describe(p: RatePoint) -> str:
         f"ms, batch {ms(p.batch_sentences_mean)} sentences; not decoding (p50 per request) "
         f"{ms(p.overhead_ms_p50)} ms, {ms(p.handler_overhead_ms_p50)} of it in the handler; "
         f"slowest /health {ms(p.health_ms_max)} ms"
+        + (
+            ""
+            if p.loop_late_wakeups is None
+            else f", {p.loop_late_wakeups} loop wake-ups over {LATE_WAKEUP_S * 1000:g} ms late"
+        )
         + (
             ""
             if p.graph_captures is None
