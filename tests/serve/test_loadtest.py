@@ -273,3 +273,45 @@ def test_work_on_the_event_loop_shows_in_the_health_probe_and_the_lag_metric():
             assert prompt[0] < late  # some wake-up later than 0.15 s
             assert point.health_ms_max > 100.0
             assert f"slowest /health {point.health_ms_max:.1f} ms" in describe(point)
+
+
+FAKE_SERVICE = '''#!{python}
+"""A stand-in for `gmlm serve` that writes 1 MB to stderr before it answers /ready (a pipe
+nobody reads holds 64 KB: the write would block for good)."""
+import http.server, socket, sys
+sock = socket.socket()
+sock.bind(("127.0.0.1", 0))
+port = sock.getsockname()[1]
+sock.close()
+sys.stderr.write(f"gmlm serve: listening on http://127.0.0.1:{{port}}\\n")
+sys.stderr.flush()
+for _ in range(10_000):
+    sys.stderr.write("gmlm serve: a log line of about one hundred characters, " + "x" * 44 + "\\n")
+sys.stderr.flush()
+
+class Ready(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+    def log_message(self, *args):
+        sys.stderr.write("gmlm serve: GET\\n")
+
+http.server.HTTPServer(("127.0.0.1", port), Ready).serve_forever()
+'''
+
+
+def test_the_spawned_service_s_stderr_is_read_all_along(tmp_path, monkeypatch):
+    """`gmlm loadtest --serve` reads the service's stderr after its first line too: a service
+    that logs more than a pipe holds (1 MB here, before it is ready) would otherwise block on
+    its next write, and a load test would measure a stalled service."""
+    import stat
+    import sys
+
+    from gmlm.serve import loadtest
+
+    fake = tmp_path / "fake-python"
+    fake.write_text(FAKE_SERVICE.format(python=sys.executable), encoding="utf-8")
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setattr(loadtest.sys, "executable", str(fake))
+    with loadtest.spawned_service([], ready_timeout_s=60) as url:
+        assert httpx.get(url + "/ready", timeout=10).status_code == 200
