@@ -13,9 +13,9 @@ throughput (answers per second), errors by status, the service's own decode time
 mean queue wait, the mean batch size and the server's resident memory after the rate; a service
 that does not answer /metrics around a rate within the client's timeout has stalled, and the
 rate counts it among its errors (the run goes on). A GET /health probe every 0.25 s during each
-rate gives the slowest answer: how long any request waits on the service's event loop. A
-model's capacity is the highest offered
-rate answered with p99 under `p99_limit_ms` and no errors.
+rate gives the slowest answer (how long any request waits on the service), and /metrics the
+event loop's wake-ups more than 20 ms late (whether the wait is the loop's own). A model's
+capacity is the highest offered rate answered with p99 under `p99_limit_ms` and no errors.
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ class RatePoint(Record):
     graph_captures: int | None = field(default=None, metadata=OMIT_NONE)
     graph_capture_ms: float | None = field(default=None, metadata=OMIT_NONE)
     # The slowest answer to GET /health, sent every PROBE_S during the rate: how long any
-    # request waits on the service's event loop (absent in older files).
+    # request waits on the service (absent in older files).
     health_ms_max: float | None = field(default=None, metadata=OMIT_NONE)
     # The service's own event-loop wake-ups during the rate (one every 0.1 s,
     # gmlm_event_loop_lag_seconds) that came more than LATE_WAKEUP_S late: the loop itself
@@ -178,11 +178,16 @@ def scrape(text: str, name: str, model: str | None) -> float | None:
     """One sample of the Prometheus text `text` (read by prometheus_client's parser): `name`
     labelled with `model` (or unlabelled: None)."""
     labels = {} if model is None else {"model": model}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == name and sample.labels == labels:
-                return float(sample.value)
+    for sample in _samples(text, name):
+        if sample.labels == labels:
+            return float(sample.value)
     return None
+
+
+def _samples(text: str, name: str) -> Iterator[Any]:
+    """The samples named `name` in the Prometheus text `text`."""
+    for family in text_string_to_metric_families(text):
+        yield from (sample for sample in family.samples if sample.name == name)
 
 
 def _delta(before: str, after: str, name: str, model: str) -> float | None:
@@ -319,23 +324,22 @@ async def _one_rate(
 def _late_wakeups(before: str, after: str) -> int | None:
     """The event-loop wake-ups between two scrapes later than LATE_WAKEUP_S (None: not
     exported)."""
+    late = [_late(text) for text in (before, after)]
+    first, last = late
+    return None if first is None or last is None else round(last - first)
+
+
+def _late(text: str) -> float | None:
+    """The event-loop wake-ups later than LATE_WAKEUP_S in one scrape: all of them less those
+    of the histogram bucket bounded by it (None: not exported)."""
     lag = "gmlm_event_loop_lag_seconds"
-    counts, prompt = [], []
-    for text in (before, after):
-        counts.append(scrape(text, f"{lag}_count", None))
-        prompt.append(_bucket(text, f"{lag}_bucket", LATE_WAKEUP_S))
-    if None in counts or None in prompt:
-        return None
-    return round((counts[1] - counts[0]) - (prompt[1] - prompt[0]))  # type: ignore[operator]
-
-
-def _bucket(text: str, name: str, bound: float) -> float | None:
-    """The cumulative count of histogram bucket `name` with upper bound `bound`."""
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == name and float(sample.labels.get("le", "nan")) == bound:
-                return float(sample.value)
-    return None
+    total = scrape(text, f"{lag}_count", None)
+    prompt = [
+        float(s.value)
+        for s in _samples(text, f"{lag}_bucket")
+        if float(s.labels.get("le", "nan")) == LATE_WAKEUP_S
+    ]
+    return None if total is None or not prompt else total - prompt[0]
 
 
 def capacity(points: Sequence[RatePoint], model: str, p99_limit_ms: float) -> float | None:
