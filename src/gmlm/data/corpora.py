@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gmlm.data.bible import read_bible, redistribution_note
+from gmlm.data.bible import read_bible, redistribution_note, verses_path
 from gmlm.data.hf import read_hf
 from gmlm.data.parallel import PAIR_PATTERN, Corpus, ParallelText, parse_pair
 from gmlm.data.splits import SPLITS, assign_splits
@@ -224,6 +224,40 @@ def read_corpus(spec: str, *, valid: str = "", test: str = "") -> Corpus:
     for name, split_spec in extra.items():
         splits[name] = read_split_spec(split_spec)[0]
     return Corpus(spec, splits, src_guess, tgt_guess)
+
+
+def corpus_files(spec: str, *, valid: str = "", test: str = "") -> list[Path] | None:
+    """The files `read_corpus(spec, valid=valid, test=test)` reads, and for `multi30k:` those
+    it would read were they there (a split's files that appear change the corpus too), so that
+    a caller can tell from their sizes and times whether the corpus may have changed. A
+    `bible:` corpus is its cached verse files; a Hugging Face dataset saved to a folder, every
+    file in it. None for a Hugging Face hub name, whose files the `datasets` library keeps."""
+    parsed = parse_spec(spec)
+    if parsed.kind == "bible":
+        return [verses_path(lang) for lang in parse_pair(parsed.arg, spec)]
+    if parsed.kind == "multi30k":
+        directory = Path(_split_option(parsed.arg, PAIR_PATTERN)[0])
+        langs = multi30k_pair(spec)
+        names = [f"{prefix}.{lang}" for prefix in MULTI30K_FILES.values() for lang in langs]
+        return [directory / f"{name}{gz}" for name in names for gz in (".gz", "")]
+    if parsed.kind == "hf":
+        name = Path(parsed.arg.split(":")[0])
+        return [name] if name.is_dir() else None
+    files: list[Path] = []
+    for one in (spec, valid, test):
+        if one:
+            files += _split_spec_files(one)
+    return files
+
+
+def _split_spec_files(text: str) -> list[Path]:
+    """The files of one files/tsv/jsonl spec (`read_split_spec` reads them)."""
+    spec = parse_spec(text)
+    if spec.kind == "files":
+        return [Path(part) for part in spec.arg.split(",") if part]
+    if spec.kind == "jsonl":
+        return [Path(_split_option(spec.arg, r"[^,:]+,[^,:]+")[0])]
+    return [Path(spec.arg)]
 
 
 def carve_splits(

@@ -188,6 +188,60 @@ def _settings(cfg: DataConfig, corpus: Corpus) -> dict[str, Any]:
     return data
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """What preparing would write, before anything is: the corpus as cleaned, its splits
+    (carved where missing), the reused tokenizer, and their content hash."""
+
+    corpus: Corpus
+    splits: dict[str, ParallelText]
+    tokenizer: Tokenizer | None
+    digest: str
+
+
+def _plan(
+    cfg: DataConfig,
+    corpus: Corpus | None,
+    progress: bool,
+    say: Callable[[str], None],
+    lap: Callable[[str], None],
+) -> _Plan:
+    """Read (unless given), clean and carve the corpus of `cfg`; `lap` marks the read."""
+    if corpus is None:
+        parse_spec(cfg.corpus)  # a mistyped spec fails before anything else happens
+        say(f"reading {cfg.corpus}")
+        corpus = read_corpus(cfg.corpus, valid=cfg.valid, test=cfg.test)
+    lap("read")
+    corpus = clean_corpus(corpus, progress)
+    reused = Tokenizer.load(cfg.tokenizer.path) if cfg.tokenizer.path else None
+    if reused is not None and reused.vocab_size != cfg.tokenizer.vocab_size:
+        say(
+            f"note: reusing the tokenizer of {cfg.tokenizer.path} ({reused.vocab_size:,} pieces); "
+            f"tokenizer.vocab_size={cfg.tokenizer.vocab_size:,} applies only to a tokenizer "
+            "trained here"
+        )
+    if "train" in corpus.splits or reused is None:
+        splits = carve_splits(
+            corpus, valid_fraction=cfg.valid_fraction, test_fraction=cfg.test_fraction
+        )
+        if "train" not in splits:
+            raise GmlmError(f"corpus '{corpus.name}': the training split is empty")
+    else:  # e.g. a test set to encode for released checkpoints: nothing to train or carve
+        splits = {name: text for name, text in corpus.splits.items() if len(text) > 0}
+        if not splits:
+            raise GmlmError(f"corpus '{corpus.name}': every split is empty")
+    digest = content_hash(splits, _settings(cfg, corpus), reused)
+    return _Plan(corpus, splits, reused, digest)
+
+
+def planned_content_hash(cfg: DataConfig, corpus: Corpus | None = None) -> str:
+    """The content hash a dataset prepared now from `cfg` (and `corpus`, as
+    `prepare_dataset` takes it) would have: the corpus read and cleaned, nothing written. A
+    prepared dataset with another hash was made from other pairs, settings or tokenizer."""
+    validate_config(cfg)
+    return _plan(cfg, corpus, False, lambda _msg: None, lambda _name: None).digest
+
+
 def _holds_dataset(out: Path) -> bool:
     """Whether `out` holds a (possibly outdated) dataset, which preparing again reuses or
     rebuilds; refuses to replace anything else (`gmlm.io.check_output_folder`)."""
@@ -292,30 +346,8 @@ def _prepare(
         seconds[name] = round(now - clock, 3)
         clock = now
 
-    if corpus is None:
-        parse_spec(cfg.corpus)  # a mistyped spec fails before anything else happens
-        say(f"reading {cfg.corpus}")
-        corpus = read_corpus(cfg.corpus, valid=cfg.valid, test=cfg.test)
-    lap("read")
-    corpus = clean_corpus(corpus, progress)
-    reused = Tokenizer.load(cfg.tokenizer.path) if cfg.tokenizer.path else None
-    if reused is not None and reused.vocab_size != cfg.tokenizer.vocab_size:
-        say(
-            f"note: reusing the tokenizer of {cfg.tokenizer.path} ({reused.vocab_size:,} pieces); "
-            f"tokenizer.vocab_size={cfg.tokenizer.vocab_size:,} applies only to a tokenizer "
-            "trained here"
-        )
-    if "train" in corpus.splits or reused is None:
-        splits = carve_splits(
-            corpus, valid_fraction=cfg.valid_fraction, test_fraction=cfg.test_fraction
-        )
-        if "train" not in splits:
-            raise GmlmError(f"corpus '{corpus.name}': the training split is empty")
-    else:  # e.g. a test set to encode for released checkpoints: nothing to train or carve
-        splits = {name: text for name, text in corpus.splits.items() if len(text) > 0}
-        if not splits:
-            raise GmlmError(f"corpus '{corpus.name}': every split is empty")
-    digest = content_hash(splits, _settings(cfg, corpus), reused)
+    plan = _plan(cfg, corpus, progress, say, lap)
+    corpus, splits, reused, digest = plan.corpus, plan.splits, plan.tokenizer, plan.digest
     lap("clean")
     if existing and not force and _up_to_date(out, digest):
         say(f"{out}: up to date (content hash {digest[:12]}), reusing it")

@@ -55,6 +55,7 @@ from gmlm.reproduce.config import (
     read_reproduce_file,
     trained_stage,
 )
+from gmlm.reproduce.data_inputs import check_data_inputs
 from gmlm.reproduce.stage_record import StageRecord
 from gmlm.reproduce.stand_in import stand_in_reason
 
@@ -252,6 +253,8 @@ def _run_stages(
             f"{', '.join(READ_DATA[1:])} in place of the example sentences"
         )
         redo += READ_DATA
+    if "data" not in redo:
+        check_data_inputs(cfg, out, log)
     todo = [n for n in STAGES if n in only and (n in redo or not stage_done(out, n))]
     check_before_start(cfg, todo)
     clock = _Clock(cfg, todo)

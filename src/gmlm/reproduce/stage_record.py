@@ -15,6 +15,9 @@ FINGERPRINT = "fingerprint"
 # The compare stage's summary key: the digest of each checkpoint of `compare.against`, by the
 # path the config gives.
 FINGERPRINTS = "fingerprints"
+# The data stage's summary key: the size and modification time of each file it read, by path
+# (gmlm.reproduce.data_inputs.file_signature).
+INPUTS = "inputs"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -24,7 +27,7 @@ class StageRecord(Record):
     a few numbers of its own shape for people to read (pairs per split, best checkpoint, BLEU
     per system); the report reads only the trainer's total time, `train_seconds`, and the
     data stage's `stand_in`, and the pipeline the digests of given checkpoints (`fingerprint`,
-    `fingerprints`)."""
+    `fingerprints`) and the data stage's `inputs`."""
 
     stage: str
     seconds: float
@@ -61,3 +64,12 @@ class StageRecord(Record):
         if not isinstance(value, dict):
             return {}
         return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
+
+    @property
+    def inputs(self) -> dict[str, list[int] | None] | None:
+        """The size and modification time of each file the data stage read, by path, as they
+        were when it ran; None for another stage, or a record from before gmlm kept them."""
+        value = self.summary.get(INPUTS)
+        if not isinstance(value, dict):
+            return None
+        return {k: v if isinstance(v, list) else None for k, v in value.items()}

@@ -28,15 +28,21 @@ from gmlm.reproduce.config import (
     given_as_is,
     stage_checkpoint,
 )
+from gmlm.reproduce.data_inputs import (
+    data_config,
+    data_corpus,
+    data_files,
+    file_signature,
+    stand_in_missing,
+)
 from gmlm.reproduce.hypotheses import (
     MadeWith,
     save_translations,
     saved_translations,
     sources_digest,
 )
-from gmlm.reproduce.stage_record import FINGERPRINT, FINGERPRINTS, STAND_IN
+from gmlm.reproduce.stage_record import FINGERPRINT, FINGERPRINTS, INPUTS, STAND_IN
 from gmlm.reproduce.stand_in import (
-    EXAMPLES,
     ExampleTranslations,
     needs_multi30k,
     stand_in_reason,
@@ -111,60 +117,22 @@ def theory(ctx: Context) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------- data
 def data(ctx: Context) -> dict[str, Any]:
-    from gmlm.config import deep_update, from_dict, parse_override
     from gmlm.data import load_dataset
-    from gmlm.data.corpora import multi30k_pair, multi30k_test_missing, parse_spec, read_corpus
-    from gmlm.data.parallel import Corpus, ParallelText
-    from gmlm.data.prepare import DataConfig, prepare_dataset
-    from gmlm.data.settings import PrepareSettings, config_values
-    from gmlm.data.textfiles import read_parallel_files
+    from gmlm.data.prepare import prepare_dataset
 
-    d = ctx.cfg.data
-    missing = None
-    if d.examples_if_missing and parse_spec(d.corpus).kind == "multi30k":
-        missing = multi30k_test_missing(d.corpus)
-    corpus = None
-    if missing:
-        src_lang, tgt_lang = multi30k_pair(d.corpus)
-        ctx.log(
-            f"  {needs_multi30k('scoring quality', missing)}; until then the run "
-            f"translates and times gmlm's own example sentences ({EXAMPLES}.{src_lang})"
-        )
-        files = (EXAMPLES.with_suffix(f".{src_lang}"), EXAMPLES.with_suffix(f".{tgt_lang}"))
-        if not all(path.is_file() for path in files):
-            raise GmlmError(
-                f"data.examples_if_missing: gmlm's example sentences are German and English "
-                f"only, not {src_lang}-{tgt_lang}; {needs_multi30k('this run', missing)}"
-            )
-        src, tgt = read_parallel_files(*files)
-        name = f"files:{files[0]},{files[1]}"
-        corpus = Corpus(name, {"test": ParallelText(src, tgt)}, src_lang, tgt_lang)
-    elif d.splits:
-        corpus = read_corpus(d.corpus)
-        unknown = [s for s in d.splits if s not in corpus.splits]
-        if unknown:
-            raise GmlmError(
-                f"data.splits: {', '.join(unknown)} not in corpus '{d.corpus}', which has "
-                f"{', '.join(corpus.splits)}"
-            )
-        corpus = dataclasses.replace(
-            corpus, splits={k: v for k, v in corpus.splits.items() if k in d.splits}
-        )
-    prepare = {f.name: getattr(d, f.name) for f in dataclasses.fields(PrepareSettings)}
-    values = {"corpus": d.corpus, **config_values(prepare)}
-    for text in d.overrides:
-        values = deep_update(values, parse_override(text))
-    cfg = from_dict(DataConfig, values)
-    if d.tokenizer:
-        cfg.tokenizer.path = d.tokenizer
-    if ctx.cfg.threads > 0 and not d.threads:
-        cfg.threads = ctx.cfg.threads
-    root = prepare_dataset(cfg, ctx.data_dir, progress=ctx.progress, log=ctx.log, corpus=corpus)
-
+    files = data_files(ctx.cfg)  # their times before reading: a later change is one
+    inputs = file_signature(files) if files is not None else None
+    corpus = data_corpus(ctx.cfg, ctx.log)
+    root = prepare_dataset(
+        data_config(ctx.cfg), ctx.data_dir, progress=ctx.progress, log=ctx.log, corpus=corpus
+    )
     stats = load_dataset(root).stats()
     summary: dict[str, Any] = {"pairs": {k: v.kept for k, v in stats.splits.items()}}
+    missing = stand_in_missing(ctx.cfg)
     if missing:
         summary[STAND_IN] = missing
+    if inputs is not None:
+        summary[INPUTS] = inputs
     return summary
 
 
