@@ -407,7 +407,7 @@ AR1 = [
 ABLATION = ["ablation.enabled=true", "ablation.sentences=8", "ablation.variants=[selection=sum]"]
 
 
-def test_whole_pipeline_on_a_synthetic_corpus(corpus, tmp_path):
+def test_whole_pipeline_on_a_synthetic_corpus(corpus, tmp_path, monkeypatch):
     out = tmp_path / "run"
     cfg = load_reproduce_config("smoke", quick(corpus, *AR1, *ABLATION, *CALIBRATE))
     messages: list[str] = []
@@ -582,6 +582,15 @@ def test_whole_pipeline_on_a_synthetic_corpus(corpus, tmp_path):
     assert f"[calibrate] run again by --redo, with the stages that read it: {redoing}" in again
     done = [n for n in STAGES if (out / "stages" / f"{n}.json").is_file()]
     assert done == [n for n in STAGES if n not in [*readers, "report"]]
+    # A redo stopped part way (a kill in its first stage) leaves the stages it was to redo to
+    # be run, not taken for done by the next run without --redo.
+    def killed(_ctx: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("gmlm.reproduce.stages.padir", killed)
+    with pytest.raises(KeyboardInterrupt):
+        run_reproduce(cfg, out, ["padir", "calibrate"], redo=["padir"], progress=False)
+    assert not any((out / "stages" / f"{n}.json").exists() for n in ("padir", "calibrate"))
 
 
 @pytest.mark.slow

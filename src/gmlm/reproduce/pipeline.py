@@ -253,6 +253,7 @@ def _run_stages(
             f"{', '.join(READ_DATA[1:])} in place of the example sentences"
         )
         redo += READ_DATA
+        _forget(out, READ_DATA)
     if "data" not in redo:
         check_data_inputs(cfg, out, log)
     todo = [n for n in STAGES if n in only and (n in redo or not stage_done(out, n))]
@@ -331,10 +332,11 @@ def _with_readers(
 ) -> list[str]:
     """The stages of `only` to run again for `names`: those, every finished stage that read
     one of them (directly or not) and a finished report, so that no result is left from the
-    output they replace. The records of those outside `only` are removed, so that the next
-    run without --stages runs them. (The evaluation translates the changed models again by
-    itself: gmlm.reproduce.hypotheses.) `why` starts the line that says so, written also
-    when no other stage is redone if `say_alone`."""
+    output they replace. Their records are removed now (:func:`_forget`): a run stopped
+    before it redoes them all leaves them to be run, not taken for done, and those outside
+    `only` run at the next run without --stages. (The evaluation translates the changed models
+    again by itself: gmlm.reproduce.hypotheses.) `why` starts the line that says so, written
+    also when no other stage is redone if `say_alone`."""
     redo = list(names)
     for name in STAGES:  # pipeline order: a stage's inputs come before it
         if name not in redo and stage_done(out, name) and set(STAGE[name].needs) & set(redo):
@@ -342,15 +344,21 @@ def _with_readers(
     if stage_done(out, "report") and "report" not in redo:
         redo.append("report")
     later = [name for name in redo if name not in only and stage_done(out, name)]
-    for name in later:
-        (out / "stages" / f"{name}.json").unlink()
     now = [name for name in redo if name in only]
+    _forget(out, redo)
     if say_alone or redo != list(names):
         log(
             f"{why}: redoing {', '.join(now)}"
             + (f"; {', '.join(later)} will run again without --stages" if later else "")
         )
     return now
+
+
+def _forget(out: Path, names: Sequence[str]) -> None:
+    """Remove the records of the finished stages among `names`, so that they count as not
+    run until they run again."""
+    for name in names:
+        (out / "stages" / f"{name}.json").unlink(missing_ok=True)
 
 
 def check_before_start(cfg: ReproduceConfig, todo: Sequence[str]) -> None:
