@@ -582,6 +582,7 @@ def test_whole_pipeline_on_a_synthetic_corpus(corpus, tmp_path, monkeypatch):
     assert f"[calibrate] run again by --redo, with the stages that read it: {redoing}" in again
     done = [n for n in STAGES if (out / "stages" / f"{n}.json").is_file()]
     assert done == [n for n in STAGES if n not in [*readers, "report"]]
+
     # A redo stopped part way (a kill in its first stage) leaves the stages it was to redo to
     # be run, not taken for done by the next run without --redo.
     def killed(_ctx: object) -> None:
