@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from gmlm.data import load_dataset
 from gmlm.data.bible import verses_path
 from gmlm.data.corpora import corpus_files
 from gmlm.errors import GmlmError
@@ -27,15 +28,18 @@ def _later(path: Path) -> None:
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 60 * 10**9))
 
 
-def test_a_changed_corpus_stops_the_run_and_a_touched_one_does_not(tmp_path: Path) -> None:
+def test_a_touched_corpus_changes_nothing_and_a_changed_one_is_prepared_again(
+    tmp_path: Path,
+) -> None:
     src, tgt = make_pairs(300, seed=5)
     corpus = write_corpus(tmp_path, src, tgt)
+    files = [tmp_path / "c.de", tmp_path / "c.en"]
     cfg = load_reproduce_config("smoke", synthetic_data(corpus))
     out = tmp_path / "run"
     record_path = out / "stages" / "data.json"
     run_reproduce(cfg, out, ("data",), progress=False, log=print)
     record = StageRecord.read(record_path)
-    assert record.inputs == file_signature([tmp_path / "c.de", tmp_path / "c.en"])
+    assert record.inputs == file_signature(files)
     assert record.inputs is not None and len(record.inputs) == 2
 
     messages: list[str] = []
@@ -43,26 +47,46 @@ def test_a_changed_corpus_stops_the_run_and_a_touched_one_does_not(tmp_path: Pat
     run_reproduce(cfg, out, ("data",), progress=False, log=messages.append)
     assert any("touched since it ran, but make the same dataset" in m for m in messages)
     assert "[data] done already" in messages[-1]
-    assert StageRecord.read(record_path).inputs == file_signature(
-        [tmp_path / "c.de", tmp_path / "c.en"]
-    )
+    assert StageRecord.read(record_path).inputs == file_signature(files)
     messages.clear()
     run_reproduce(cfg, out, ("data",), progress=False, log=messages.append)
     assert messages == [messages[0]] and "[data] done already" in messages[0]
 
-    # Other pairs: every stage, whichever --stages names, is refused, and nothing is touched.
+    # Other pairs, and no model trained on the old ones: prepared again by itself.
+    before = load_dataset(out / "data").content_hash
     write_lines(tmp_path / "c.de", [*src[:-1], "der Hund läuft über die Straße."])
-    before = record_path.read_bytes()
-    for only in (("data",), ("ar",), ("report",)):
-        with pytest.raises(GmlmError, match=r"changed since the data stage prepared .*--redo data"):
-            run_reproduce(cfg, out, only, progress=False, log=print)
-        assert record_path.read_bytes() == before
+    messages.clear()
+    run_reproduce(cfg, out, ("data",), progress=False, log=messages.append)
+    why = "[data] its corpus or tokenizer changed since it ran (no model trained on it)"
+    assert f"{why}: redoing data" in messages
+    assert StageRecord.read(record_path).inputs == file_signature(files)
+    assert load_dataset(out / "data").content_hash not in (before, "")
 
-    # --redo data prepares it again from the files as they are now.
-    run_reproduce(cfg, out, ("data",), redo=("data",), progress=False, log=print)
-    assert StageRecord.read(record_path).inputs == file_signature(
-        [tmp_path / "c.de", tmp_path / "c.en"]
+
+def test_a_changed_corpus_a_model_learned_from_stops_the_run(tmp_path: Path) -> None:
+    src, tgt = make_pairs(300, seed=7)
+    corpus = write_corpus(tmp_path, src, tgt)
+    more = ["distill.enabled=false", "ar.overrides=[max_steps=4,valid_every=4,valid_sentences=0]"]
+    cfg = load_reproduce_config("smoke", [*synthetic_data(corpus), *more])
+    out = tmp_path / "run"
+    run_reproduce(cfg, out, ("data", "teacher", "distill", "ar"), progress=False, log=print)
+    records = {p.name: p.read_bytes() for p in (out / "stages").iterdir()}
+    assert set(records) == {"data.json", "teacher.json", "distill.json", "ar.json"}
+
+    # Every run is refused, --redo data included (the training could not resume on the new
+    # pairs), whichever --stages it names, before anything is touched.
+    write_lines(tmp_path / "c.en", [*tgt[:-1], "The dog runs."])
+    for only, redo in ((("data",), ()), (("ar",), ()), (("report",), ()), (("data",), ("data",))):
+        with pytest.raises(GmlmError, match=r"changed since the data stage .*and ar learned from"):
+            run_reproduce(cfg, out, only, redo=redo, progress=False, log=print)
+        assert {p.name: p.read_bytes() for p in (out / "stages").iterdir()} == records
+    # Put back as it was, the run goes on.
+    write_lines(tmp_path / "c.en", tgt)
+    messages: list[str] = []
+    run_reproduce(
+        cfg, out, ("data", "teacher", "distill", "ar"), progress=False, log=messages.append
     )
+    assert sum("done already" in m for m in messages) == 4
 
 
 def test_a_record_from_before_the_times_were_kept_gets_them(tmp_path: Path) -> None:

@@ -6,11 +6,12 @@ splits, or gmlm's example sentences standing in for a missing Multi30k test set)
 keeps the size and modification time of every file those read (:func:`data_files`, the
 corpus's and the tokenizer's: :func:`file_signature`). A later run of the pipeline compares
 them (:func:`check_data_inputs`): when a file changed, it works out the content hash the
-dataset would have now, and either records the new times (same pairs, same tokenizer: the
-file was only touched) or stops with an error, since every stage that read the prepared data
-learned from the pairs as they were. The error, not a silent redo, because redoing the data
-stage redoes the trainings that read it, hours of work that `--redo data` asks for in so many
-words.
+dataset would have now. The same hash (the file was only touched) updates the record.
+Another means the stages that read the dataset used pairs that are gone: the data stage and
+they are redone when none of them trained a model or distilled (a run of given checkpoints,
+as the demo's: minutes). Otherwise the run stops with an error, `--redo data` included: a
+training run refuses to resume on other data (gmlm.training.trainer), and gmlm removes no
+trained model, so the corpus as it is now is for a new run folder.
 """
 
 from __future__ import annotations
@@ -150,12 +151,34 @@ def file_signature(paths: list[Path]) -> Signature:
     return signature
 
 
-def check_data_inputs(cfg: ReproduceConfig, out: Path, log: Callable[[str], None]) -> None:
-    """Refuse to go on when the files the finished data stage of run folder `out` read now
-    make other pairs than the dataset it prepared (the stages that read it would be left as
-    they were); when they were only touched, record their new times. Nothing to check before
-    the data stage has run, for a hub dataset, or when the corpus cannot be read now (the
-    prepared dataset stays what the stages read)."""
+COSTLY = ("teacher", "distill", "ar", "ar1", "padir", "tune", "train_ablation")
+"""The stages that read the prepared data and cost hours to redo: the trainings (unless given
+a checkpoint) and the distillation."""
+
+
+def costly_done(cfg: ReproduceConfig, out: Path) -> list[str]:
+    """The finished stages of run folder `out` that trained a model or distilled."""
+    done = []
+    for name in COSTLY:
+        settings: object = getattr(cfg, name)
+        enabled = bool(getattr(settings, "enabled", True))
+        given = bool(getattr(settings, "checkpoint", ""))
+        if not (out / "stages" / f"{name}.json").is_file() or not enabled or given:
+            continue
+        if name == "teacher" and not cfg.distill.enabled:  # no teacher was trained
+            continue
+        done.append(name)
+    return done
+
+
+def check_data_inputs(cfg: ReproduceConfig, out: Path, log: Callable[[str], None]) -> bool:
+    """Whether the files the finished data stage of run folder `out` read now make another
+    dataset than it prepared, so that it and the stages that read it must be redone (True),
+    when no model was trained or distilled from it; an error when one was (whether or not
+    the data stage is to be redone: the trainings could not resume on the new pairs). When the files
+    were only touched, their new times are recorded. Nothing to check (False) before the data
+    stage has run, for a hub dataset, or when the corpus cannot be read now (the prepared
+    dataset stays what the stages read)."""
     from gmlm.data import load_dataset
     from gmlm.data.prepare import planned_content_hash
 
@@ -163,28 +186,31 @@ def check_data_inputs(cfg: ReproduceConfig, out: Path, log: Callable[[str], None
     record = StageRecord.read_if_present(path)
     files = data_files(cfg)
     if record is None or files is None:
-        return
+        return False
     now = file_signature(files)
     if record.inputs == now:
-        return
+        return False
     try:
         prepared = load_dataset(out / "data").content_hash
         planned = planned_content_hash(data_config(cfg), data_corpus(cfg, lambda _msg: None))
     except GmlmError as err:
         log(f"[data] cannot check its corpus against the prepared dataset ({err}); going on")
-        return
-    if planned != prepared:
+        return False
+    if planned == prepared:
+        if record.inputs is not None:
+            log(
+                "[data] its corpus files were touched since it ran, but make the same dataset "
+                f"(content hash {prepared[:12]}): nothing to redo"
+            )
+        summary = {**record.summary, INPUTS: now}
+        dataclasses.replace(record, summary=summary).write(path)
+        return False
+    costly = costly_done(cfg, out)
+    if costly:
         raise GmlmError(
             f"[data] the corpus or tokenizer changed since the data stage prepared "
-            f"{out / 'data'} (content hash {prepared[:12]} then, {planned[:12]} now): the "
-            "stages that read it learned from the pairs as they were. Pass `--redo data` "
-            "(with data among --stages) to prepare it again and redo every stage that read "
-            "it, or put the files back as they were"
+            f"{out / 'data'} (content hash {prepared[:12]} then, {planned[:12]} now), and "
+            f"{', '.join(costly)} learned from the pairs as they were: put the files back "
+            "as they were, or train on the corpus as it is now in a new run folder (--out)"
         )
-    if record.inputs is not None:
-        log(
-            "[data] its corpus files were touched since it ran, but make the same dataset "
-            f"(content hash {prepared[:12]}): nothing to redo"
-        )
-    summary = {**record.summary, INPUTS: now}
-    dataclasses.replace(record, summary=summary).write(path)
+    return True

@@ -239,6 +239,9 @@ def _run_stages(
     if cfg.threads > 0:
         torch.set_num_threads(cfg.threads)
     ctx = stages.Context(cfg, out, progress, log)
+    stand_in_outdated = stage_done(out, "data") and _stand_in_outdated(cfg, out)
+    # Before any record is removed: this check may stop the run.
+    data_changed = not stand_in_outdated and check_data_inputs(cfg, out, log)
     changed = _changed_given(cfg, out)
     if changed:
         why = f"[{', '.join(changed)}] a given checkpoint changed since this run used it"
@@ -247,15 +250,16 @@ def _run_stages(
         why = f"[{', '.join(redo)}] run again by --redo, with the stages that read it"
         redo = _with_readers(out, redo, only, why, log, say_alone=False)
     redo = list(dict.fromkeys([*redo, *changed]))
-    if "data" in only and stage_done(out, "data") and _stand_in_outdated(cfg, out):
+    if stand_in_outdated and "data" in only:
         log(
             f"[data] the test set is there now ({cfg.data.corpus}): preparing it and redoing "
             f"{', '.join(READ_DATA[1:])} in place of the example sentences"
         )
         redo += READ_DATA
         _forget(out, READ_DATA)
-    if "data" not in redo:
-        check_data_inputs(cfg, out, log)
+    if data_changed and "data" not in redo:
+        why = "[data] its corpus or tokenizer changed since it ran (no model trained on it)"
+        redo += _with_readers(out, ["data"], only, why, log, say_alone=True)
     todo = [n for n in STAGES if n in only and (n in redo or not stage_done(out, n))]
     check_before_start(cfg, todo)
     clock = _Clock(cfg, todo)
