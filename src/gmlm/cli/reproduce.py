@@ -24,8 +24,9 @@ presets (each one's own description):
 
 Rerunning the same command resumes: finished stages are skipped, an interrupted training or
 distillation continues from its checkpoint, and a checkpoint given to a stage that changed on
-disk since (the released models after an update) redoes the stages that read it; a folder
-another `gmlm reproduce` is running in is refused. Outputs:
+disk since (the released models after an update) redoes the stages that read it, and so does
+a corpus that now makes another dataset, unless a model was trained on it (then the run stops:
+docs/training.md); a folder another `gmlm reproduce` is running in is refused. Outputs:
 OUT/REPORT.md, OUT/stages/*.json (time each stage took), and one folder per stage.
 """
 
