@@ -55,6 +55,7 @@ def test_a_touched_corpus_changes_nothing_and_a_changed_one_is_prepared_again(
     # Other pairs, and no model trained on the old ones: prepared again by itself.
     before = load_dataset(out / "data").content_hash
     write_lines(tmp_path / "c.de", [*src[:-1], "der Hund läuft über die Straße."])
+    _later(tmp_path / "c.de")  # seen as changed on any file system's clock
     messages.clear()
     run_reproduce(cfg, out, ("data",), progress=False, log=messages.append)
     why = "[data] its corpus or tokenizer changed since it ran (no model trained on it)"
@@ -76,6 +77,7 @@ def test_a_changed_corpus_a_model_learned_from_stops_the_run(tmp_path: Path) -> 
     # Every run is refused, --redo data included (the training could not resume on the new
     # pairs), whichever --stages it names, before anything is touched.
     write_lines(tmp_path / "c.en", [*tgt[:-1], "The dog runs."])
+    _later(tmp_path / "c.en")
     for only, redo in ((("data",), ()), (("ar",), ()), (("report",), ()), (("data",), ("data",))):
         with pytest.raises(GmlmError, match=r"changed since the data stage .*and ar learned from"):
             run_reproduce(cfg, out, only, redo=redo, progress=False, log=print)
