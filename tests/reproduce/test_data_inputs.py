@@ -15,7 +15,7 @@ from gmlm.data.bible import verses_path
 from gmlm.data.corpora import corpus_files
 from gmlm.errors import GmlmError
 from gmlm.reproduce.config import load_reproduce_config
-from gmlm.reproduce.data_inputs import data_files, file_signature
+from gmlm.reproduce.data_inputs import check_data_inputs, data_files, file_signature
 from gmlm.reproduce.pipeline import run_reproduce
 from gmlm.reproduce.stage_record import INPUTS, StageRecord
 from tests.helpers.corpora import make_pairs, write_corpus, write_lines
@@ -144,3 +144,12 @@ def test_the_files_each_corpus_kind_reads(tmp_path: Path) -> None:
         str(tmp_path / "b"): None,
         str(model): [model.stat().st_size, model.stat().st_mtime_ns],
     }
+
+
+def test_nothing_is_read_before_the_data_stage_has_run(tmp_path: Path) -> None:
+    """A run that has not prepared its data (e.g. `--stages theory`) is not held up by its
+    corpus, not even a mistyped one: the data stage names that when it runs."""
+    cfg = load_reproduce_config("smoke", ["data.corpus=nope:x"])
+    assert check_data_inputs(cfg, tmp_path, print) is False
+    with pytest.raises(GmlmError, match="unknown corpus spec 'nope:x'"):
+        data_files(cfg)

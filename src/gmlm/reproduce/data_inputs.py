@@ -184,8 +184,10 @@ def check_data_inputs(cfg: ReproduceConfig, out: Path, log: Callable[[str], None
 
     path = out / "stages" / "data.json"
     record = StageRecord.read_if_present(path)
+    if record is None:
+        return False
     files = data_files(cfg)
-    if record is None or files is None:
+    if files is None:
         return False
     now = file_signature(files)
     if record.inputs == now:
