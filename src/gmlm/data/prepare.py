@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import sentencepiece as spm
@@ -188,10 +188,10 @@ def _settings(cfg: DataConfig, corpus: Corpus) -> dict[str, Any]:
     return data
 
 
-@dataclass(frozen=True)
-class _Plan:
+class _Plan(NamedTuple):
     """What preparing would write, before anything is: the corpus as cleaned, its splits
-    (carved where missing), the reused tokenizer, and their content hash."""
+    (carved where missing), the reused tokenizer, and their content hash. (A NamedTuple: the
+    dataclasses of this module are its settings.)"""
 
     corpus: Corpus
     splits: dict[str, ParallelText]
