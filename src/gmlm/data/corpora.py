@@ -38,6 +38,7 @@ SPEC_HELP = (
 )
 SPLIT_SPEC_KINDS: tuple[str, ...] = ("files", "tsv", "jsonl")
 _LANG_SUFFIX = re.compile(r"^[a-z]{2,3}$")
+JSONL_KEYS = r"[^,:]+,[^,:]+"  # the SKEY,TKEY option of a jsonl:FILE[:SKEY,TKEY] spec
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,7 @@ def read_split_spec(text: str) -> tuple[ParallelText, str | None, str | None]:
         src, tgt = read_tsv(Path(spec.arg))
         return ParallelText(src, tgt), None, None
     if spec.kind == "jsonl":
-        path, keys = _split_option(spec.arg, r"[^,:]+,[^,:]+")
+        path, keys = _split_option(spec.arg, JSONL_KEYS)
         key_pair = tuple(keys.split(",")) if keys else ("src", "tgt")
         src, tgt = read_jsonl(Path(path), key_pair)
         if keys and all(_LANG_SUFFIX.match(k) for k in key_pair):
@@ -256,7 +257,7 @@ def _split_spec_files(text: str) -> list[Path]:
     if spec.kind == "files":
         return [Path(part) for part in spec.arg.split(",") if part]
     if spec.kind == "jsonl":
-        return [Path(_split_option(spec.arg, r"[^,:]+,[^,:]+")[0])]
+        return [Path(_split_option(spec.arg, JSONL_KEYS)[0])]
     return [Path(spec.arg)]
 
 
