@@ -121,3 +121,35 @@ def test_an_export_neither_is_rescored_nor_rescores(tiny_models, tmp_path, capsy
         load_backend("ct2", export, "fp32", 1, rescore=(tiny_models["ar"], 1.0))
     with pytest.raises(GmlmError, match=f"--rescore padir={export}: a CTranslate2 export"):
         load_backend("padir", padir, "fp32", 1, rescore=(export, 1.0))
+
+
+def test_the_worker_stderr_goes_to_the_service_log(tiny_models, tmp_path, monkeypatch, caplog):
+    """What the CTranslate2 worker writes on stderr reaches the service's log (whose bounded
+    queue drops lines rather than wait), named by model: never the service's stderr, which a
+    stalled reader would let fill and block the worker on, mid-request."""
+    import logging
+    import sys
+
+    from gmlm.export import ctranslate2_worker
+    from gmlm.export.ctranslate2 import export_ctranslate2
+    from gmlm.serve.backends import load_backend
+
+    real = ctranslate2_worker.worker_command
+
+    def noisy(folder, threads, precision):
+        talk = "import runpy, sys; print('loading', sys.argv[1], file=sys.stderr); "
+        module = "gmlm.export.ctranslate2_worker"
+        run = f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)"
+        return [sys.executable, "-c", talk + run, *real(folder, threads, precision)[3:]]
+
+    monkeypatch.setattr(ctranslate2_worker, "worker_command", noisy)
+    export = export_ctranslate2(tiny_models["ar"], tmp_path / "ct2")
+    caplog.set_level(logging.WARNING, logger="gmlm.serve")
+    backend = load_backend("ct2", str(export), "fp32", 1)
+    try:
+        prepared = backend.prepare(["a b"], {}, 0)
+        assert len(backend.translate(["a b"], prepared)) == 1
+    finally:
+        backend.close()  # waits for the worker's last stderr lines
+    said = [r.getMessage() for r in caplog.records if r.name == "gmlm.serve"]
+    assert said == [f"model 'ct2': CTranslate2 worker: loading {export}"]

@@ -24,6 +24,13 @@ or, for `gmlm serve` (text in, text out, nothing timed):
 the worker with the garbage collector off, so the pipe is not counted; ``translation`` is
 that text's translation (for the benchmark's BLEU of the row). A failure is answered
 ``{"error": message}``. The first line the worker writes is ``{"ready": ..., "load_s": ...}``.
+
+What the worker writes on stderr (CTranslate2's warnings, a Python traceback) never goes to
+the parent's stderr directly: a thread of the parent reads it line by line, keeps the last
+lines for the error of a worker that exits without answering, and hands each line to the
+parent's `messages` (the bench: its own stderr; the service: its log, whose bounded queue
+drops lines rather than wait on a stderr nobody reads). A worker writing on an inherited,
+undrained stderr pipe would block in the middle of a request, and the service with it.
 """
 
 from __future__ import annotations
@@ -35,7 +42,10 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -43,6 +53,11 @@ from typing import IO, Any
 
 from gmlm import provenance
 from gmlm.errors import GmlmError
+
+# Lines of the worker's stderr kept for the error of a worker that exits without answering.
+KEPT_LINES = 20
+# How long the parent waits for the worker's last stderr lines once it has exited (seconds).
+RELAY_JOIN_S = 2.0
 
 
 class WorkerExited(GmlmError):
@@ -64,26 +79,45 @@ class Ct2Worker:
     """The parent's handle on a worker process (a context manager that stops it)."""
 
     def __init__(
-        self, folder: Path, threads: int, precision: str = "fp32", mkl: bool | None = None
+        self,
+        folder: Path,
+        threads: int,
+        precision: str = "fp32",
+        mkl: bool | None = None,
+        messages: Callable[[str], None] | None = None,
     ) -> None:
         """`mkl`: CTranslate2's Intel MKL backend on (True) or off (False: its other GEMM
         backends), set through CT2_USE_MKL; None leaves CTranslate2's own choice (MKL on Intel
-        CPUs, off on others) or the caller's CT2_USE_MKL."""
+        CPUs, off on others) or the caller's CT2_USE_MKL. `messages` receives each line the
+        worker writes on stderr, from a thread of its own (default: this process's stderr)."""
         self.precision = precision
         self.mkl = mkl
-        command = [sys.executable, "-m", "gmlm.export.ctranslate2_worker", str(folder)]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(_python_path())}
         if mkl is not None:
             env["CT2_USE_MKL"] = "1" if mkl else "0"
         self._process = subprocess.Popen(
-            [*command, str(threads), precision],
+            worker_command(folder, threads, precision),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
             encoding="utf-8",
+            errors="replace",
             env=env,
         )
-        ready = self._receive()
+        self._said: deque[str] = deque(maxlen=KEPT_LINES)
+        self._relay = threading.Thread(
+            target=self._relay_stderr,
+            args=(messages or _to_stderr,),
+            name="ctranslate2-worker-stderr",
+            daemon=True,
+        )
+        self._relay.start()
+        try:
+            ready = self._receive()
+        except BaseException:
+            self.close()
+            raise
         self.load_s = float(ready["load_s"])
         self.version = str(ready["ctranslate2"])
 
@@ -119,9 +153,11 @@ class Ct2Worker:
         line = self._process.stdout.readline()
         if not line:
             code = self._process.wait()
+            self._relay.join(RELAY_JOIN_S)
+            said = "\n  ".join(self._said) if self._said else "nothing"
             raise WorkerExited(
                 f"the CTranslate2 worker process exited (status {code}) without answering; "
-                "its messages are above"
+                f"it last wrote on stderr:\n  {said}"
             )
         answer: dict[str, Any] = json.loads(line)
         if "error" in answer:
@@ -140,12 +176,33 @@ class Ct2Worker:
             self._process.wait()
         if self._process.stdout is not None:
             self._process.stdout.close()
+        self._relay.join(RELAY_JOIN_S)
+
+    def _relay_stderr(self, messages: Callable[[str], None]) -> None:
+        """Read the worker's stderr to its end: keep the last lines, pass each on."""
+        assert self._process.stderr is not None
+        with self._process.stderr as stream:
+            for line in stream:
+                text = line.rstrip("\n")
+                self._said.append(text)
+                with contextlib.suppress(Exception):  # a failing receiver must not stop the reading
+                    messages(text)
 
     def __enter__(self) -> Ct2Worker:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def worker_command(folder: Path, threads: int, precision: str) -> list[str]:
+    """The command line that starts a worker."""
+    module = "gmlm.export.ctranslate2_worker"
+    return [sys.executable, "-m", module, str(folder), str(threads), precision]
+
+
+def _to_stderr(line: str) -> None:
+    print(f"CTranslate2 worker: {line}", file=sys.stderr, flush=True)
 
 
 def _python_path() -> list[str]:

@@ -33,6 +33,7 @@ from gmlm.decoding.options import (
 from gmlm.errors import GmlmError
 from gmlm.export.ctranslate2_worker import Ct2Worker, WorkerExited
 from gmlm.serve.language import preload
+from gmlm.serve.logs import LOG
 from gmlm.serve.metrics import Captures
 from gmlm.settings import cli_fields
 
@@ -244,7 +245,13 @@ class Ct2Backend:
         )
         self.languages = self.info.languages
         preload(self.languages)  # the language check's identifier, not at first request
-        self._start = lambda: Ct2Worker(path, threads, "int8" if precision == "int8" else "fp32")
+        compute = "int8" if precision == "int8" else "fp32"
+        # The worker's stderr lines go to the service's log (its bounded queue), never to an
+        # inherited stderr a stalled reader could block the worker on.
+        said = f"model {name!r}: CTranslate2 worker: %s"
+        self._start = lambda: Ct2Worker(
+            path, threads, compute, messages=lambda line: LOG.warning(said, line)
+        )
         self.worker = self._start()
         self.lock = threading.Lock()  # one request at a time on the worker's pipe
         self.restarts = 0
