@@ -30,6 +30,7 @@ SERVED_FP32 = {
 SERVED_BF16 = {
     **SERVED_FP32, "precision": "bf16", "achieved_rps": 700.0, "p50_ms": 50.0, "p99_ms": None,
     "errors": {"504": 3}, "capacity_rps": None, "graph_captures": 12, "graph_capture_ms": 840.4,
+    "client_late_ms_p99": 2.6,
 }  # fmt: skip
 
 
@@ -67,8 +68,11 @@ def test_the_table_has_a_row_per_measurement_and_says_what_failed() -> None:
     assert lines[0].startswith("`make gpu-check` on NVIDIA H100 80GB HBM3, torch 2.11.0")
     assert "| default | padir T=4 B=5, batch 8: median ms | 4.2 | 3.5 |" in lines
     assert "| graphs | failed: RuntimeError: capture failed | | |" in lines
-    served = "| service | padir at 1000/s: achieved/s, p50 / p99 ms; graph captures |"
-    assert f"{served} 998, 5 / 40 | 700, 50 / - (3 errors); 12 captures, 840 ms |" in lines
+    served = (
+        "| service | padir at 1000/s: achieved/s, p50 / p99 ms; graph captures; client late p99 |"
+    )
+    bf16 = "700, 50 / - (3 errors); 12 captures, 840 ms; client late 3 ms"
+    assert f"{served} 998, 5 / 40 | {bf16} |" in lines
     assert "| service | padir: capacity (p99 < 100 ms, no errors) | 1000/s | none |" in lines
     assert "| training | base-padir: target tokens/s | 52,400 (MFU 25.0%) | 251,000 |" in lines
     assert "| compile | base-padir compile=true: target tokens/s | 60,000 (MFU 12.5%) |  |" in lines

@@ -205,6 +205,7 @@ def service(
                     "capacity_rps": loaded["capacity_rps"].get(point["model"]),
                     "graph_captures": point.get("graph_captures"),
                     "graph_capture_ms": point.get("graph_capture_ms"),
+                    "client_late_ms_p99": point.get("client_late_ms_p99"),
                 }
             )
     return rows
@@ -259,7 +260,7 @@ def table(found: dict[str, Any]) -> str:
             elif section == "service":
                 what = (
                     f"{row['model']} at {row['offered_rps']:g}/s: achieved/s, p50 / p99 ms; "
-                    "graph captures"
+                    "graph captures; client late p99"
                 )
                 p50 = "-" if row["p50_ms"] is None else f"{row['p50_ms']:.0f}"
                 p99 = "-" if row["p99_ms"] is None else f"{row['p99_ms']:.0f}"
@@ -268,6 +269,8 @@ def table(found: dict[str, Any]) -> str:
                     value += f" ({sum(row['errors'].values())} errors)"
                 if row.get("graph_captures"):
                     value += f"; {row['graph_captures']} captures, {row['graph_capture_ms']:.0f} ms"
+                if row.get("client_late_ms_p99") is not None:  # the load generator kept up?
+                    value += f"; client late {row['client_late_ms_p99']:.0f} ms"
             else:
                 for precision, rate in row["rates"].items():
                     mfu = row["mfu"].get(precision)

@@ -6,6 +6,9 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -315,3 +318,29 @@ def test_the_spawned_service_s_stderr_is_read_all_along(tmp_path, monkeypatch):
     monkeypatch.setattr(loadtest.sys, "executable", str(fake))
     with loadtest.spawned_service([], ready_timeout_s=60) as url:
         assert httpx.get(url + "/ready", timeout=10).status_code == 200
+
+
+def test_the_ceiling_tool_loads_a_model_that_answers_at_once():
+    """tools/serve_ceiling.py (docs/serving.md): its service in a process of its own, loaded
+    by run_loadtest; every request answered, the client's lateness measured."""
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(root / "tools" / "serve_ceiling.py"),
+            "--rates=20,40",
+            "--duration=.5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=root,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| echo |")]
+    assert [row.split("|")[2].strip() for row in rows] == ["20", "40"]
+    for row in rows:
+        cells = [c.strip() for c in row.split("|")[1:-1]]
+        assert cells[2] == cells[3] and cells[8] == "none"  # sent == answered, no errors
+        assert float(cells[-1]) >= 0.0  # client late p99, ms
+    assert "Capacity (highest offered rate with p99 under 100 ms" in done.stdout

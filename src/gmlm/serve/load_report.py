@@ -34,6 +34,7 @@ COLUMNS = (
     "graph captures (ms)",
     "slowest /health ms",
     f"loop wake-ups > {LATE_WAKEUP_S * 1000:g} ms late",
+    "client late p99 ms",
 )
 
 
@@ -46,7 +47,7 @@ def markdown(result: LoadResult) -> str:
         f"{s['lines']} line(s) per request, options {options}; "
         f"{result.provenance.get('cpu', '?')}, gmlm {result.provenance.get('gmlm', '?')}.",
         "",
-        *table(COLUMNS, align="lrrrrrrrlrrlrrrrrr"),
+        *table(COLUMNS, align="lrrrrrrrlrrlrrrrrrr"),
     ]
     for p in result.points:
         errors = ", ".join(f"{k}: {v}" for k, v in p.errors.items()) or "none"
@@ -69,6 +70,7 @@ def markdown(result: LoadResult) -> str:
             "-" if p.graph_captures is None else f"{p.graph_captures} ({_ms(p.graph_capture_ms)})",
             _ms(p.health_ms_max),
             "-" if p.loop_late_wakeups is None else str(p.loop_late_wakeups),
+            _ms(p.client_late_ms_p99),
         )
         lines.append(row(cells))
     lines += [

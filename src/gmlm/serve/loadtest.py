@@ -4,8 +4,12 @@ For each model and each offered rate (in the order given, so that a low rate aft
 shows the recovery), requests of `lines` sentences arrive as a Poisson process (exponential gaps,
 seeded) for `duration` seconds and are sent at their arrival times whatever the answers do
 (open loop: a slow answer cannot hold back the next request, so queueing is measured, not
-hidden). Each request is one POST with an async HTTP client (httpx); loopback only; the number
-of requests and the time are bounded.
+hidden), and each request's latency runs from its arrival time, not from when the client got
+round to sending it. Each request is one POST on a kept-alive connection of a small asyncio
+HTTP client (:mod:`gmlm.serve.http_client`, light enough to offer thousands a second);
+loopback only; the number of requests and the time are bounded. How late the client itself
+woke for its arrivals is measured too (`client_late_ms_p99`): a client that falls behind its
+schedule would measure itself.
 
 Per model and rate: the client's latency of answered requests (p50, p90, p99), achieved
 throughput (answers per second), errors by status, the service's own decode time (its
@@ -41,6 +45,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from gmlm.config import SEED, Range, check_settings
 from gmlm.errors import GmlmError
 from gmlm.records import OMIT_NONE, Record
+from gmlm.serve.http_client import Pool, TransportError
 from gmlm.settings import doc
 
 MAX_REQUESTS = 100_000  # per model and rate, whatever rate x duration says
@@ -125,6 +130,9 @@ class RatePoint(Record):
     # gmlm_event_loop_lag_seconds) that came more than LATE_WAKEUP_S late: the loop itself
     # held up (absent where the service exports no such metric, or in older files).
     loop_late_wakeups: int | None = field(default=None, metadata=OMIT_NONE)
+    # How late the client woke to send its requests, against their arrival times (p99, ms):
+    # beyond a few ms the figures are partly the client's own (absent in older files).
+    client_late_ms_p99: float | None = field(default=None, metadata=OMIT_NONE)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -216,23 +224,24 @@ PROBE_S = 0.25
 LATE_WAKEUP_S = 0.02
 
 
-async def _metrics(client: Any) -> str:
+async def _metrics(client: Pool) -> str:
     """The service's Prometheus text, or "" when it does not answer within the client's
     timeout (or the connection fails)."""
-    import httpx
-
     try:
         answer = await client.get("/metrics")
-    except httpx.TransportError:
+    except TransportError:
         return ""
     return str(answer.text) if answer.status_code == 200 else ""
 
 
 async def _one_rate(
-    client: Any, model: str, rate: float, settings: dict[str, Any], texts: Sequence[str]
+    client: Pool,
+    base: str,
+    model: str,
+    rate: float,
+    settings: dict[str, Any],
+    texts: Sequence[str],
 ) -> RatePoint:
-    import httpx
-
     times = arrivals(rate, settings["duration"], settings["seed"])
     lines = settings["lines"]
     latencies: list[float] = []
@@ -240,28 +249,27 @@ async def _one_rate(
     server_ms: list[float] = []
     overhead: list[float] = []
     in_handler: list[float] = []
+    late: list[float] = []
     errors: Counter[str] = Counter()
     before = await _metrics(client)
 
     async def send(i: int, at: float) -> None:
-        delay = at - (time.monotonic() - start)
+        arrival = start + at
+        delay = arrival - time.monotonic()
         if delay > 0:
             await asyncio.sleep(delay)
+        late.append(1000.0 * max(time.monotonic() - arrival, 0.0))
         body = {
             "model": model,
             "text": [texts[(i * lines + j) % len(texts)] for j in range(lines)],
             "options": settings["options"].get(model, {}),
         }
-        sent = time.monotonic()
         try:
-            answer = await client.post("/v1/translate", json=body)
-        except httpx.TimeoutException:
-            errors["timeout"] += 1
+            answer = await client.post("/v1/translate", body)
+        except TransportError as err:  # a timeout included: kind "timeout"
+            errors[err.kind] += 1
             return
-        except httpx.TransportError as err:
-            errors[type(err).__name__] += 1
-            return
-        elapsed = 1000.0 * (time.monotonic() - sent)
+        elapsed = 1000.0 * (time.monotonic() - arrival)
         if answer.status_code == 200:
             latencies.append(elapsed)
             timings = answer.json()["timings"]
@@ -276,15 +284,18 @@ async def _one_rate(
     probes: list[float] = []
 
     async def probe() -> None:
-        while time.monotonic() - start < settings["duration"]:
-            sent = time.monotonic()
-            try:
-                await client.get("/health")
-            except httpx.TransportError:
-                errors[HEALTH_UNANSWERED] += 1
-                return
-            probes.append(1000.0 * (time.monotonic() - sent))
-            await asyncio.sleep(PROBE_S)
+        # A connection of its own: the probe measures the service, never a wait for one of
+        # the load's connections.
+        async with Pool(base, client.timeout_s, connections=1) as own:
+            while time.monotonic() - start < settings["duration"]:
+                sent = time.monotonic()
+                try:
+                    await own.get("/health")
+                except TransportError:
+                    errors[HEALTH_UNANSWERED] += 1
+                    return
+                probes.append(1000.0 * (time.monotonic() - sent))
+                await asyncio.sleep(PROBE_S)
 
     start = time.monotonic()
     await asyncio.gather(probe(), *(send(i, at) for i, at in enumerate(times)))
@@ -318,6 +329,7 @@ async def _one_rate(
         graph_capture_ms=None if capture_s is None else 1000.0 * capture_s,
         health_ms_max=max(probes) if probes else None,
         loop_late_wakeups=_late_wakeups(before, after),
+        client_late_ms_p99=percentile(late, 99),
     )
 
 
@@ -364,8 +376,6 @@ def run_loadtest(
     """Load every model in turn at every rate as `settings` say (default: LoadSettings's
     defaults; see the module docstring); `options`: each model's decoding settings by model
     name (default: the model's own)."""
-    import httpx
-
     from gmlm import provenance
 
     base = check_loopback(url)
@@ -389,15 +399,13 @@ def run_loadtest(
     }
 
     async def main() -> list[RatePoint]:
-        limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
-        async with httpx.AsyncClient(base_url=base, timeout=timeout_s, limits=limits) as client:
+        async with Pool(base, timeout_s) as client:
             try:
                 ready = await client.get("/ready")
                 listed = await client.get("/v1/models")
-            except httpx.TransportError as err:
+            except TransportError as err:
                 raise GmlmError(
-                    f"--url {base}: no service answers ({err or type(err).__name__}); start "
-                    "gmlm serve"
+                    f"--url {base}: no service answers ({err}); start gmlm serve"
                 ) from None
             if ready.status_code != 200:
                 raise GmlmError(
@@ -418,11 +426,11 @@ def run_loadtest(
                         "options": per_model[model],
                     }
                     try:
-                        answer = await client.post("/v1/translate", json=body)
-                    except httpx.TransportError as err:
+                        answer = await client.post("/v1/translate", body)
+                    except TransportError as err:
                         raise GmlmError(
                             f"warm-up request to {model}: no answer within --timeout "
-                            f"{timeout_s:g} s ({type(err).__name__}); raise --timeout, or "
+                            f"{timeout_s:g} s ({err.kind}); raise --timeout, or "
                             "send lighter settings"
                         ) from None
                     if answer.status_code != 200:
@@ -430,7 +438,7 @@ def run_loadtest(
                             f"warm-up request to {model}: {answer.status_code} {answer.text}"
                         )
                 for rate in rates:
-                    point = await _one_rate(client, model, rate, recorded, texts)
+                    point = await _one_rate(client, base, model, rate, recorded, texts)
                     log(describe(point))
                     points.append(point)
             return points
@@ -517,6 +525,11 @@ def describe(p: RatePoint) -> str:
             ""
             if p.loop_late_wakeups is None
             else f", {p.loop_late_wakeups} loop wake-ups over {LATE_WAKEUP_S * 1000:g} ms late"
+        )
+        + (
+            ""
+            if p.client_late_ms_p99 is None
+            else f"; client late p99 {ms(p.client_late_ms_p99)} ms"
         )
         + (
             ""
