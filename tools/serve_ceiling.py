@@ -31,12 +31,12 @@ LINES = ["Ein Hund läuft über die Wiese.", "Zwei Kinder spielen am Strand.", "
 class Echo:
     """A model that answers each line with itself, at once."""
 
-    name = "echo"
-    kind = "fake"
-    device = "cpu"
-    source = "memory"
-    languages = None
-    rescored_by = None
+    name: str = "echo"
+    kind: str = "fake"
+    device: str = "cpu"
+    source: str = "memory"
+    languages: str | None = None
+    rescored_by: str | None = None
 
     def prepare(self, texts: Sequence[str], settings: Mapping[str, Any], seed: int) -> Prepared:
         return Prepared(SearchOptions(), seed, sum(len(t.split()) for t in texts), len(texts))
