@@ -48,6 +48,24 @@ def test_the_table_has_a_row_per_measurement_and_says_what_failed() -> None:
             ],
             "graphs": "RuntimeError: capture failed",
             "service": [SERVED_FP32, SERVED_BF16],
+            "ceiling": [
+                {
+                    "offered_rps": 2000,
+                    "achieved_rps": 1990.4,
+                    "p50_ms": 1.25,
+                    "p99_ms": 30.4,
+                    "errors": {},
+                    "client_late_ms_p99": 4.4,
+                },
+                {
+                    "offered_rps": 4000,
+                    "achieved_rps": 2500.0,
+                    "p50_ms": 800.0,
+                    "p99_ms": None,
+                    "errors": {"503": 7},
+                    "client_late_ms_p99": None,
+                },
+            ],
             "training": [
                 {
                     "config": "base-padir",
@@ -74,6 +92,12 @@ def test_the_table_has_a_row_per_measurement_and_says_what_failed() -> None:
     bf16 = "700, 50 / - (3 errors); 12 captures, 840 ms; client late 3 ms"
     assert f"{served} 998, 5 / 40 | {bf16} |" in lines
     assert "| service | padir: capacity (p99 < 100 ms, no errors) | 1000/s | none |" in lines
+    echo = (
+        "| ceiling | no model (echo), CPU only, at {}/s: achieved/s, p50 / p99 ms; "
+        "client late p99 |"
+    )
+    assert f"{echo.format(2000)} 1990.4, 1.2 / 30; client late 4 ms |  |" in lines
+    assert f"{echo.format(4000)} 2500, 800.0 / - (7 errors) |  |" in lines
     assert "| training | base-padir: target tokens/s | 52,400 (MFU 25.0%) | 251,000 |" in lines
     assert "| compile | base-padir compile=true: target tokens/s | 60,000 (MFU 12.5%) |  |" in lines
 

@@ -211,6 +211,30 @@ def service(
     return rows
 
 
+def ceiling(out: Path, rates: str, duration: float) -> list[Row]:
+    """tools/serve_ceiling.py: the service with a model that answers at once under the same
+    open-loop load, the requests/s the HTTP layer and the load generator carry on this
+    machine's CPU (what the service rows cannot pass, whatever the GPU does)."""
+    result = out / "ceiling.json"
+    command = [
+        sys.executable, str(ROOT / "tools" / "serve_ceiling.py"), "--rates", rates,
+        "--duration", str(duration), "--output", str(result),
+    ]  # fmt: skip
+    subprocess.run(command, check=True, env=ENV, timeout=120 + 6 * duration * len(rates.split(",")))
+    loaded = json.loads(result.read_text(encoding="utf-8"))
+    return [
+        {
+            "offered_rps": point["offered_rps"],
+            "achieved_rps": round(point["achieved_rps"], 1),
+            "p50_ms": point["p50_ms"],
+            "p99_ms": point["p99_ms"],
+            "errors": point["errors"],
+            "client_late_ms_p99": point.get("client_late_ms_p99"),
+        }
+        for point in loaded["points"]
+    ]
+
+
 def training(run: Run, data: Path, steps: int, configs: tuple[str, ...], *extra: str) -> list[Row]:
     """`gmlm throughput` of each config (with the `extra` overrides), both precisions."""
     rows = []
@@ -257,6 +281,17 @@ def table(found: dict[str, Any]) -> str:
             elif section == "graphs":
                 what = f"{row['system']}, batch 1: p50 / p99 ms"
                 value = f"{row['p50_ms']:.1f} / {row['p99_ms']:.1f}"
+            elif section == "ceiling":
+                what = (
+                    f"no model (echo), CPU only, at {row['offered_rps']:g}/s: achieved/s, "
+                    "p50 / p99 ms; client late p99"
+                )
+                p99 = "-" if row["p99_ms"] is None else f"{row['p99_ms']:.0f}"
+                value = f"{row['achieved_rps']:g}, {row['p50_ms']:.1f} / {p99}"
+                if row["errors"]:
+                    value += f" ({sum(row['errors'].values())} errors)"
+                if row.get("client_late_ms_p99") is not None:
+                    value += f"; client late {row['client_late_ms_p99']:.0f} ms"
             elif section == "service":
                 what = (
                     f"{row['model']} at {row['offered_rps']:g}/s: achieved/s, p50 / p99 ms; "
@@ -286,10 +321,10 @@ def table(found: dict[str, Any]) -> str:
             }
             for model in dict.fromkeys(m for _, m in capacity):
                 values = [capacity.get((p, model)) for p in ("fp32", "bf16")]
-                shown = ["none" if v is None else f"{v:g}/s" for v in values]
+                rates = ["none" if v is None else f"{v:g}/s" for v in values]
                 lines.append(
                     f"| service | {model}: capacity (p99 < 100 ms, no errors) "
-                    f"| {shown[0]} | {shown[1]} |"
+                    f"| {rates[0]} | {rates[1]} |"
                 )
     return "\n".join(lines) + "\n"
 
@@ -301,6 +336,9 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=100, help="graph rows' sentences")
     parser.add_argument("--rates", default="10,100,400,1000", help="service offered rates")
     parser.add_argument("--duration", type=float, default=6, help="seconds per service rate")
+    parser.add_argument(
+        "--ceiling-rates", default="1000,2000,4000", help="the ceiling section's offered rates"
+    )
     parser.add_argument(
         "--serve-flags",
         default="",
@@ -316,7 +354,7 @@ def main() -> None:
     )
     parser.add_argument(
         "--sections",
-        default="default,eager,graphs,service,training,compile,batch",
+        default="default,eager,graphs,service,ceiling,training,compile,batch",
         help="which to run, in order",
     )
     args = parser.parse_args()
@@ -324,6 +362,7 @@ def main() -> None:
     if args.smoke:
         run = SMOKE
         args.sentences, args.rates, args.duration, args.train_steps = 3, "5", 1.0, 1
+        args.ceiling_rates = "20"
     elif not torch.cuda.is_available():
         parser.error("no CUDA device here: run it on a machine with a GPU and a CUDA torch")
     source = args.data / "test.src.txt"
@@ -346,6 +385,7 @@ def main() -> None:
         "service": lambda: service(
             run, source, args.out, args.rates, args.duration, args.serve_flags
         ),
+        "ceiling": lambda: ceiling(args.out, args.ceiling_rates, args.duration),
         "training": lambda: training(
             run, args.data, args.train_steps, ("small-padir", "small-ar", "base-padir")
         ),

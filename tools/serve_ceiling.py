@@ -6,6 +6,7 @@ reaches near it is known to be theirs, not the model's. Run from the repository 
 otherwise idle machine:
 
     .venv/bin/python tools/serve_ceiling.py [--rates 250,500,1000,1500,2000] [--duration 8]
+        [--output ceiling.json]
 
 The service runs in a process of its own (the load generator's event loop and the service's
 do not share a GIL); both take what cores they are given.
@@ -15,11 +16,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from gmlm.decoding.options import SearchOptions
@@ -64,12 +68,14 @@ def serve() -> None:
 
 
 def wait_ready(url: str, timeout_s: float = 60.0) -> None:
-    import httpx
-
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        with contextlib.suppress(httpx.TransportError):
-            if httpx.get(url + "/ready", timeout=5).status_code == 200:
+        # not listening yet, or 503 (not ready: urlopen raises HTTPError, an OSError)
+        with (
+            contextlib.suppress(OSError),
+            urllib.request.urlopen(url + "/ready", timeout=5) as ready,
+        ):
+            if ready.status == 200:
                 return
         time.sleep(0.1)
     raise SystemExit(f"the echo service at {url} did not become ready in {timeout_s:g} s")
@@ -80,6 +86,7 @@ def main() -> None:
     parser.add_argument("--rates", default="250,500,1000,1500,2000")
     parser.add_argument("--duration", type=float, default=8.0)
     parser.add_argument("--p99-limit-ms", type=float, default=100.0)
+    parser.add_argument("--output", type=Path, help="also write the result as JSON (LoadResult)")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -103,6 +110,8 @@ def main() -> None:
         result = run_loadtest(url, ["echo"], LINES, settings)
         print()
         print(markdown(result))
+        if args.output:
+            args.output.write_text(json.dumps(result.to_json(), indent=1), encoding="utf-8")
     finally:
         child.terminate()
         child.wait(timeout=30)
