@@ -125,7 +125,7 @@ gpu-check-smoke: gpu-check-data
 	$(BIN)/python tools/gpu_check.py --smoke --data $(GPU_CHECK_DATA) --out runs/gpu-check-smoke
 GPU_WHEELS = fastapi==0.165.0 starlette==1.10.0 pydantic==2.14.4 pydantic-core==2.50.5 \
 	uvicorn==0.54.0 annotated-types==0.8.0 annotated-doc==0.0.7 typing-inspection==0.4.5 \
-	opentelemetry-api==1.45.2
+	opentelemetry-api==1.45.2 httptools==0.9.0
 gpu-wheels: $(STAMP)
 	$(BIN)/pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 	  --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \

@@ -6,7 +6,7 @@ reaches near it is known to be theirs, not the model's. Run from the repository 
 otherwise idle machine:
 
     .venv/bin/python tools/serve_ceiling.py [--rates 250,500,1000,1500,2000] [--duration 8]
-        [--output ceiling.json]
+        [--http {auto,h11,httptools}] [--output ceiling.json]
 
 The service runs in a process of its own (the load generator's event loop and the service's
 do not share a GIL); both take what cores they are given.
@@ -52,7 +52,7 @@ class Echo:
         pass
 
 
-def serve() -> None:
+def serve(http: str) -> None:
     """The service (a child process): prints its URL, then serves until killed."""
     import uvicorn
 
@@ -63,7 +63,7 @@ def serve() -> None:
     sock = bind("127.0.0.1", 0)
     print(f"http://127.0.0.1:{sock.getsockname()[1]}", flush=True)
     app = create_app(lambda: {"echo": Echo()}, ServeSettings())
-    config = uvicorn.Config(app, log_level="error", access_log=False, log_config=None)
+    config = uvicorn.Config(app, log_level="error", access_log=False, log_config=None, http=http)
     uvicorn.Server(config).run(sockets=[sock])
 
 
@@ -87,10 +87,16 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=8.0)
     parser.add_argument("--p99-limit-ms", type=float, default=100.0)
     parser.add_argument("--output", type=Path, help="also write the result as JSON (LoadResult)")
+    parser.add_argument(
+        "--http",
+        choices=("auto", "h11", "httptools"),
+        default="auto",
+        help="uvicorn's HTTP parser (auto: httptools where installed, as gmlm serve runs)",
+    )
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        serve()
+        serve(args.http)
         return
     from gmlm.serve.load_report import markdown
     from gmlm.serve.loadtest import LoadSettings, run_loadtest
