@@ -101,8 +101,9 @@ def test_a_kept_alive_connection_serves_request_after_request():
         ),
         (ok(b"bye", b"Connection: close\r\n"), b"bye", False),
         (b"HTTP/1.0 503 Busy\r\nRetry-After: 1\r\n\r\nto the end", b"to the end", False),
+        (b"HTTP/1.1 204 No Content\r\n\r\n", b"", True),
     ],
-    ids=["chunked", "connection-close", "until-closed"],
+    ids=["chunked", "connection-close", "until-closed", "no-content"],
 )
 def test_every_framing_of_an_answer(answer, body, reused):
     async def main() -> None:

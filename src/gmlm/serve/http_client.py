@@ -98,7 +98,10 @@ class _Connection:
             name, _, value = line.partition(b":")
             headers[name.strip().lower()] = value.strip()
         reusable = headers.get(b"connection", b"").lower() != b"close"
-        if b"chunked" in headers.get(b"transfer-encoding", b"").lower():
+        status = int(parts[1])
+        if status in (204, 304) or 100 <= status < 200:  # no body, whatever the headers say
+            data = b""
+        elif b"chunked" in headers.get(b"transfer-encoding", b"").lower():
             data = await self._chunks()
         elif b"content-length" in headers:
             data = await self._exactly(_size(headers[b"content-length"]))
@@ -107,7 +110,7 @@ class _Connection:
             if len(data) > MAX_BODY_BYTES:
                 raise TransportError(f"a body over {MAX_BODY_BYTES} bytes")
             reusable = False
-        return Answer(int(parts[1]), data), reusable
+        return Answer(status, data), reusable
 
     async def _line(self) -> bytes:
         try:
