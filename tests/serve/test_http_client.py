@@ -80,7 +80,9 @@ def test_a_kept_alive_connection_serves_request_after_request():
                 answer = await pool.post("/v1/translate", {"text": ["ein Hund"]})
                 assert (answer.status_code, answer.json()) == (200, {"a": 1})
             assert (await pool.get("/health")).text == '{"a": 1}'
+            (connection,) = pool._open
         assert server.connections == 1
+        assert connection.writer.is_closing()  # closed with the pool
         first = server.requests[0]
         assert first.startswith(b"POST /v1/translate HTTP/1.1\r\n")
         assert first.endswith(b'\r\n\r\n{"text": ["ein Hund"]}')
@@ -102,8 +104,10 @@ def test_a_kept_alive_connection_serves_request_after_request():
         (ok(b"bye", b"Connection: close\r\n"), b"bye", False),
         (b"HTTP/1.0 503 Busy\r\nRetry-After: 1\r\n\r\nto the end", b"to the end", False),
         (b"HTTP/1.1 204 No Content\r\n\r\n", b"", True),
+        (b"HTTP/1.1 304 Not Modified\r\nContent-Length: 5\r\n\r\n", b"", True),
+        (b"HTTP/1.1 200\r\nContent-Length: 2\r\n\r\nok", b"ok", True),
     ],
-    ids=["chunked", "connection-close", "until-closed", "no-content"],
+    ids=["chunked", "connection-close", "until-closed", "no-content", "not-modified", "no-reason"],
 )
 def test_every_framing_of_an_answer(answer, body, reused):
     async def main() -> None:
@@ -117,6 +121,7 @@ def test_every_framing_of_an_answer(answer, body, reused):
             for _ in range(2):
                 got = await pool.get("/x")
                 assert got.body == body
+            assert len(pool._open) == len(pool._idle) == (1 if reused else 0)
         assert server.connections == (1 if reused else 2)
 
     run(main())
@@ -179,6 +184,7 @@ def test_a_broken_answer_is_a_transport_error_and_its_connection_is_dropped(
             with pytest.raises(TransportError, match=message) as caught:
                 await pool.get("/x")
             assert caught.value.kind == kind
+            assert not pool._open and not pool._idle  # dropped
             assert (await pool.get("/x")).status_code == 200
         assert server.connections == 2
 
@@ -200,6 +206,7 @@ def test_no_answer_in_time_is_a_timeout_and_the_connection_is_not_reused():
             with pytest.raises(Timeout, match=r"no answer within 0\.2 s") as caught:
                 await pool.get("/x")
             assert caught.value.kind == "timeout"
+            assert not pool._open and not pool._idle  # dropped
             release.set()
             assert (await pool.get("/x")).status_code == 200
         assert server.connections == 2
@@ -255,6 +262,7 @@ def test_a_connection_the_server_closed_or_left_idle_too_long_is_not_used(monkey
                     break
                 await asyncio.sleep(0.01)
             assert (await pool.get("/x")).status_code == 200
+            assert idle.writer.is_closing() and idle not in pool._open and len(pool._open) == 1
         assert server.connections == 2
 
         monkeypatch.setattr(http_client, "IDLE_S", 0.0)
@@ -270,3 +278,30 @@ def test_a_connection_the_server_closed_or_left_idle_too_long_is_not_used(monkey
 def test_only_plain_http_urls():
     with pytest.raises(ValueError, match="expected http://HOST:PORT"):
         Pool("https://127.0.0.1:1", timeout_s=1)
+
+
+def test_a_body_of_exactly_the_limit_is_read(monkeypatch):
+    monkeypatch.setattr(http_client, "MAX_BODY_BYTES", 100)
+    answers = [
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+        + b"32\r\n"
+        + b"a" * 50
+        + b"\r\n32\r\n"
+        + b"b" * 50
+        + b"\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\n\r\n" + b"c" * 100,
+    ]
+    monkeypatch.setattr(http_client, "READ_BYTES", 7)  # a body read in many pieces
+
+    async def main() -> None:
+        async def reply(request: bytes, writer: asyncio.StreamWriter) -> bool:
+            writer.write(answers[len(server.requests) - 1])
+            await writer.drain()
+            return False
+
+        server = Server(reply)
+        async with server as url, Pool(url, timeout_s=10) as pool:
+            assert (await pool.get("/x")).body == b"a" * 50 + b"b" * 50
+            assert (await pool.get("/x")).body == b"c" * 100
+
+    run(main())

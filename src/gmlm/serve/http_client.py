@@ -33,6 +33,8 @@ from urllib.parse import urlsplit
 MAX_HEADERS = 100
 MAX_LINE_BYTES = 16 * 1024
 MAX_BODY_BYTES = 64 * 1024 * 1024
+# How much a read of a body that ends with the connection asks for at a time.
+READ_BYTES = 64 * 1024
 # The kind of a TransportError for a connection that closed in the middle of an answer.
 CLOSED = "closed early"
 # How long a connection may sit idle in the pool and still be used: servers close idle
@@ -106,9 +108,7 @@ class _Connection:
         elif b"content-length" in headers:
             data = await self._exactly(_size(headers[b"content-length"]))
         else:  # the body ends with the connection
-            data = await self.reader.read(MAX_BODY_BYTES + 1)
-            if len(data) > MAX_BODY_BYTES:
-                raise TransportError(f"a body over {MAX_BODY_BYTES} bytes")
+            data = await self._to_the_end()
             reusable = False
         return Answer(status, data), reusable
 
@@ -126,6 +126,14 @@ class _Connection:
             return await self.reader.readexactly(size)
         except asyncio.IncompleteReadError:
             raise TransportError("the connection closed before the answer ended", CLOSED) from None
+
+    async def _to_the_end(self) -> bytes:
+        data = bytearray()
+        while chunk := await self.reader.read(READ_BYTES):
+            data += chunk
+            if len(data) > MAX_BODY_BYTES:
+                raise TransportError(f"a body over {MAX_BODY_BYTES} bytes")
+        return bytes(data)
 
     async def _chunks(self) -> bytes:
         data = bytearray()
