@@ -57,7 +57,9 @@ def test_percentile_matches_numpy_linear():
     assert percentile([], 50) is None
 
 
-@pytest.mark.parametrize("url", ["http://10.0.0.1:8080", "http://example.com", "ftp://127.0.0.1"])
+@pytest.mark.parametrize(
+    "url", ["http://10.0.0.1:8080", "http://example.com", "ftp://127.0.0.1", "https://127.0.0.1:1"]
+)
 def test_only_loopback_targets(url):
     with pytest.raises(GmlmError, match="--url"):
         check_loopback(url)

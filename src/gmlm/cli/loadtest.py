@@ -71,11 +71,11 @@ def _load(
 
     models = args.model
     if not models:
-        import httpx
+        from gmlm.serve import http_client
 
         try:
-            served = httpx.get(check_loopback(url) + "/v1/models", timeout=10).json()
-        except httpx.TransportError as err:
+            served = http_client.get(check_loopback(url) + "/v1/models", 10.0).json()
+        except http_client.TransportError as err:
             raise GmlmError(f"--url {url}: no service answers ({err}); start gmlm serve") from None
         models = [m["name"] for m in served["models"]]
     return run_loadtest(

@@ -247,3 +247,17 @@ class Pool:
     def _drop(self, connection: _Connection) -> None:
         connection.close()
         self._open.discard(connection)
+
+
+def get(url: str, timeout_s: float) -> Answer:
+    """One GET of `url` (http://HOST:PORT/PATH) outside an event loop, on a connection of its
+    own: the load test's calls before and after the load (is the service up, which models)."""
+    parts = urlsplit(url)
+    base = f"{parts.scheme}://{parts.netloc}"
+    path = parts.path or "/"
+
+    async def one() -> Answer:
+        async with Pool(base, timeout_s, connections=1) as pool:
+            return await pool.get(path)
+
+    return asyncio.run(one())

@@ -46,6 +46,7 @@ from gmlm.config import SEED, Range, check_settings
 from gmlm.errors import GmlmError
 from gmlm.records import OMIT_NONE, Record
 from gmlm.serve.http_client import Pool, TransportError
+from gmlm.serve.http_client import get as http_get
 from gmlm.settings import doc
 
 MAX_REQUESTS = 100_000  # per model and rate, whatever rate x duration says
@@ -148,7 +149,7 @@ def check_loopback(url: str) -> str:
     """`url` without a trailing slash; anything but a loopback address is refused (a load
     test sends traffic only to this machine)."""
     parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    if parts.scheme != "http" or not parts.hostname:  # gmlm serve speaks plain HTTP
         raise GmlmError(f"--url {url!r}: expected http://HOST:PORT, e.g. http://127.0.0.1:8080")
     host = parts.hostname
     try:
@@ -464,8 +465,6 @@ def run_loadtest(
 def spawned_service(arguments: Sequence[str], ready_timeout_s: float = 600.0) -> Iterator[str]:
     """Run `gmlm serve ARGUMENTS --port 0` in a process of its own until the block ends, then
     stop it with SIGTERM (every accepted request answered); yields its URL once /ready."""
-    import httpx
-
     command = [sys.executable, "-m", "gmlm", "serve", *arguments, "--port", "0"]
     process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
     try:
@@ -487,8 +486,8 @@ def spawned_service(arguments: Sequence[str], ready_timeout_s: float = 600.0) ->
         reader.start()
         deadline = time.monotonic() + ready_timeout_s
         while True:
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(url + "/ready", timeout=10).status_code == 200:
+            with contextlib.suppress(TransportError):
+                if http_get(url + "/ready", 10.0).status_code == 200:
                     break
             if process.poll() is not None or time.monotonic() > deadline:
                 if process.poll() is None:
