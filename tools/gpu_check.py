@@ -218,7 +218,7 @@ def ceiling(out: Path, rates: str, duration: float) -> list[Row]:
     result = out / "ceiling.json"
     command = [
         sys.executable, str(ROOT / "tools" / "serve_ceiling.py"), "--rates", rates,
-        "--duration", str(duration), "--output", str(result),
+        "--duration", str(duration), "--log", "--output", str(result),
     ]  # fmt: skip
     subprocess.run(command, check=True, env=ENV, timeout=120 + 6 * duration * len(rates.split(",")))
     loaded = json.loads(result.read_text(encoding="utf-8"))

@@ -52,18 +52,23 @@ class Echo:
         pass
 
 
-def serve(http: str) -> None:
+def serve(http: str, log: bool) -> None:
     """The service (a child process): prints its URL, then serves until killed."""
     import uvicorn
 
+    from gmlm.serve import logs
     from gmlm.serve.app import create_app
     from gmlm.serve.server import bind
     from gmlm.serve.settings import ServeSettings
 
     sock = bind("127.0.0.1", 0)
     print(f"http://127.0.0.1:{sock.getsockname()[1]}", flush=True)
+    if log:  # a line per request on stderr, as `gmlm serve` logs
+        logs.configure()
     app = create_app(lambda: {"echo": Echo()}, ServeSettings())
     config = uvicorn.Config(app, log_level="error", access_log=False, log_config=None, http=http)
+    config.load()
+    print(f"echo service: HTTP by {config.http_protocol_class.__name__}", file=sys.stderr)
     uvicorn.Server(config).run(sockets=[sock])
 
 
@@ -93,16 +98,32 @@ def main() -> None:
         default="auto",
         help="uvicorn's HTTP parser (auto: httptools where installed, as gmlm serve runs)",
     )
+    parser.add_argument(
+        "--log",
+        action="store_true",
+        help="log a line per request to stderr as `gmlm serve` does (the service's stderr goes "
+        "to /dev/null here)",
+    )
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        serve(args.http)
+        serve(args.http, args.log)
         return
     from gmlm.serve.load_report import markdown
     from gmlm.serve.loadtest import LoadSettings, run_loadtest
 
     child = subprocess.Popen(
-        [sys.executable, __file__, "--serve"], stdout=subprocess.PIPE, text=True
+        [
+            sys.executable,
+            __file__,
+            "--serve",
+            "--http",
+            args.http,
+            *(["--log"] if args.log else []),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL if args.log else None,
+        text=True,
     )
     try:
         assert child.stdout is not None

@@ -332,6 +332,7 @@ def test_the_ceiling_tool_loads_a_model_that_answers_at_once():
             str(root / "tools" / "serve_ceiling.py"),
             "--rates=20,40",
             "--duration=.5",
+            "--http=h11",
         ],
         capture_output=True,
         text=True,
@@ -346,3 +347,4 @@ def test_the_ceiling_tool_loads_a_model_that_answers_at_once():
         assert cells[2] == cells[3] and cells[8] == "none"  # sent == answered, no errors
         assert float(cells[-1]) >= 0.0  # client late p99, ms
     assert "Capacity (highest offered rate with p99 under 100 ms" in done.stdout
+    assert "echo service: HTTP by H11Protocol" in done.stderr  # --http reached the service
