@@ -5,10 +5,11 @@ Why not httpx: a load generator must offer its rate whatever the service does, a
 httpx request costs its process about a millisecond of CPU. On 2 AMD EPYC cores, against
 a service whose model answers at once, `gmlm loadtest` on httpx held 500 requests/s, and at
 1,000/s fell behind its own schedule until requests waited 14 s in the client (the
-service's handler time stayed under 3 ms): a figure of the client, not of the service. This
-client reads and writes the few bytes of a request with asyncio's streams and parses only
-what the service sends: a status line, headers, and a body of `Content-Length` bytes or in
-chunks.
+service's handler time stayed under 3 ms): a figure of the client, not of the service (the
+runs: docs/history/serve-before-nodelay/README.md). This client reads and writes the few
+bytes of a request with asyncio's streams and parses only what an HTTP/1.1 server sends: a
+status line, headers, and a body of `Content-Length` bytes, in chunks, up to the close, or
+none (1xx, 204, 304).
 
 Every size is bounded before it is read: a status line and each header line by the
 stream's line limit, the headers by `MAX_HEADERS`, a body by `MAX_BODY_BYTES`. A request
