@@ -4,7 +4,6 @@ translations differ from the first one's stops the run."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
@@ -19,18 +18,13 @@ from gmlm.nn import ModelConfig
 from gmlm.training.config import TrainConfig
 from gmlm.translation.translator import Translator
 from tests.helpers.sentences import sentences
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers.tools import load_tool
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def tool() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("batch_rates", ROOT / "tools/batch_rates.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("batch_rates")
 
 
 @pytest.fixture(scope="module")

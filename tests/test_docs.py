@@ -337,12 +337,9 @@ def test_the_docs_translate_files_as_shown(tmp_path: Path, monkeypatch) -> None:
 def test_the_serving_schema_is_what_the_tool_generates() -> None:
     """docs/serving.md's request and response schema section is what tools/openapi_doc.py
     prints from the service's OpenAPI document (rewrite it with `--write docs/serving.md`)."""
-    import importlib.util
+    from tests.helpers.tools import load_tool
 
-    spec = importlib.util.spec_from_file_location("openapi_doc", ROOT / "tools" / "openapi_doc.py")
-    assert spec is not None and spec.loader is not None
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = load_tool("openapi_doc")
     text = read("docs/serving.md")
     shown = text[text.index(tool.BEGIN) : text.index(tool.END) + len(tool.END)]
     assert shown == tool.section(tool.openapi())

@@ -3,24 +3,20 @@ section reported as a row, and a clear refusal to run without CUDA."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.helpers.tools import load_tool
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "tools" / "gpu_check.py"
 
 
 def _module():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["gpu_check"] = module  # (its dataclasses look their module up there)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("gpu_check")
 
 
 SERVED_FP32 = {

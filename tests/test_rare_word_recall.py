@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
+
+from tests.helpers.tools import load_tool
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "tools" / "rare_word_recall.py"
 
 
 def _module():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("rare_word_recall", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("rare_word_recall")
 
 
 def test_recall_is_clipped_per_sentence_and_bucketed_by_training_count() -> None:

@@ -21,13 +21,13 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from gmlm.decoding.options import SearchOptions
 from gmlm.serve.backends import Prepared
+from gmlm.serve.http_client import TransportError, get
 
 LINES = ["Ein Hund läuft über die Wiese.", "Zwei Kinder spielen am Strand.", "Eine Frau liest."]
 
@@ -75,12 +75,8 @@ def serve(http: str, log: bool) -> None:
 def wait_ready(url: str, timeout_s: float = 60.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        # not listening yet, or 503 (not ready: urlopen raises HTTPError, an OSError)
-        with (
-            contextlib.suppress(OSError),
-            urllib.request.urlopen(url + "/ready", timeout=5) as ready,
-        ):
-            if ready.status == 200:
+        with contextlib.suppress(TransportError):  # not listening yet
+            if get(url + "/ready", 5.0).status_code == 200:
                 return
         time.sleep(0.1)
     raise SystemExit(f"the echo service at {url} did not become ready in {timeout_s:g} s")

@@ -172,6 +172,7 @@ class Pool:
         parts = urlsplit(base)
         if parts.scheme != "http" or not parts.hostname:
             raise ValueError(f"expected http://HOST:PORT, not {base!r}")
+        self.base = base
         self.host = parts.hostname
         self.port = parts.port or 80
         self.timeout_s = timeout_s

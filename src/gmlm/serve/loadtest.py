@@ -237,7 +237,6 @@ async def _metrics(client: Pool) -> str:
 
 async def _one_rate(
     client: Pool,
-    base: str,
     model: str,
     rate: float,
     settings: dict[str, Any],
@@ -287,7 +286,7 @@ async def _one_rate(
     async def probe() -> None:
         # A connection of its own: the probe measures the service, never a wait for one of
         # the load's connections.
-        async with Pool(base, client.timeout_s, connections=1) as own:
+        async with Pool(client.base, client.timeout_s, connections=1) as own:
             while time.monotonic() - start < settings["duration"]:
                 sent = time.monotonic()
                 try:
@@ -439,7 +438,7 @@ def run_loadtest(
                             f"warm-up request to {model}: {answer.status_code} {answer.text}"
                         )
                 for rate in rates:
-                    point = await _one_rate(client, base, model, rate, recorded, texts)
+                    point = await _one_rate(client, model, rate, recorded, texts)
                     log(describe(point))
                     points.append(point)
             return points
