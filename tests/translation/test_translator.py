@@ -95,6 +95,30 @@ def test_a_cancelled_translation_stops_before_its_next_batch(
     assert len(started) == 3
 
 
+@pytest.mark.parametrize("kind", ["ar", "padir"])
+def test_progress_is_reported_after_each_batch(
+    kind: str, translators: dict[str, Translator]
+) -> None:
+    """The callback hears after every batch how many sentences are done of how many; the
+    empty lines are not decoded and not counted, a split line counts as its pieces."""
+    lines = [*sentences(5, seed=7), "", LONG]
+    calls: list[tuple[int, int]] = []
+    extra = {"max_len_b": 4} if kind == "ar" else {"steps": 1}
+    out = translators[kind].translate(
+        lines,
+        batch_size=2,
+        on_over_length="split",
+        progress=lambda done, total: calls.append((done, total)),
+        **extra,
+    )
+    assert len(out) == len(lines)
+    total = calls[-1][1]
+    assert total > 6  # 5 sentences and LONG's pieces
+    assert calls[-1] == (total, total) and len(calls) == math.ceil(total / 2)
+    assert [done for done, _ in calls] == sorted({done for done, _ in calls})
+    assert {t for _, t in calls} == {total}
+
+
 def test_padir_seed_makes_runs_repeatable(translators: dict[str, Translator]) -> None:
     lines = sentences(4, seed=5)
     first = translators["padir"].translate(lines, seed=3, steps=2, length_beam=2)
@@ -646,6 +670,34 @@ def test_cli_stdin_to_stdout(
         remask="linear",
         selection="mean",
     )
+
+
+@pytest.mark.parametrize(
+    ("terminal", "flags", "shown"),
+    [
+        (True, [], True),
+        (True, ["--no-progress"], False),
+        (False, [], False),  # a pipe or a log file: no bar
+    ],
+)
+def test_cli_draws_a_progress_bar_only_on_a_terminal(
+    checkpoint_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    terminal: bool,
+    flags: list[str],
+    shown: bool,
+) -> None:
+    source = tmp_path / "in.de"
+    source.write_text("".join(f"{line}\n" for line in sentences(5, seed=8)), encoding="utf-8")
+    target = tmp_path / "hyp.en"
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: terminal)
+    args = ["translate", "--checkpoint", str(checkpoint_dir), "--input", str(source)]
+    assert main([*args, "--output", str(target), "--steps", "1", "--batch-size", "2", *flags]) == 0
+    err = capsys.readouterr().err
+    assert ("translate: 100%" in err and "5/5" in err) is shown, err
+    assert len(target.read_text(encoding="utf-8").splitlines()) == 5
 
 
 def test_cli_errors_are_clean(

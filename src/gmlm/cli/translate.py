@@ -8,9 +8,11 @@ fields of the options classes (`gmlm.cli.options`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ from gmlm.cli.flags import (
     add_checkpoint,
     add_cuda_graphs,
     add_device,
+    add_no_progress,
     add_output,
     add_precision,
     add_seed,
@@ -99,6 +102,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="report on stderr the seconds the translation took (model loading excluded), "
         "sentences per second and, for PaDIR, the padded share of its decoder passes' "
         "row-positions",
+    )
+    add_no_progress(
+        p,
+        "no progress bar (by default one shows on stderr while translating, in one process, "
+        "when stderr is a terminal)",
     )
     add_option_flags(p, DECODING)
     add_option_flags(p, {"rescoring PaDIR's candidates": RescoreSettings})
@@ -190,7 +198,8 @@ def _run_one(
         translator.rescore_with(load(rescore, device=args.device, cuda_graphs=graphs), weight)
         _say(f"candidates rescored by {rescore} (weight {weight})")
     start = time.perf_counter()
-    outputs = translator.translate(lines, origin=origin, **translate_args)
+    with progress_bar(not args.no_progress and sys.stderr.isatty()) as progress:
+        outputs = translator.translate(lines, origin=origin, progress=progress, **translate_args)
     seconds = time.perf_counter() - start
     if args.timing:
         padding = translator.padding
@@ -202,6 +211,29 @@ def _run_one(
     else:
         with atomic_open(args.output, "w") as handle:
             handle.write(text)
+
+
+@contextlib.contextmanager
+def progress_bar(shown: bool) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress callback for `Translator.translate` that draws a bar of sentences on stderr
+    from the first batch on (None when not `shown`); the bar is closed on the way out."""
+    if not shown:
+        yield None
+        return
+    from tqdm import tqdm
+
+    bars: list[tqdm] = []
+
+    def report(done: int, total: int) -> None:
+        if not bars:
+            bars.append(tqdm(total=total, desc="translate", unit="sent", dynamic_ncols=True))
+        bars[0].update(done - bars[0].n)
+
+    try:
+        yield report
+    finally:
+        for bar in bars:
+            bar.close()
 
 
 def _run_sharded(

@@ -73,7 +73,7 @@ candidates. Rescoring decodes eagerly (not at fixed shapes) and without CUDA gra
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +112,9 @@ from gmlm.translation.model_copies import ModelCopies
 from gmlm.translation.option_resolution import OptionResolver
 from gmlm.translation.precision import check_precision
 from gmlm.translation.word_repeats import drop_repeated_words
+
+Progress = Callable[[int, int], None]
+"""Called after each batch with the sentences decoded so far and the sentences in all."""
 
 
 class Translator:
@@ -251,6 +254,7 @@ class Translator:
         on_over_length: OverLengthPolicy = "error",
         origin: str = "input",
         check_language: LanguageCheck = "warn",
+        progress: Progress | None = None,
         **overrides: Any,
     ) -> list[str]:
         """Detokenized translations of raw `sentences` (a list, or any iterable, of str), one
@@ -296,6 +300,7 @@ class Translator:
             max_tokens=max_tokens,
             seed=seed,
             precision=precision,
+            progress=progress,
         )
         pieces: list[list[str]] = [[] for _ in texts]
         for owner, ids in zip(owners, outputs, strict=True):
@@ -369,14 +374,15 @@ class Translator:
         max_tokens: int | None = None,
         seed: int = 0,
         precision: Precision = "fp32",
+        progress: Progress | None = None,
     ) -> list[list[int]]:
         """Output ids (no EOS) of source ids (no EOS, each non-empty and within
         max_source_len - 1), in order; the best hypothesis of each sentence.
 
         Sources are decoded widest first in batches bounded by `max_tokens` and/or
         `batch_size` (see the module docstring). PaDIR's initial tokens of a source are keyed
-        by `seed` and its ids, whatever its batch (see the module docstring). `precision`:
-        see :meth:`translate`.
+        by `seed` and its ids, whatever its batch (see the module docstring). `precision`,
+        `progress`: see :meth:`translate`.
         """
         model = self.model_at(precision)
         batch_size, max_tokens = batch_limits(batch_size, max_tokens)
@@ -384,12 +390,16 @@ class Translator:
         planned_batches = plan_batches(
             model, self.config, sources, options, batch_size, max_tokens, self.device
         )
+        done = 0
         for batch, planned in planned_batches:
             checkpoint()  # between batches too (gmlm.decoding.cancel)
             src = self.source_tensor([sources[i] for i in batch])
             decoded = self._decode(model, src, options, seed, planned, precision)
             for i, ids in zip(batch, decoded, strict=True):
                 outputs[i] = ids
+            done += len(batch)
+            if progress is not None:
+                progress(done, len(sources))
         return outputs
 
     def _decode(
