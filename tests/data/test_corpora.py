@@ -105,6 +105,28 @@ def test_text_in_another_encoding_gets_the_conversion_that_fits(
     assert bad.read_bytes().decode(named) == text
 
 
+@pytest.mark.parametrize(
+    ("encoding", "named"), [("utf-16-le", "utf-16le"), ("utf-16-be", "utf-16be")]
+)
+def test_utf16_of_ascii_letters_alone_is_refused_though_it_decodes_as_utf8(
+    tmp_path: Path, encoding: str, named: str
+) -> None:
+    # No byte-order mark and no letter beyond ASCII: every byte pair is valid UTF-8.
+    text = "Ein Hund rennt durch den Schnee.\nZwei Kinder spielen.\n"
+    bad = tmp_path / "in.de"
+    bad.write_bytes(text.encode(encoding))
+    assert "\x00" in bad.read_bytes().decode("utf-8")
+    with pytest.raises(GmlmError, match=f"{named.upper()} text, not UTF-8.*iconv -f {named} "):
+        read_lines(bad)
+
+
+def test_a_nul_byte_is_refused_naming_its_line_and_column(tmp_path: Path) -> None:
+    bad = tmp_path / "in.de"
+    bad.write_bytes(b"gut\nnoch gut\nein\x00Hund\n")
+    with pytest.raises(GmlmError, match=r"in\.de:3: a NUL byte at column 4; .*tr -d"):
+        read_lines(bad)
+
+
 def test_bad_gzip_and_missing_file(tmp_path: Path) -> None:
     fake = tmp_path / "x.gz"
     fake.write_bytes(b"not gzip at all")

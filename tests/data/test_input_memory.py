@@ -20,6 +20,7 @@ from gmlm.cli.main import main
 from gmlm.data import textfiles
 from gmlm.data.textfiles import read_bounded, read_lines
 from gmlm.memory import MemoryLimitError
+from tests.helpers.text_commands import COMMANDS, text_commands
 
 TEXT = "der Hund läuft.\n" * 40  # 680 bytes: twice that is over FREE, once is not
 FREE = 1000
@@ -100,28 +101,6 @@ def test_a_pipe_is_read_as_a_stream(little_memory: None, tmp_path: Path) -> None
         os.waitpid(writer, 0)
 
 
-def _commands(tmp: Path, big: Path, small: Path) -> dict[str, list[str]]:
-    """Every command that reads a text file named on its command line, reading `big`."""
-    return {
-        "translate --input": ["translate", "--checkpoint", str(tmp / "ckpt"), "--input", str(big)],
-        "evaluate --hyp": ["evaluate", "--hyp", str(big), "--ref", str(small)],
-        "evaluate --ref": ["evaluate", "--hyp", str(small), "--ref", str(big)],
-        "evaluate --src": ["evaluate", "--hyp", str(small), "--ref", str(small), "--src", str(big)],
-        "loadtest --input": ["loadtest", "--url", "http://127.0.0.1:9", "--input", str(big)],
-        "data prepare files:": [
-            "data",
-            "prepare",
-            "--corpus",
-            f"files:{big},{small}",
-            "--out",
-            str(tmp / "data"),
-        ],
-    }
-
-
-COMMANDS = list(_commands(Path(), Path(), Path()))
-
-
 @pytest.mark.parametrize("command", COMMANDS)
 def test_every_command_reading_a_text_file_refuses_one_too_large_in_one_line(
     command: str, little_memory: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -129,7 +108,7 @@ def test_every_command_reading_a_text_file_refuses_one_too_large_in_one_line(
     big, small = tmp_path / "big.de", tmp_path / "small.en"
     big.write_text(TEXT, encoding="utf-8")
     small.write_text("a dog.\n" * 40, encoding="utf-8")
-    assert main(_commands(tmp_path, big, small)[command]) == 2
+    assert main(text_commands(tmp_path, big, small)[command]) == 2
     err = capsys.readouterr().err.splitlines()  # progress lines (data prepare's) may come first
     assert [line for line in err if line.startswith("gmlm: error:")] == err[-1:], err
     assert err[-1].startswith(f"gmlm: error: reading {big} (") and "split it into" in err[-1]

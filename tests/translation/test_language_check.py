@@ -40,8 +40,11 @@ CHECKPOINTS = {
 GERMAN = "Ein Mann fährt mit einem roten Fahrrad über eine Brücke."
 ENGLISH = "Two young men are playing football in a park."
 FRENCH = "Un homme traverse un pont sur un vélo rouge."
+COLOURED = "Ein Mann fährt mit einem \x1b[31mroten\x1b[0m Fahrrad über eine Brücke."
+DASHED = "Two young men \x96 brothers \x96 are playing football in a park."
 
-# What the check must say: None (nothing), ("language", the language named), ("no_letters",).
+# What the check must say: None (nothing), ("language", the language named), ("no_letters",),
+# ("control",).
 Expected = tuple[str, ...] | None
 
 
@@ -59,7 +62,10 @@ TABLE = [
     Row("English into the German-source model", "de-en", ENGLISH, ("language", "en")),
     Row("French into the English-source model", "en-de", FRENCH, ("language", "fr")),
     Row("French into the German-source model", "de-en", FRENCH, ("language", "fr")),
-    Row("NUL bytes", "en-de", "\x00\x00\x00", ("no_letters",)),
+    # (a NUL, which no file may hold, comes only through the API and the service: below)
+    Row("control characters alone", "en-de", "\x07\x07\x07", ("no_letters",)),
+    Row("an escape code in German text", "de-en", COLOURED, ("control",)),
+    Row("a C1 control (a Windows dash decoded as Latin-1)", "en-de", DASHED, ("control",)),
     Row("punctuation only", "de-en", "!!! ... ???", ("no_letters",)),
     # (the identifier gives English 0.0006 and German 0.005: flagged, were they judged)
     Row("a 2-word German line: too short to judge", "en-de", "Zwei Männer", None),
@@ -85,8 +91,11 @@ def listed(message: str) -> dict[int, Expected]:
     for line, item, why in LISTED.findall(message):
         index = int(line) - 1 if line else int(item)
         named = re.match(r"\w+ \((\w+),", why)
-        found[index] = ("language", named[1]) if named else ("no_letters",)
-        assert named or why.startswith("no letters"), why
+        control = why.startswith("a control character")
+        found[index] = (
+            ("language", named[1]) if named else (("control",) if control else ("no_letters",))
+        )
+        assert named or control or why.startswith("no letters"), why
     return found
 
 
@@ -189,7 +198,7 @@ def via_service(model: Callable[[str], str]) -> Callable[..., Outcome]:
             flags[entry["index"]] = (
                 (reason, entry["language"]) if reason == "language" else (reason,)
             )
-            assert entry["message"] and (reason == "no_letters") == (entry["language"] is None)
+            assert entry["message"] and (reason != "language") == (entry["language"] is None)
         return Outcome(False, flags)
 
     return run
@@ -333,6 +342,37 @@ def test_the_check_judges_language_only_from_three_words() -> None:
         (0, "no_letters"),
         (3, "no_letters"),
     ]
+
+
+def test_utf16_read_as_utf8_is_flagged_for_its_control_characters(service: str) -> None:
+    """UTF-16 of ASCII letters, decoded as UTF-8, is valid text with a NUL after every letter:
+    the shipped German-English model turns it into English-looking words in silence. A file
+    never gets here (gmlm.data.textfiles refuses a NUL); the Python API and the service's
+    JSON can, and flag it."""
+    import httpx
+
+    text = "Ein Hund rennt durch den Schnee."
+    line = text.encode("utf-16-le").decode("utf-8")
+    assert line.count("\x00") == len(text)
+    with pytest.raises(
+        LanguageCheckError, match=r"line 1: a control character \(U\+0000\) at character 2"
+    ):
+        translator("de-en").translate([line, GERMAN], check_language="strict")
+    body = {"model": "de-en", "text": [GERMAN, line]}
+    answer = httpx.post(service + "/v1/translate", json=body, timeout=60)
+    assert [(w["index"], w["reason"]) for w in answer.json()["warnings"]] == [(1, "control")]
+
+
+def test_the_control_characters_are_those_whitespace_cleaning_leaves() -> None:
+    """CONTROL against Unicode's own list: category Cc, less what str.split takes for
+    whitespace (and cleaning turns into spaces)."""
+    import unicodedata
+
+    from gmlm.translation.language_check import CONTROL
+
+    every = [chr(c) for c in range(0x110000)]
+    kept = {c for c in every if unicodedata.category(c) == "Cc" and not c.isspace()}
+    assert {c for c in every if CONTROL.fullmatch(c)} == kept
 
 
 def test_a_bad_check_language_is_an_error_naming_the_choices() -> None:

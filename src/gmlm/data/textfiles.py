@@ -18,7 +18,7 @@ import struct
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, AnyStr, Protocol
 
 from gmlm.errors import GmlmError
 from gmlm.memory import check_memory, format_bytes
@@ -108,26 +108,46 @@ def decode_utf8(data: bytes, path: Path) -> str:
     """`data`, the content of `path`, decoded as UTF-8; other text is a GmlmError that names
     where and says how to convert it: from UTF-16 or UTF-32 (a byte-order mark at the start,
     or every other byte a NUL: UTF-16 in the byte order the NULs show), else from Latin-1, the
-    usual single-byte encoding."""
+    usual single-byte encoding. A NUL byte is an error too, though valid UTF-8: no text holds
+    one, and UTF-16 text of ASCII characters alone, without a byte-order mark, decodes as
+    UTF-8 with a NUL after (or before) every character."""
     try:
-        return data.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as err:
-        encoding = next((name for bom, name in BOMS if data.startswith(bom)), None)
-        head = data[:4096]
-        if encoding is None and head.count(0) * 3 >= len(head):  # ASCII in UTF-16, no BOM
-            # the NUL of an ASCII character comes second in little-endian order
-            encoding = "utf-16le" if head[1::2].count(0) > head[::2].count(0) else "utf-16be"
-        if encoding is not None:
-            raise GmlmError(
-                f"{path}: {encoding.upper()} text, not UTF-8; convert the file to UTF-8, e.g. "
-                f"`iconv -f {encoding} -t utf-8 IN > OUT`"
-            ) from None
-        line = data.count(b"\n", 0, err.start) + 1
-        column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
+        _raise_if_wide(data, path)
+        line, column = _place(data, err.start, b"\n")
         raise GmlmError(
             f"{path}:{line}: invalid UTF-8 (byte 0x{data[err.start]:02x} at column {column}); "
             "convert the file to UTF-8, e.g. `iconv -f latin1 -t utf-8 IN > OUT`"
         ) from None
+    nul = text.find("\x00")
+    if nul >= 0:
+        _raise_if_wide(data, path)
+        line, column = _place(text, nul, "\n")
+        raise GmlmError(
+            f"{path}:{line}: a NUL byte at column {column}; text holds none (is it a binary "
+            "file, or text in another encoding?): remove them, e.g. `tr -d '\\000' < IN > OUT`"
+        )
+    return text
+
+
+def _raise_if_wide(data: bytes, path: Path) -> None:
+    """The error for UTF-16 or UTF-32 `data` (see :func:`decode_utf8`), if it is."""
+    encoding = next((name for bom, name in BOMS if data.startswith(bom)), None)
+    head = data[:4096]
+    if encoding is None and head.count(0) * 3 >= len(head):  # ASCII in UTF-16, no BOM
+        # the NUL of an ASCII character comes second in little-endian order
+        encoding = "utf-16le" if head[1::2].count(0) > head[::2].count(0) else "utf-16be"
+    if encoding is not None:
+        raise GmlmError(
+            f"{path}: {encoding.upper()} text, not UTF-8; convert the file to UTF-8, e.g. "
+            f"`iconv -f {encoding} -t utf-8 IN > OUT`"
+        )
+
+
+def _place(text: AnyStr, index: int, newline: AnyStr) -> tuple[int, int]:
+    """The line and column (both from 1) of position `index` of `text`."""
+    return text.count(newline, 0, index) + 1, index - (text.rfind(newline, 0, index) + 1) + 1
 
 
 def read_lines(path: Path) -> list[str]:

@@ -28,10 +28,11 @@ class LineWarning(BaseModel):
     same, unless the request is strict)."""
 
     index: int = Field(description="the line's index in `text`, from 0")
-    reason: Literal["language", "no_letters"] = Field(
+    reason: Literal["language", "no_letters", "control"] = Field(
         description="language: confidently another language than the model's source language "
         "(lines of 3 words or more); no_letters: no letters at all (punctuation, digits, "
-        "symbols or control characters only)"
+        "symbols or control characters only); control: letters with a control character such "
+        "as NUL (text in another encoding, binary data, a terminal colour code)"
     )
     message: str = Field(description="why, in words")
     language: str | None = Field(default=None, description="the language found (reason language)")

@@ -144,7 +144,8 @@ class Metrics:
         self.flagged_lines = Counter(
             "gmlm_flagged_lines",
             "Request lines the input language check flagged, by model and reason: language "
-            "(confidently another language than the model's source language) or no_letters",
+            "(confidently another language than the model's source language), no_letters or "
+            "control (a control character among letters)",
             ["model", "reason"],
             registry=self.registry,
         )

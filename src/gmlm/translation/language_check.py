@@ -8,6 +8,12 @@ outdoor train.". So every line is checked before it is translated, and a line is
 
 * it has no letters (``no_letters``): only punctuation, digits, symbols, control characters
   such as NUL bytes; a blank line is not flagged (it gives an empty output untranslated);
+* it has letters and a control character (``control``; tab and the other whitespace
+  controls aside, which cleaning turns into spaces): no text holds one, and those that come
+  are signs of text read in the wrong encoding (UTF-16 of ASCII letters, read as UTF-8, is a
+  NUL after every letter) or of terminal colour codes pasted with it. Files never get here
+  with a NUL (:func:`gmlm.data.textfiles.decode_utf8` refuses it); the Python API and the
+  service's JSON can;
 * its language is confidently another one (``language``): py3langid's identifier, restricted
   to :data:`CANDIDATES` (the source language added), gives the source language a probability
   of at most :data:`SOURCE_AT_MOST` (the message names the most likely language). A bound on
@@ -54,8 +60,8 @@ from gmlm.errors import GmlmError
 
 LanguageCheck = Literal["warn", "strict", "off"]
 CHECKS: tuple[LanguageCheck, ...] = ("warn", "strict", "off")
-Reason = Literal["language", "no_letters"]
-REASONS: tuple[Reason, ...] = ("language", "no_letters")
+Reason = Literal["language", "no_letters", "control"]
+REASONS: tuple[Reason, ...] = ("language", "no_letters", "control")
 
 # Words a line needs before its language is judged (see the module docstring).
 MIN_WORDS = 3
@@ -83,6 +89,8 @@ SHOWN = 5  # flagged lines a message lists before "and N more"
 # CJK ideographs, a word or morpheme each).
 _SPACELESS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 WORD = re.compile(rf"[{_SPACELESS}]|[^\W\d_{_SPACELESS}]+")
+# The control characters (Unicode category Cc) that whitespace normalisation leaves in a line.
+CONTROL = re.compile(r"[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f]")
 
 
 class LanguageWarning(UserWarning):
@@ -100,8 +108,9 @@ class LanguageCheckError(GmlmError):
 
 @dataclass(frozen=True)
 class Flag:
-    """A flagged line: its index (0-based), the reason ("language" or "no_letters"), why in
-    words, and for "language" the language found and the identifier's probability of it."""
+    """A flagged line: its index (0-based), the reason ("language", "no_letters" or
+    "control"), why in words, and for "language" the language found and the identifier's
+    probability of it."""
 
     index: int
     reason: Reason
@@ -167,6 +176,14 @@ def flag_lines(lines: Sequence[str], source: str) -> list[Flag]:
             flags.append(
                 Flag(index, "no_letters", "no letters (only punctuation, digits, symbols or "
                 "control characters): likely no text to translate")
+            )  # fmt: skip
+            continue
+        control = CONTROL.search(text)
+        if control is not None:
+            flags.append(
+                Flag(index, "control", f"a control character (U+{ord(control[0]):04X}) at "
+                f"character {control.start() + 1}: not plain text (UTF-16 read as UTF-8, "
+                "binary data, a terminal colour code?)")
             )  # fmt: skip
             continue
         if judge is None or len(WORD.findall(text)) < MIN_WORDS:
