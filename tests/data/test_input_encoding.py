@@ -1,7 +1,8 @@
-"""Every command that reads a text file refuses one that is not UTF-8 text in one line that
-names the file and the conversion, before any work: Latin-1, UTF-16 of ASCII letters alone
-(valid UTF-8, but a NUL after every letter), a stray NUL byte; and `gmlm translate` the same
-on its standard input."""
+"""Every command that reads a text file refuses one that is not UTF-8 text in lines ended by
+line feeds, in one line that names the file and the fix, before any work: Latin-1, UTF-16 of
+ASCII letters alone (valid UTF-8, but a NUL after every letter), a stray NUL byte, a
+byte-order mark inside the text, CR line ends; and `gmlm translate` the same on its standard
+input."""
 
 from __future__ import annotations
 
@@ -33,6 +34,16 @@ BAD = {
         TEXT.replace("Hund", "Hu\x00nd").encode(),
         ":1: a NUL byte at column 7",
         "`tr -d '\\000' < IN > OUT`",
+    ),
+    "a byte-order mark inside (two files joined)": (
+        ("\ufeff" + TEXT).encode() * 2,
+        ":3: a byte-order mark (U+FEFF) at column 1",
+        "`sed -i 's/\\xEF\\xBB\\xBF//g' FILE`",
+    ),
+    "CR line ends (an old Mac file)": (
+        TEXT.replace("\n", "\r").encode(),
+        ": ends its lines with carriage returns",
+        "`tr '\\r' '\\n' < IN > OUT`",
     ),
 }
 

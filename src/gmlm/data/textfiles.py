@@ -170,8 +170,7 @@ def split_lines(text: str, origin: Path) -> list[str]:
     text = text.removeprefix("\ufeff")
     bom = text.find("\ufeff")
     if bom >= 0:
-        line = text.count("\n", 0, bom) + 1
-        column = bom - (text.rfind("\n", 0, bom) + 1) + 1
+        line, column = _place(text, bom, "\n")
         raise GmlmError(
             f"{origin}:{line}: a byte-order mark (U+FEFF) at column {column}, inside the text; "
             "it usually comes from joining files that each start with one (`cat a b`): remove "
