@@ -80,7 +80,6 @@ PRECISIONS: tuple[Precision, ...] = typing.get_args(Precision)
 # and what `gmlm analyze` and `gmlm distill` offer.
 FLOAT_PRECISIONS: tuple[Precision, ...] = ("fp32", "bf16")
 
-Kind = Literal["ar", "padir"]
 KIND_NAMES: dict[str, str] = {"ar": "an autoregressive", "padir": "a PaDIR"}
 
 # The paper's decodings, named once: PaDIR's T = 4 passes (and 10, its other T), B = 5
